@@ -1,0 +1,229 @@
+//! Array geometry: sensor positions, sensor pairs, physical TDOA bounds, and the rank checks that
+//! decide whether 3-D positions (or only directions) are observable.
+//!
+//! Convention: the TDOA of pair (a, b) is `tau_ab = (r_a - r_b) / c`, the arrival time at sensor a
+//! minus the arrival time at sensor b. GCC-PHAT of `X_a X_b*` peaks at this lag.
+
+use nalgebra::{Matrix3, Vector3};
+
+/// Sensor positions (metres, array frame) and the speed of sound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayGeometry {
+    pub sensors_m: Vec<[f64; 3]>,
+    pub speed_of_sound_m_s: f64,
+}
+
+/// One sensor pair and its largest physically possible TDOA.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pair {
+    pub a: usize,
+    pub b: usize,
+    /// |m_a - m_b| / c.
+    pub max_tdoa_s: f64,
+}
+
+/// Which pairs to correlate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PairMode {
+    /// Each sensor against one reference sensor: K-1 pairs, the minimal set.
+    Reference,
+    /// Every pair: K(K-1)/2 pairs; redundant, so one bad channel or peak is outvoted.
+    All,
+}
+
+/// How the sensors span space.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Span {
+    /// Fewer than two distinct positions.
+    Point,
+    /// All sensors on a line: only the angle to that line is observable.
+    Line,
+    /// All sensors in a plane: 3-D positions have a mirror ambiguity through the plane.
+    Plane,
+    /// Non-coplanar: 3-D positions are observable.
+    Volume,
+}
+
+impl ArrayGeometry {
+    pub fn new(sensors_m: Vec<[f64; 3]>, speed_of_sound_m_s: f64) -> Self {
+        Self {
+            sensors_m,
+            speed_of_sound_m_s,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sensors_m.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sensors_m.is_empty()
+    }
+
+    pub fn sensor(&self, i: usize) -> Vector3<f64> {
+        Vector3::from(self.sensors_m[i])
+    }
+
+    pub fn centroid(&self) -> Vector3<f64> {
+        let n = self.len().max(1) as f64;
+        self.sensors_m
+            .iter()
+            .fold(Vector3::zeros(), |acc, s| acc + Vector3::from(*s))
+            / n
+    }
+
+    /// The largest distance between two sensors.
+    pub fn aperture_m(&self) -> f64 {
+        let mut best = 0.0f64;
+        for i in 0..self.len() {
+            for j in i + 1..self.len() {
+                best = best.max((self.sensor(i) - self.sensor(j)).norm());
+            }
+        }
+        best
+    }
+
+    pub fn distance(&self, a: usize, b: usize) -> f64 {
+        (self.sensor(a) - self.sensor(b)).norm()
+    }
+
+    /// Pairs in a fixed order: reference mode gives (ref, j) for j != ref in channel order; all
+    /// mode gives (i, j) for i < j in lexicographic order.
+    pub fn pairs(&self, mode: PairMode, reference: usize) -> Vec<Pair> {
+        let c = self.speed_of_sound_m_s;
+        let mk = |a: usize, b: usize| Pair {
+            a,
+            b,
+            max_tdoa_s: self.distance(a, b) / c,
+        };
+        match mode {
+            PairMode::Reference => (0..self.len())
+                .filter(|&j| j != reference)
+                .map(|j| mk(reference, j))
+                .collect(),
+            PairMode::All => {
+                let mut v = Vec::new();
+                for i in 0..self.len() {
+                    for j in i + 1..self.len() {
+                        v.push(mk(i, j));
+                    }
+                }
+                v
+            }
+        }
+    }
+
+    /// Singular values of the centred sensor cloud, largest first (metres, RMS spread per axis).
+    pub fn spread_m(&self) -> [f64; 3] {
+        let c = self.centroid();
+        let mut m = Matrix3::<f64>::zeros();
+        for s in &self.sensors_m {
+            let d = Vector3::from(*s) - c;
+            m += d * d.transpose();
+        }
+        let n = self.len().max(1) as f64;
+        let mut ev: Vec<f64> = m
+            .symmetric_eigenvalues()
+            .iter()
+            .map(|e| (e.max(0.0) / n).sqrt())
+            .collect();
+        ev.sort_by(|a, b| b.total_cmp(a));
+        [ev[0], ev[1], ev[2]]
+    }
+
+    /// How the sensors span space. A dimension counts when its spread exceeds 2% of the largest
+    /// (and 1 mm): below that, timing noise swamps the out-of-plane information.
+    pub fn span(&self) -> Span {
+        let s = self.spread_m();
+        let tol = (0.02 * s[0]).max(1e-3);
+        if s[0] <= 1e-3 {
+            Span::Point
+        } else if s[1] <= tol {
+            Span::Line
+        } else if s[2] <= tol {
+            Span::Plane
+        } else {
+            Span::Volume
+        }
+    }
+
+    /// The exact TDOA of a pair for a source at `p` (near field).
+    pub fn tdoa_s(&self, p: &Vector3<f64>, pair: &Pair) -> f64 {
+        ((p - self.sensor(pair.a)).norm() - (p - self.sensor(pair.b)).norm())
+            / self.speed_of_sound_m_s
+    }
+
+    /// The far-field TDOA of a pair for a unit direction `u` pointing from the array to the source.
+    pub fn tdoa_far_s(&self, u: &Vector3<f64>, pair: &Pair) -> f64 {
+        (self.sensor(pair.b) - self.sensor(pair.a)).dot(u) / self.speed_of_sound_m_s
+    }
+
+    /// Mean distance from `p` to the sensors.
+    pub fn mean_range_m(&self, p: &Vector3<f64>) -> f64 {
+        self.sensors_m
+            .iter()
+            .map(|s| (p - Vector3::from(*s)).norm())
+            .sum::<f64>()
+            / self.len().max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tetra() -> ArrayGeometry {
+        ArrayGeometry::new(
+            vec![
+                [0.0, 0.0, 0.0],
+                [1.0, 0.0, 0.0],
+                [0.0, 1.0, 0.0],
+                [0.0, 0.0, 1.0],
+            ],
+            1500.0,
+        )
+    }
+
+    #[test]
+    fn pair_orders() {
+        let g = tetra();
+        let r: Vec<_> = g
+            .pairs(PairMode::Reference, 2)
+            .iter()
+            .map(|p| (p.a, p.b))
+            .collect();
+        assert_eq!(r, vec![(2, 0), (2, 1), (2, 3)]);
+        let a: Vec<_> = g
+            .pairs(PairMode::All, 0)
+            .iter()
+            .map(|p| (p.a, p.b))
+            .collect();
+        assert_eq!(a, vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]);
+        let p = g.pairs(PairMode::All, 0)[3];
+        assert!((p.max_tdoa_s - 2f64.sqrt() / 1500.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn spans() {
+        assert_eq!(tetra().span(), Span::Volume);
+        let mut g = tetra();
+        g.sensors_m[3] = [0.5, 0.5, 0.0];
+        assert_eq!(g.span(), Span::Plane);
+        g.sensors_m = vec![[0.0; 3], [1.0, 0.0, 0.0], [2.0, 0.0, 0.0]];
+        assert_eq!(g.span(), Span::Line);
+        g.sensors_m = vec![[0.0; 3], [0.0; 3]];
+        assert_eq!(g.span(), Span::Point);
+    }
+
+    #[test]
+    fn far_field_is_the_limit_of_near_field() {
+        let g = tetra();
+        let u = Vector3::new(0.3, -0.5, 0.8).normalize();
+        for pair in g.pairs(PairMode::All, 0) {
+            let near = g.tdoa_s(&(u * 1e6), &pair);
+            let far = g.tdoa_far_s(&u, &pair);
+            assert!((near - far).abs() < 1e-9, "{near} vs {far}");
+        }
+    }
+}

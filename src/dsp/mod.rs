@@ -1,0 +1,2 @@
+//! Pure signal processing and geometry: slices in, values out. No I/O, no CUDA types.
+pub mod geometry;
