@@ -187,6 +187,10 @@ pub struct GccConfig {
     /// Zero-pad frames so the correlation is linear rather than circular (twice the FFT work).
     #[serde(default)]
     pub zero_pad: bool,
+    /// Raised-cosine taper over the outer 10% of the band at each edge: lower sidelobes, and
+    /// unbiased sub-sample peaks even when the band reaches the Nyquist frequency.
+    #[serde(default = "yes")]
+    pub band_taper: bool,
     /// Two kept peaks of one pair are at least this far apart, in samples.
     #[serde(default = "default_sep")]
     pub min_peak_separation_samples: f64,
@@ -194,6 +198,9 @@ pub struct GccConfig {
 
 fn one() -> f64 {
     1.0
+}
+fn yes() -> bool {
+    true
 }
 fn default_reg() -> f64 {
     1e-3
@@ -222,6 +229,7 @@ impl Default for GccConfig {
             pairs: default_pairs(),
             reference: 0,
             zero_pad: false,
+            band_taper: true,
             min_peak_separation_samples: default_sep(),
         }
     }

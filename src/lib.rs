@@ -2,4 +2,5 @@
 pub mod config;
 pub mod dsp;
 pub mod error;
+pub mod frame;
 pub mod philox;

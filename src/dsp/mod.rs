@@ -1,2 +1,4 @@
 //! Pure signal processing and geometry: slices in, values out. No I/O, no CUDA types.
+pub mod gcc;
 pub mod geometry;
+pub mod interp;
