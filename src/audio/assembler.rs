@@ -1,0 +1,199 @@
+//! Frame assembly: interleaved input samples in, planar frames out.
+//!
+//! Frame k always starts at sample `origin + k * hop`, so a frame's sequence number says where it
+//! sits in the stream. After a gap (lost audio), the partial frames are discarded and assembly
+//! resumes at the first grid position after the gap: a frame never spans missing audio, and the
+//! frames that could not be formed are counted.
+
+use std::collections::VecDeque;
+
+use crate::frame::Frame;
+
+pub struct FrameAssembler {
+    map: Vec<usize>,
+    in_channels: usize,
+    frame_len: usize,
+    hop: usize,
+    sample_rate_hz: f64,
+    origin: u64,
+    /// Planar, sensors × frame_len.
+    buf: Vec<f32>,
+    have: usize,
+    /// Sample index of `buf`'s first sample (a grid position).
+    buf_start: u64,
+    /// Sample index of the next incoming sample.
+    clock: u64,
+    ready: VecDeque<Frame>,
+    pool: Vec<Frame>,
+    /// Frames that could not be formed because their audio was lost.
+    pub lost_frames: u64,
+}
+
+impl FrameAssembler {
+    /// `map[i]` is the input channel of sensor i; `origin` is the sample index of the first
+    /// sample that will be pushed.
+    pub fn new(map: Vec<usize>, in_channels: usize, frame_len: usize, hop: usize, sample_rate_hz: f64, origin: u64) -> Self {
+        let sensors = map.len();
+        Self {
+            map,
+            in_channels,
+            frame_len,
+            hop,
+            sample_rate_hz,
+            origin,
+            buf: vec![0.0; sensors * frame_len],
+            have: 0,
+            buf_start: origin,
+            clock: origin,
+            ready: VecDeque::new(),
+            pool: Vec::new(),
+            lost_frames: 0,
+        }
+    }
+
+    pub fn sensors(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Push whole interleaved sample frames; completed frames become available from `pop`.
+    pub fn push(&mut self, interleaved: &[f32]) {
+        let ch = self.in_channels;
+        let n = self.frame_len;
+        let mut rows = interleaved.chunks_exact(ch);
+        while rows.len() > 0 {
+            // Skip samples before the next frame start (hop longer than a frame, or after a gap).
+            if self.clock < self.buf_start {
+                let skip = ((self.buf_start - self.clock) as usize).min(rows.len());
+                for _ in 0..skip {
+                    rows.next();
+                }
+                self.clock += skip as u64;
+                continue;
+            }
+            let take = (n - self.have).min(rows.len());
+            for _ in 0..take {
+                let Some(row) = rows.next() else { break };
+                for (s, &c) in self.map.iter().enumerate() {
+                    self.buf[s * n + self.have] = row[c];
+                }
+                self.have += 1;
+            }
+            self.clock += take as u64;
+            if self.have == n {
+                self.emit();
+            }
+        }
+    }
+
+    fn emit(&mut self) {
+        let n = self.frame_len;
+        let sensors = self.map.len();
+        let mut frame = self
+            .pool
+            .pop()
+            .unwrap_or_else(|| Frame::new(sensors, n, self.sample_rate_hz));
+        frame.data.copy_from_slice(&self.buf);
+        frame.start_sample = self.buf_start;
+        frame.seq = (self.buf_start - self.origin) / self.hop as u64;
+        frame.wall_clock = None;
+        self.ready.push_back(frame);
+        self.buf_start += self.hop as u64;
+        if self.hop < n {
+            for s in 0..sensors {
+                self.buf.copy_within(s * n + self.hop..(s + 1) * n, s * n);
+            }
+            self.have = n - self.hop;
+        } else {
+            self.have = 0;
+        }
+    }
+
+    /// `lost` sample frames are missing before the next push. Returns the frames lost with them.
+    pub fn gap(&mut self, lost: u64) -> u64 {
+        if lost == 0 {
+            return 0;
+        }
+        self.clock += lost;
+        let hop = self.hop as u64;
+        let old_k = (self.buf_start - self.origin) / hop;
+        // First grid start at or after the end of the gap.
+        let new_k = (self.clock - self.origin).div_ceil(hop);
+        let lost_frames = new_k.saturating_sub(old_k);
+        self.buf_start = self.origin + new_k * hop;
+        self.have = 0;
+        self.lost_frames += lost_frames;
+        lost_frames
+    }
+
+    pub fn pop(&mut self) -> Option<Frame> {
+        self.ready.pop_front()
+    }
+
+    /// Give a frame back for reuse (avoids an allocation per frame).
+    pub fn recycle(&mut self, frame: Frame) {
+        if frame.len == self.frame_len && frame.channels == self.map.len() && self.pool.len() < 8 {
+            self.pool.push(frame);
+        }
+    }
+
+    /// Sample index of the next expected input sample.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Input channel c carries value c*1000 + sample index.
+    fn ramp(ch: usize, from: u64, n: usize) -> Vec<f32> {
+        let mut v = Vec::new();
+        for i in 0..n as u64 {
+            for c in 0..ch {
+                v.push((c as u64 * 1000 + from + i) as f32);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn frames_follow_the_grid_and_the_map() {
+        let mut a = FrameAssembler::new(vec![2, 0], 3, 8, 3, 100.0, 0);
+        a.push(&ramp(3, 0, 5));
+        a.push(&ramp(3, 5, 20));
+        let mut seqs = Vec::new();
+        while let Some(f) = a.pop() {
+            assert_eq!(f.start_sample, f.seq * 3);
+            assert_eq!(f.channel(0)[0], (2000 + f.start_sample) as f32);
+            assert_eq!(f.channel(1)[7], (f.start_sample + 7) as f32);
+            seqs.push(f.seq);
+            a.recycle(f);
+        }
+        // Frames start at 0, 3, 6, 9, 12, 15 (ending at 7..22 <= 24).
+        assert_eq!(seqs, vec![0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn hop_longer_than_frame_skips_samples() {
+        let mut a = FrameAssembler::new(vec![0], 1, 4, 10, 100.0, 0);
+        a.push(&ramp(1, 0, 35));
+        let starts: Vec<u64> = std::iter::from_fn(|| a.pop()).map(|f| f.start_sample).collect();
+        assert_eq!(starts, vec![0, 10, 20, 30]);
+    }
+
+    #[test]
+    fn a_gap_drops_the_frames_that_would_span_it() {
+        let mut a = FrameAssembler::new(vec![0], 1, 8, 4, 100.0, 0);
+        a.push(&ramp(1, 0, 10)); // frame 0 (0..8) done; frame 1 (4..12) partial
+        assert_eq!(a.pop().unwrap().seq, 0);
+        let lost = a.gap(5); // samples 10..15 lost
+        // Frames 1 (4..12), 2 (8..16) and 3 (12..20) would include lost samples: next is 4 (16..24).
+        assert_eq!(lost, 3);
+        a.push(&ramp(1, 15, 20)); // samples 15..35
+        let f = a.pop().unwrap();
+        assert_eq!((f.seq, f.start_sample), (4, 16));
+        assert_eq!(f.channel(0)[0], 16.0);
+        assert_eq!(a.lost_frames, 3);
+    }
+}

@@ -1,0 +1,1 @@
+//! Live ALSA capture (cargo feature `capture`). Filled in by the board issue.
