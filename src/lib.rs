@@ -5,3 +5,4 @@ pub mod dsp;
 pub mod error;
 pub mod frame;
 pub mod philox;
+pub mod track;

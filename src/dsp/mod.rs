@@ -3,3 +3,4 @@ pub mod gcc;
 pub mod health;
 pub mod geometry;
 pub mod interp;
+pub mod multilat;

@@ -1,0 +1,306 @@
+//! Multilateration: a source position (or, far field, a direction) from one frame's TDOAs.
+//!
+//! Levenberg–Marquardt on the TDOA residuals with Huber weights (a wrong peak on one pair is
+//! down-weighted rather than dragging the fix), started from several points so that the local
+//! minimum it finds is the global one. Used to start tracks, and as the snapshot baseline.
+
+use nalgebra::{Matrix3, Vector3};
+
+use crate::dsp::geometry::{ArrayGeometry, Pair};
+
+/// One multilateration result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fix {
+    /// Position (3-D) or unit direction (far field).
+    pub position: Vector3<f64>,
+    /// Position covariance, m² (σ² (JᵀWJ)⁻¹ at the solution).
+    pub covariance: Matrix3<f64>,
+    /// RMS of the TDOA residuals over the pairs used, seconds.
+    pub residual_rms_s: f64,
+    /// Pairs whose residual is within 3 σ.
+    pub inliers: usize,
+}
+
+/// One TDOA observation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Obs {
+    pub pair: Pair,
+    pub tdoa_s: f64,
+}
+
+fn residual_and_jacobian(geo: &ArrayGeometry, obs: &Obs, x: &Vector3<f64>) -> (f64, Vector3<f64>) {
+    let c = geo.speed_of_sound_m_s;
+    let da = x - geo.sensor(obs.pair.a);
+    let db = x - geo.sensor(obs.pair.b);
+    let (ra, rb) = (da.norm().max(1e-9), db.norm().max(1e-9));
+    ((ra - rb) / c - obs.tdoa_s, (da / ra - db / rb) / c)
+}
+
+/// Robust Levenberg–Marquardt from one start. Returns (position, robust cost).
+fn solve_from(geo: &ArrayGeometry, obs: &[Obs], start: Vector3<f64>, sigma_s: f64) -> (Vector3<f64>, f64) {
+    let huber = 1.5 * sigma_s;
+    let cost = |x: &Vector3<f64>| -> f64 {
+        obs.iter()
+            .map(|o| {
+                let r = residual_and_jacobian(geo, o, x).0.abs();
+                if r <= huber { 0.5 * r * r } else { huber * (r - 0.5 * huber) }
+            })
+            .sum()
+    };
+    let mut x = start;
+    let mut lambda = 1e-3;
+    let mut f = cost(&x);
+    for _ in 0..60 {
+        let mut jtj = Matrix3::<f64>::zeros();
+        let mut jtr = Vector3::<f64>::zeros();
+        for o in obs {
+            let (r, j) = residual_and_jacobian(geo, o, &x);
+            let w = if r.abs() <= huber { 1.0 } else { huber / r.abs() };
+            jtj += w * j * j.transpose();
+            jtr += w * r * j;
+        }
+        let mut improved = false;
+        for _ in 0..10 {
+            let mut a = jtj;
+            for k in 0..3 {
+                a[(k, k)] += lambda * (jtj[(k, k)] + 1e-12);
+            }
+            let Some(step) = a.lu().solve(&(-jtr)) else {
+                lambda *= 10.0;
+                continue;
+            };
+            let xn = x + step;
+            let fnew = cost(&xn);
+            if fnew < f {
+                let small = step.norm() < 1e-7 * (1.0 + x.norm());
+                x = xn;
+                f = fnew;
+                lambda = (lambda * 0.3).max(1e-9);
+                improved = true;
+                if small {
+                    return (x, f);
+                }
+                break;
+            }
+            lambda *= 10.0;
+        }
+        if !improved {
+            break;
+        }
+    }
+    (x, f)
+}
+
+/// Candidate starting points: the centroid pushed out along the principal axes and a coarse
+/// grid over the search volume (or ±2 apertures around the array).
+pub fn start_points(geo: &ArrayGeometry, bounds: Option<([f64; 3], [f64; 3])>) -> Vec<Vector3<f64>> {
+    let c = geo.centroid();
+    let ap = geo.aperture_m().max(1e-3);
+    let (lo, hi) = match bounds {
+        Some((lo, hi)) => (Vector3::from(lo), Vector3::from(hi)),
+        None => (c.add_scalar(-2.0 * ap), c.add_scalar(2.0 * ap)),
+    };
+    let mut pts = vec![c.zip_map(&lo, f64::max).zip_map(&hi, f64::min)];
+    let n = 4;
+    for i in 0..n {
+        for j in 0..n {
+            for k in 0..n {
+                let f = |a: usize| (a as f64 + 0.5) / n as f64;
+                pts.push(Vector3::new(
+                    lo.x + f(i) * (hi.x - lo.x),
+                    lo.y + f(j) * (hi.y - lo.y),
+                    lo.z + f(k) * (hi.z - lo.z),
+                ));
+            }
+        }
+    }
+    pts
+}
+
+/// The 3-D fix that best explains `obs`, within `bounds` when given.
+pub fn locate(
+    geo: &ArrayGeometry,
+    obs: &[Obs],
+    sigma_s: f64,
+    bounds: Option<([f64; 3], [f64; 3])>,
+    extra_starts: &[Vector3<f64>],
+) -> Option<Fix> {
+    if obs.len() < 3 {
+        return None;
+    }
+    let inside = |x: &Vector3<f64>| match bounds {
+        Some((lo, hi)) => (0..3).all(|k| x[k] >= lo[k] - 1e-6 && x[k] <= hi[k] + 1e-6),
+        None => true,
+    };
+    let mut best: Option<(Vector3<f64>, f64)> = None;
+    for s in extra_starts.iter().copied().chain(start_points(geo, bounds)) {
+        let (x, f) = solve_from(geo, obs, s, sigma_s);
+        if !x.iter().all(|v| v.is_finite()) || !inside(&x) {
+            continue;
+        }
+        if best.as_ref().is_none_or(|b| f < b.1) {
+            best = Some((x, f));
+        }
+    }
+    let (x, _) = best?;
+    let mut jtj = Matrix3::<f64>::zeros();
+    let mut ss = 0.0;
+    let mut inliers = 0;
+    for o in obs {
+        let (r, j) = residual_and_jacobian(geo, o, &x);
+        jtj += j * j.transpose();
+        ss += r * r;
+        if r.abs() <= 3.0 * sigma_s {
+            inliers += 1;
+        }
+    }
+    let covariance = jtj.try_inverse().map(|m| m * sigma_s * sigma_s)?;
+    Some(Fix {
+        position: x,
+        covariance,
+        residual_rms_s: (ss / obs.len() as f64).sqrt(),
+        inliers,
+    })
+}
+
+/// Far-field direction (unit vector from the array towards the source) by linear least squares
+/// on `c τ_ab = (m_b - m_a) · u`. For a planar array the out-of-plane component comes from the
+/// unit norm, on the side of `hemisphere` (a vector pointing into the half-space to prefer).
+pub fn direction(geo: &ArrayGeometry, obs: &[Obs], sigma_s: f64, hemisphere: Vector3<f64>) -> Option<Fix> {
+    if obs.len() < 2 {
+        return None;
+    }
+    let c = geo.speed_of_sound_m_s;
+    let mut ata = Matrix3::<f64>::zeros();
+    let mut atb = Vector3::<f64>::zeros();
+    for o in obs {
+        let a = geo.sensor(o.pair.b) - geo.sensor(o.pair.a);
+        ata += a * a.transpose();
+        atb += a * (c * o.tdoa_s);
+    }
+    let eig = ata.symmetric_eigen();
+    let mut u = Vector3::zeros();
+    let max_ev = eig.eigenvalues.max();
+    let mut null_dir: Option<Vector3<f64>> = None;
+    for k in 0..3 {
+        let ev = eig.eigenvalues[k];
+        let v: Vector3<f64> = eig.eigenvectors.column(k).into();
+        if ev > 1e-6 * max_ev {
+            u += v * (v.dot(&atb) / ev);
+        } else {
+            null_dir = Some(v);
+        }
+    }
+    let n2 = u.norm_squared();
+    if let Some(nd) = null_dir {
+        let s = (1.0 - n2).max(0.0).sqrt();
+        let sign = if nd.dot(&hemisphere) >= 0.0 { 1.0 } else { -1.0 };
+        u += nd * (s * sign);
+    }
+    let norm = u.norm();
+    if !(norm > 1e-9) {
+        return None;
+    }
+    let u = u / norm;
+    let mut ss = 0.0;
+    let mut inliers = 0;
+    for o in obs {
+        let r = geo.tdoa_far_s(&u, &o.pair) - o.tdoa_s;
+        ss += r * r;
+        if r.abs() <= 3.0 * sigma_s {
+            inliers += 1;
+        }
+    }
+    let cov = ata.try_inverse().unwrap_or_else(|| Matrix3::identity() * 1e6) * (c * sigma_s).powi(2);
+    Some(Fix {
+        position: u,
+        covariance: cov,
+        residual_rms_s: (ss / obs.len() as f64).sqrt(),
+        inliers,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dsp::geometry::PairMode;
+    use crate::philox::{PhiloxStream, Stream};
+    use proptest::prelude::*;
+
+    fn pier() -> ArrayGeometry {
+        ArrayGeometry::new(
+            vec![
+                [0.0, 0.0, -6.0],
+                [24.0, -3.0, -14.0],
+                [6.0, 21.0, -9.0],
+                [-14.0, 9.0, -20.0],
+                [9.0, 6.0, -28.0],
+            ],
+            1500.0,
+        )
+    }
+
+    fn observe(geo: &ArrayGeometry, p: &Vector3<f64>, mode: PairMode) -> Vec<Obs> {
+        geo.pairs(mode, 0)
+            .into_iter()
+            .map(|pair| Obs {
+                pair,
+                tdoa_s: geo.tdoa_s(p, &pair),
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Exact TDOAs of a point inside the search volume lead back to that point.
+        #[test]
+        fn round_trip(x in -70.0f64..70.0, y in -70.0f64..70.0, z in -55.0f64..-1.0) {
+            let geo = pier();
+            let p = Vector3::new(x, y, z);
+            let bounds = Some(([-80.0, -80.0, -60.0], [80.0, 80.0, 0.0]));
+            let fix = locate(&geo, &observe(&geo, &p, PairMode::All), 1e-6, bounds, &[]).unwrap();
+            prop_assert!((fix.position - p).norm() < 1e-3, "{:?} vs {:?}", fix.position, p);
+            prop_assert!(fix.residual_rms_s < 1e-9);
+        }
+    }
+
+    #[test]
+    fn one_wrong_pair_is_outvoted() {
+        let geo = pier();
+        let p = Vector3::new(-16.0, 3.0, -12.0);
+        let mut obs = observe(&geo, &p, PairMode::All);
+        obs[4].tdoa_s += 3e-3; // a reverberant peak 4.5 m off
+        let mut rng = PhiloxStream::new(3, 0, Stream::Simulate);
+        for o in obs.iter_mut() {
+            o.tdoa_s += 2e-6 * rng.normal_f64();
+        }
+        let fix = locate(&geo, &obs, 5e-6, None, &[]).unwrap();
+        assert!((fix.position - p).norm() < 0.1, "{:?}", fix.position);
+        assert_eq!(fix.inliers, obs.len() - 1);
+    }
+
+    #[test]
+    fn direction_of_a_planar_array() {
+        // An 8-microphone circle of 5 cm radius: far-field direction with elevation from the norm.
+        let sensors: Vec<[f64; 3]> = (0..8)
+            .map(|i| {
+                let a = i as f64 * std::f64::consts::TAU / 8.0;
+                [0.05 * a.cos(), 0.05 * a.sin(), 0.0]
+            })
+            .collect();
+        let geo = ArrayGeometry::new(sensors, 343.0);
+        let u = Vector3::new(0.5, -0.6, 0.4).normalize();
+        let obs: Vec<Obs> = geo
+            .pairs(PairMode::All, 0)
+            .into_iter()
+            .map(|pair| Obs {
+                pair,
+                tdoa_s: geo.tdoa_far_s(&u, &pair),
+            })
+            .collect();
+        let fix = direction(&geo, &obs, 1e-6, Vector3::z()).unwrap();
+        assert!((fix.position - u).norm() < 1e-6, "{:?}", fix.position);
+        let below = direction(&geo, &obs, 1e-6, -Vector3::z()).unwrap();
+        assert!((below.position.z + u.z).abs() < 1e-6, "mirror image below the plane");
+    }
+}

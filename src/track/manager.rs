@@ -1,0 +1,537 @@
+//! Track management, independent of the backend: turns GCC peaks into the flattened measurement,
+//! times each step, starts tracks from agreeing multilateration fixes, keeps their status, deletes
+//! lost ones, and reports estimates.
+//!
+//! Time: truth and reports use the emission time. A frame centred at arrival time `t_c` sees the
+//! source as it was `lag = mean range / c` earlier, so a track's state time is `t_c - lag` (the
+//! likelihood corrects each pair for its own emission time; see `likelihood.rs`).
+
+use std::collections::VecDeque;
+
+use nalgebra::{Matrix3, Matrix6, Vector3};
+use serde::Serialize;
+
+use crate::config::{Config, TrackMode};
+use crate::dsp::gcc::GccFrame;
+use crate::dsp::geometry::{ArrayGeometry, Pair};
+use crate::dsp::multilat::{self, Fix, Obs};
+use crate::error::BackendError;
+use crate::track::{Estimate, FilterParams, ParticleFilter, TdoaMeasurement, TrackInit, TrackStep};
+
+/// Peaks whose quality (z-score above the curve) is around this value are as likely noise as
+/// signal: the top of ~1000 lags of pure noise sits near 3.3.
+pub const QUALITY_MID: f32 = 4.0;
+/// Width of the logistic ramp from "noise" to "signal" around [`QUALITY_MID`].
+pub const QUALITY_WIDTH: f32 = 0.5;
+/// A track that found no support for this long is reported as coasting.
+pub const COAST_AFTER_S: f64 = 0.5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrackStatus {
+    /// Recently born, not yet confirmed by several frames.
+    Tentative,
+    /// Supported by the measurements.
+    Confirmed,
+    /// No recent support: the position is a prediction.
+    Coasting,
+}
+
+/// One track's state after a frame, as reported to the outputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackReport {
+    pub id: u64,
+    pub status: TrackStatus,
+    pub seq: u64,
+    /// State (emission) time, seconds from the stream start.
+    pub t_s: f64,
+    /// Arrival time of the frame centre at the array.
+    pub t_frame_s: f64,
+    /// Position (m) in 3-D mode; unit direction towards the source in direction mode.
+    pub position: [f64; 3],
+    /// Velocity (m/s), or rate of change of the direction (1/s).
+    pub velocity: [f64; 3],
+    pub pos_cov: [[f64; 3]; 3],
+    pub vel_std: [f64; 3],
+    pub model_probs: Vec<f32>,
+    pub turn_rate_rad_s: f32,
+    pub ess: f32,
+    /// Fraction of informative pairs with a peak where the track predicts one (NaN when the
+    /// frame had no informative pair, e.g. silence).
+    pub support: f32,
+    pub mode: TrackMode,
+}
+
+struct Track {
+    id: u64,
+    slot: u32,
+    born_seq: u64,
+    t_state_s: f64,
+    est: Estimate,
+    last_support_s: f64,
+    /// Informative time without support since the last supported frame.
+    miss_s: f64,
+    frames: u64,
+}
+
+/// A multilateration fix kept for births.
+struct Candidate {
+    seq: u64,
+    t_s: f64,
+    fix: Fix,
+}
+
+pub struct TrackManager {
+    bank: Box<dyn ParticleFilter>,
+    params: FilterParams,
+    geo: ArrayGeometry,
+    pairs: Vec<Pair>,
+    sample_rate_hz: f64,
+    detection_probability: f32,
+    init_frames: usize,
+    max_tracks: usize,
+    delete_after_s: f64,
+    max_speed_m_s: f64,
+    bounds: Option<([f64; 3], [f64; 3])>,
+    tracks: Vec<Track>,
+    next_id: u64,
+    candidates: VecDeque<Candidate>,
+    meas: TdoaMeasurement,
+    steps: Vec<TrackStep>,
+    est: Vec<Estimate>,
+    /// Frames in which some pair was informative.
+    pub informative_frames: u64,
+    pub births: u64,
+    pub deletions: u64,
+}
+
+fn logistic(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+impl TrackManager {
+    pub fn new(cfg: &Config, bank: Box<dyn ParticleFilter>) -> Self {
+        let params = bank.params().clone();
+        let geo = cfg.geometry();
+        let pairs = geo.pairs(cfg.gcc.pairs, cfg.gcc.reference);
+        let k = cfg.gcc.peaks_per_pair;
+        Self {
+            meas: TdoaMeasurement::empty(0, pairs.len(), k),
+            bounds: match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
+                (Some(lo), Some(hi)) => Some((lo, hi)),
+                _ => None,
+            },
+            sample_rate_hz: cfg.sample_rate_hz(),
+            detection_probability: cfg.tracker.detection_probability as f32,
+            init_frames: cfg.tracker.init_frames,
+            max_tracks: cfg.tracker.max_tracks.min(params.slots),
+            delete_after_s: cfg.tracker.delete_after_s,
+            max_speed_m_s: cfg.tracker.max_speed_m_s,
+            tracks: Vec::new(),
+            next_id: 1,
+            candidates: VecDeque::new(),
+            steps: Vec::new(),
+            est: Vec::new(),
+            informative_frames: 0,
+            births: 0,
+            deletions: 0,
+            bank,
+            params,
+            geo,
+            pairs,
+        }
+    }
+
+    pub fn backend(&self) -> &'static str {
+        self.bank.backend()
+    }
+
+    pub fn params(&self) -> &FilterParams {
+        &self.params
+    }
+
+    pub fn active_tracks(&self) -> usize {
+        self.tracks.len()
+    }
+
+    /// Move every track to another backend, restarting its particles from the last estimate
+    /// (mean, covariance and model probabilities). Used when the GPU fails mid-run.
+    pub fn replace_bank(&mut self, mut bank: Box<dyn ParticleFilter>) -> Result<(), BackendError> {
+        for t in &self.tracks {
+            let init = TrackInit {
+                slot: t.slot,
+                frame: t.born_seq ^ 0x5EED_0000_0000,
+                mean: t.est.mean,
+                chol: cholesky6(&t.est.cov),
+                speed_ball_m_s: 0.0,
+                model_probs: t.est.model_probs.clone(),
+            };
+            bank.init_track(&init)?;
+        }
+        self.bank = bank;
+        Ok(())
+    }
+
+    /// Fill the flattened measurement from a frame's peaks. Returns the number of informative
+    /// pairs.
+    fn build_measurement(&mut self, seq: u64, gcc: &GccFrame, pair_ok: &[bool]) -> usize {
+        let k = self.meas.peaks_per_pair;
+        let sigma = self.params.tdoa_std_s;
+        let fs = self.sample_rate_hz as f32;
+        let m = &mut self.meas;
+        m.frame = seq;
+        let mut informative = 0;
+        for (pi, pair) in self.pairs.iter().enumerate() {
+            let peaks = gcc.pair_peaks(pi, k);
+            let base = pi * k;
+            m.amp[base..base + k].fill(0.0);
+            m.floor[pi] = 1.0;
+            if !pair_ok.get(pi).copied().unwrap_or(false) {
+                continue;
+            }
+            // Detection probability scaled by how clearly the best peak stands out, and each
+            // peak's share by its height and clarity.
+            let mut share = [0.0f32; crate::dsp::gcc::MAX_PEAKS];
+            let mut best_q = 0.0f32;
+            let mut total = 0.0f32;
+            for (j, pk) in peaks.iter().enumerate() {
+                if !pk.is_some() {
+                    continue;
+                }
+                let q = logistic((pk.quality - QUALITY_MID) / QUALITY_WIDTH);
+                best_q = best_q.max(q);
+                share[j] = pk.value.max(0.0) * q;
+                total += share[j];
+            }
+            if !(total > 0.0) {
+                continue;
+            }
+            let pd = self.detection_probability * best_q;
+            // Gaussian peak density over the clutter density 1 / (2 max_tdoa).
+            let ratio = (2.0 * pair.max_tdoa_s as f32) / (sigma * (std::f32::consts::TAU).sqrt());
+            m.floor[pi] = 1.0 - pd;
+            for (j, pk) in peaks.iter().enumerate() {
+                m.tdoa_s[base + j] = pk.lag_samples / fs;
+                m.amp[base + j] = pd * share[j] / total * ratio;
+            }
+            if best_q > 0.5 {
+                informative += 1;
+            }
+        }
+        informative
+    }
+
+    /// Process one frame's GCC result. `pair_ok[p]` is false for pairs with a bad channel.
+    pub fn step(&mut self, seq: u64, t_centre_s: f64, gcc: &GccFrame, pair_ok: &[bool]) -> Result<Vec<TrackReport>, BackendError> {
+        let informative = self.build_measurement(seq, gcc, pair_ok);
+        if informative > 0 {
+            self.informative_frames += 1;
+        }
+        let c = self.geo.speed_of_sound_m_s;
+        let three_d = self.params.mode == TrackMode::ThreeD;
+        self.steps.clear();
+        for t in &self.tracks {
+            let lag = if three_d {
+                // Predict where the source is now to time the step.
+                let pos = Vector3::new(t.est.mean[0], t.est.mean[1], t.est.mean[2]);
+                let vel = Vector3::new(t.est.mean[3], t.est.mean[4], t.est.mean[5]);
+                let guess = t_centre_s - self.geo.mean_range_m(&pos) / c;
+                let pred = pos + vel * (guess - t.t_state_s);
+                self.geo.mean_range_m(&pred) / c
+            } else {
+                0.0
+            };
+            let dt = (t_centre_s - lag - t.t_state_s).max(1e-6);
+            self.steps.push(TrackStep {
+                slot: t.slot,
+                dt_s: dt as f32,
+                lag_s: lag as f32,
+            });
+        }
+        let l = self.params.n_models();
+        self.est.resize_with(self.steps.len(), || Estimate::new(l));
+        if !self.steps.is_empty() {
+            self.bank.step(&self.meas, &self.steps, &mut self.est)?;
+        }
+
+        let mut reports = Vec::with_capacity(self.tracks.len() + 1);
+        let aperture = self.geo.aperture_m();
+        let mut dead = Vec::new();
+        for (i, t) in self.tracks.iter_mut().enumerate() {
+            let step = self.steps[i];
+            t.t_state_s = t_centre_s - f64::from(step.lag_s);
+            t.est = self.est[i].clone();
+            if three_d {
+                // Nothing to normalise.
+            } else {
+                let n = (t.est.mean[0].powi(2) + t.est.mean[1].powi(2) + t.est.mean[2].powi(2)).sqrt().max(1e-12);
+                for v in t.est.mean.iter_mut().take(3) {
+                    *v /= n;
+                }
+            }
+            t.frames += 1;
+            let support = support(&self.params, &self.geo, &self.pairs, &self.meas, &t.est, f64::from(step.lag_s), three_d);
+            if let Some(s) = support {
+                if s >= 0.5 {
+                    t.last_support_s = t.t_state_s;
+                    t.miss_s = 0.0;
+                } else {
+                    t.miss_s += f64::from(step.dt_s);
+                }
+            }
+            let pos_sd = (t.est.cov[0][0] + t.est.cov[1][1] + t.est.cov[2][2]).max(0.0).sqrt();
+            let lost = !t.est.log_evidence.is_finite() && t.est.mean.iter().any(|v| !v.is_finite());
+            if t.miss_s > self.delete_after_s || (three_d && pos_sd > 2.0 * aperture.max(1.0)) || lost {
+                dead.push(i);
+                continue;
+            }
+            let status = if t.frames < 2 * self.init_frames as u64 {
+                TrackStatus::Tentative
+            } else if t.t_state_s - t.last_support_s <= COAST_AFTER_S {
+                TrackStatus::Confirmed
+            } else {
+                TrackStatus::Coasting
+            };
+            reports.push(report(t, status, seq, t_centre_s, support, self.params.mode));
+        }
+        for &i in dead.iter().rev() {
+            let t = self.tracks.remove(i);
+            log::info!("track {} deleted at {:.2} s (no support for {:.1} s)", t.id, t_centre_s, t.miss_s);
+            self.deletions += 1;
+        }
+
+        if self.tracks.len() < self.max_tracks {
+            if let Some(r) = self.try_birth(seq, t_centre_s)? {
+                reports.push(r);
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Multilaterate this frame's best peaks; start a track when the last `init_frames` fixes
+    /// agree with one another and with no existing track.
+    fn try_birth(&mut self, seq: u64, t_centre_s: f64) -> Result<Option<TrackReport>, BackendError> {
+        let k = self.meas.peaks_per_pair;
+        let sigma = f64::from(self.params.tdoa_std_s);
+        let mut obs = Vec::new();
+        for (pi, pair) in self.pairs.iter().enumerate() {
+            // The peak with the largest weight, if the pair is informative.
+            let base = pi * k;
+            if self.meas.floor[pi] > 1.0 - 0.5 * self.detection_probability {
+                continue;
+            }
+            let (j, amp) = (0..k).map(|j| (j, self.meas.amp[base + j])).fold((0, 0.0f32), |b, x| if x.1 > b.1 { x } else { b });
+            if amp > 0.0 {
+                obs.push(Obs {
+                    pair: *pair,
+                    tdoa_s: f64::from(self.meas.tdoa_s[base + j]),
+                });
+            }
+        }
+        let three_d = self.params.mode == TrackMode::ThreeD;
+        let need = if three_d { 4 } else { 3 };
+        let fix = if obs.len() < need.min(self.pairs.len()) {
+            None
+        } else if three_d {
+            let extra: Vec<Vector3<f64>> = self.candidates.back().map(|c| vec![c.fix.position]).unwrap_or_default();
+            // Timing noise of a few samples is normal for a first fix; the robust loss handles
+            // the rest.
+            multilat::locate(&self.geo, &obs, sigma.max(2.0 / self.sample_rate_hz), self.bounds, &extra)
+        } else {
+            let hemisphere = match self.bounds {
+                Some((lo, hi)) => Vector3::new(lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2]) * 0.5 - self.geo.centroid(),
+                None => Vector3::z(),
+            };
+            multilat::direction(&self.geo, &obs, sigma.max(2.0 / self.sample_rate_hz), hemisphere)
+        };
+        let Some(fix) = fix.filter(|f| 2 * f.inliers >= obs.len() + 1) else {
+            self.candidates.clear();
+            return Ok(None);
+        };
+        // Drop fixes that are not from the frames just before this one.
+        while self.candidates.back().is_some_and(|c| seq.saturating_sub(c.seq) > 2) {
+            self.candidates.clear();
+        }
+        let t_fix = t_centre_s - if three_d { self.geo.mean_range_m(&fix.position) / self.geo.speed_of_sound_m_s } else { 0.0 };
+        self.candidates.push_back(Candidate { seq, t_s: t_fix, fix });
+        while self.candidates.len() > self.init_frames {
+            self.candidates.pop_front();
+        }
+        if self.candidates.len() < self.init_frames {
+            return Ok(None);
+        }
+        // Consecutive fixes must agree to within what the source can move plus their spread.
+        let aperture = self.geo.aperture_m();
+        let slack = if three_d { 0.05 * aperture } else { 0.1 };
+        let speed = if three_d { self.max_speed_m_s } else { 1.0 };
+        let agree = self.candidates.iter().zip(self.candidates.iter().skip(1)).all(|(a, b)| {
+            let d = (a.fix.position - b.fix.position).norm();
+            let spread = (a.fix.covariance.trace() + b.fix.covariance.trace()).sqrt();
+            d <= speed * (b.t_s - a.t_s).abs() + 3.0 * spread + slack
+        });
+        if !agree {
+            return Ok(None);
+        }
+        let Some(last) = self.candidates.back().map(|c| c.fix.clone()) else {
+            return Ok(None);
+        };
+        // Not a second copy of a track we already have.
+        if self.tracks.iter().any(|t| (Vector3::new(t.est.mean[0], t.est.mean[1], t.est.mean[2]) - last.position).norm() < 3.0 * slack.max(0.05)) {
+            return Ok(None);
+        }
+        let Some(slot) = (0..self.params.slots as u32).find(|s| self.tracks.iter().all(|t| t.slot != *s)) else {
+            return Ok(None);
+        };
+        // Position prior: the fix's covariance, widened to cover the scatter of the fixes.
+        let scatter = self.candidates.iter().map(|c| (c.fix.position - last.position).norm_squared()).sum::<f64>()
+            / self.candidates.len() as f64;
+        let mut pcov: Matrix3<f64> = last.covariance * 4.0 + Matrix3::identity() * (scatter + (0.005 * aperture).powi(2));
+        if !three_d {
+            pcov = Matrix3::identity() * (scatter + 0.05f64.powi(2));
+        }
+        let mut cov = Matrix6::<f64>::zeros();
+        cov.fixed_view_mut::<3, 3>(0, 0).copy_from(&pcov);
+        let chol_m = cov.fixed_view::<3, 3>(0, 0).into_owned().cholesky().map(|c| c.l()).unwrap_or_else(|| Matrix3::identity() * pcov.trace().sqrt());
+        let mut chol = [[0.0; 6]; 6];
+        for r in 0..3 {
+            for c in 0..3 {
+                chol[r][c] = chol_m[(r, c)];
+            }
+        }
+        let l = self.params.n_models();
+        let init = TrackInit {
+            slot,
+            frame: seq,
+            mean: [last.position.x, last.position.y, last.position.z, 0.0, 0.0, 0.0],
+            chol,
+            speed_ball_m_s: if three_d { self.max_speed_m_s } else { 0.5 },
+            model_probs: vec![1.0 / l as f32; l],
+        };
+        self.bank.init_track(&init)?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.births += 1;
+        let mut est = Estimate::new(l);
+        est.mean = init.mean;
+        for r in 0..3 {
+            for c in 0..3 {
+                est.cov[r][c] = pcov[(r, c)];
+            }
+        }
+        let ball_var = (init.speed_ball_m_s * init.speed_ball_m_s) / 5.0;
+        for a in 3..6 {
+            est.cov[a][a] = ball_var;
+        }
+        est.model_probs = init.model_probs.clone();
+        est.ess = self.params.particles as f32;
+        let t_state = self.candidates.back().map(|c| c.t_s).unwrap_or(t_centre_s);
+        log::info!(
+            "track {id} born at {:.2} s at [{:.2}, {:.2}, {:.2}] from {} agreeing fixes",
+            t_centre_s,
+            last.position.x,
+            last.position.y,
+            last.position.z,
+            self.candidates.len()
+        );
+        let track = Track {
+            id,
+            slot,
+            born_seq: seq,
+            t_state_s: t_state,
+            est,
+            last_support_s: t_state,
+            miss_s: 0.0,
+            frames: 0,
+        };
+        let r = report(&track, TrackStatus::Tentative, seq, t_centre_s, Some(1.0), self.params.mode);
+        self.tracks.push(track);
+        self.candidates.clear();
+        Ok(Some(r))
+    }
+}
+
+/// Fraction of informative pairs with a peak near the TDOA the estimate predicts (None when no
+/// pair is informative).
+fn support(p: &FilterParams, geo: &ArrayGeometry, pairs: &[Pair], m: &TdoaMeasurement, est: &Estimate, lag_s: f64, three_d: bool) -> Option<f32> {
+    let k = m.peaks_per_pair;
+    let pos = Vector3::new(est.mean[0], est.mean[1], est.mean[2]);
+    let pos_sd = (est.cov[0][0] + est.cov[1][1] + est.cov[2][2]).max(0.0).sqrt();
+    let c = geo.speed_of_sound_m_s;
+    let gate = 4.0 * f64::from(p.tdoa_std_s) + if three_d { 2.0 * pos_sd / c } else { 2.0 * pos_sd * geo.aperture_m() / c };
+    let mut informative = 0;
+    let mut hits = 0;
+    for (pi, pair) in pairs.iter().enumerate() {
+        if f64::from(m.floor[pi]) > 0.5 {
+            continue;
+        }
+        informative += 1;
+        // The estimate is at the state time; the support gate is wide enough that the small
+        // emission-time difference between pairs does not matter here.
+        let _ = lag_s;
+        let pred = if three_d {
+            geo.tdoa_s(&pos, pair)
+        } else {
+            geo.tdoa_far_s(&pos, pair)
+        };
+        if (0..k).any(|j| m.amp[pi * k + j] > 0.0 && (f64::from(m.tdoa_s[pi * k + j]) - pred).abs() <= gate) {
+            hits += 1;
+        }
+    }
+    (informative > 0).then(|| hits as f32 / informative as f32)
+}
+
+fn report(t: &Track, status: TrackStatus, seq: u64, t_frame_s: f64, support: Option<f32>, mode: TrackMode) -> TrackReport {
+    let e = &t.est;
+    let mut pos_cov = [[0.0; 3]; 3];
+    for r in 0..3 {
+        for c in 0..3 {
+            pos_cov[r][c] = e.cov[r][c];
+        }
+    }
+    TrackReport {
+        id: t.id,
+        status,
+        seq,
+        t_s: t.t_state_s,
+        t_frame_s,
+        position: [e.mean[0], e.mean[1], e.mean[2]],
+        velocity: [e.mean[3], e.mean[4], e.mean[5]],
+        pos_cov,
+        vel_std: [e.cov[3][3].max(0.0).sqrt(), e.cov[4][4].max(0.0).sqrt(), e.cov[5][5].max(0.0).sqrt()],
+        model_probs: e.model_probs.clone(),
+        turn_rate_rad_s: e.turn_rate,
+        ess: e.ess,
+        support: support.unwrap_or(f32::NAN),
+        mode,
+    }
+}
+
+/// Lower Cholesky factor of a 6×6 covariance, regularised so it always exists.
+fn cholesky6(cov: &[[f64; 6]; 6]) -> [[f64; 6]; 6] {
+    let mut m = Matrix6::<f64>::zeros();
+    for r in 0..6 {
+        for c in 0..6 {
+            m[(r, c)] = 0.5 * (cov[r][c] + cov[c][r]);
+        }
+    }
+    let scale = (0..6).map(|i| m[(i, i)].abs()).fold(0.0, f64::max).max(1e-12);
+    let mut eps = 1e-9 * scale;
+    for _ in 0..20 {
+        if let Some(ch) = (m + Matrix6::identity() * eps).cholesky() {
+            let l = ch.l();
+            let mut out = [[0.0; 6]; 6];
+            for r in 0..6 {
+                for c in 0..6 {
+                    out[r][c] = l[(r, c)];
+                }
+            }
+            return out;
+        }
+        eps *= 10.0;
+    }
+    let mut out = [[0.0; 6]; 6];
+    for (i, row) in out.iter_mut().enumerate() {
+        row[i] = m[(i, i)].abs().sqrt();
+    }
+    out
+}

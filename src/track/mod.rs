@@ -1,0 +1,242 @@
+//! Tracking: a bank of multi-model particle filters (one per track) behind [`ParticleFilter`],
+//! which the CPU and CUDA backends implement, and a backend-agnostic [`manager::TrackManager`]
+//! that owns births, confirmation, deletion and IDs.
+//!
+//! Everything a backend needs per frame is flattened into [`TdoaMeasurement`] (plain arrays that
+//! copy to a device as they are), and everything it returns per track into [`Estimate`].
+
+pub mod likelihood;
+pub mod manager;
+pub mod models;
+pub mod pf;
+pub mod resample;
+
+use crate::config::{Config, ModelKind, ModelSelection, TrackMode};
+use crate::error::BackendError;
+
+/// Most motion models a filter supports (sizes fixed arrays on both backends).
+pub const MAX_MODELS: usize = 16;
+/// State components per particle: position (3), velocity (3), turn rate (1).
+pub const STATE_DIM: usize = 7;
+
+/// One motion model, resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MotionModel {
+    pub kind: ModelKind,
+    pub accel_std: f32,
+    pub turn_rate_std: f32,
+    pub velocity_decay_s: f32,
+}
+
+/// Parameters shared by every track of a bank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FilterParams {
+    /// Particles per track.
+    pub particles: usize,
+    /// Track slots (the most tracks held at once).
+    pub slots: usize,
+    pub models: Vec<MotionModel>,
+    pub model_names: Vec<String>,
+    /// Row-major L×L cumulative transition rows: `cdf[from * L + to]`.
+    pub transition_cdf: Vec<f32>,
+    pub selection: ModelSelection,
+    pub mode: TrackMode,
+    pub tdoa_std_s: f32,
+    pub ess_fraction: f32,
+    pub seed: u64,
+    pub speed_of_sound_m_s: f32,
+    /// Sensor positions (f32; metres).
+    pub sensors: Vec<[f32; 3]>,
+    /// Sensor pairs (a, b) in the correlator's order.
+    pub pairs: Vec<(u32, u32)>,
+    /// Search volume; particles outside get no weight.
+    pub bounds: Option<([f32; 3], [f32; 3])>,
+}
+
+impl FilterParams {
+    pub fn from_config(cfg: &Config) -> Self {
+        let t = &cfg.tracker;
+        let models = t
+            .models
+            .iter()
+            .map(|m| MotionModel {
+                kind: m.kind,
+                accel_std: m.accel_std_m_s2 as f32,
+                turn_rate_std: m.turn_rate_std_rad_s2 as f32,
+                velocity_decay_s: m.velocity_decay_s as f32,
+            })
+            .collect::<Vec<_>>();
+        let l = models.len();
+        let mut transition_cdf = Vec::with_capacity(l * l);
+        for row in cfg.transition_matrix() {
+            let mut acc = 0.0f64;
+            for (j, p) in row.iter().enumerate() {
+                acc += p;
+                // The last entry is exactly 1 so a uniform below 1 always finds a model.
+                transition_cdf.push(if j + 1 == l { 1.0 } else { acc as f32 });
+            }
+        }
+        let geo = cfg.geometry();
+        let pairs = geo
+            .pairs(cfg.gcc.pairs, cfg.gcc.reference)
+            .iter()
+            .map(|p| (p.a as u32, p.b as u32))
+            .collect();
+        let f3 = |v: [f64; 3]| [v[0] as f32, v[1] as f32, v[2] as f32];
+        Self {
+            particles: t.particles,
+            slots: t.max_tracks,
+            models,
+            model_names: t.models.iter().map(|m| m.name.clone()).collect(),
+            transition_cdf,
+            selection: t.model_selection,
+            mode: cfg.array.mode,
+            tdoa_std_s: (t.tdoa_std_samples / cfg.sample_rate_hz()) as f32,
+            ess_fraction: t.ess_fraction as f32,
+            seed: t.seed,
+            speed_of_sound_m_s: cfg.array.speed_of_sound_m_s as f32,
+            sensors: cfg.array.sensors_m.iter().map(|s| f3(*s)).collect(),
+            pairs,
+            bounds: match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
+                (Some(lo), Some(hi)) if cfg.array.mode == TrackMode::ThreeD => Some((f3(lo), f3(hi))),
+                _ => None,
+            },
+        }
+    }
+
+    pub fn n_models(&self) -> usize {
+        self.models.len()
+    }
+}
+
+/// One frame's measurement, flattened for both backends.
+///
+/// For pair p and peak k: `tdoa_s[p*K + k]` and `amp[p*K + k]`; the pair's likelihood ratio
+/// against clutter is `floor[p] + sum_k amp[p*K+k] * exp(-0.5 ((tdoa - predicted) / sigma)^2)`.
+/// `amp` folds together the detection probability, the peak's share of it and the ratio of the
+/// Gaussian's peak density to the clutter density; a pair with nothing usable has floor 1 and
+/// all amps 0 (it then leaves every particle's weight unchanged).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TdoaMeasurement {
+    /// Frame sequence number (part of the random-number key).
+    pub frame: u64,
+    pub peaks_per_pair: usize,
+    pub tdoa_s: Vec<f32>,
+    pub amp: Vec<f32>,
+    pub floor: Vec<f32>,
+}
+
+impl TdoaMeasurement {
+    pub fn pairs(&self) -> usize {
+        self.floor.len()
+    }
+
+    /// A measurement that carries no information (every pair at floor 1).
+    pub fn empty(frame: u64, pairs: usize, k: usize) -> Self {
+        Self {
+            frame,
+            peaks_per_pair: k,
+            tdoa_s: vec![0.0; pairs * k],
+            amp: vec![0.0; pairs * k],
+            floor: vec![1.0; pairs],
+        }
+    }
+}
+
+/// Per-track inputs of one step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrackStep {
+    pub slot: u32,
+    /// Time since the track's previous state, seconds.
+    pub dt_s: f32,
+    /// State time = frame centre minus this lag (the propagation delay from the source to the
+    /// array, seconds); each pair's prediction is corrected for the difference between its own
+    /// emission time and the state time.
+    pub lag_s: f32,
+}
+
+/// What a backend returns per track and step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    /// Weighted mean: position (3) then velocity (3).
+    pub mean: [f64; 6],
+    /// Weighted covariance of the same six components.
+    pub cov: [[f64; 6]; 6],
+    /// Probability of each motion model (sums to 1).
+    pub model_probs: Vec<f32>,
+    /// Weighted mean turn rate, rad/s.
+    pub turn_rate: f32,
+    /// Effective sample size before any resampling.
+    pub ess: f32,
+    pub resampled: bool,
+    /// log p(z_k | z_1..k-1): how well the frame fits the track (relative to clutter).
+    pub log_evidence: f32,
+    /// Model chosen by the nearest-model rule (None in Markov mode).
+    pub chosen_model: Option<usize>,
+    /// Tempering exponent applied to this frame's likelihood (1 unless the update would have
+    /// left too few effective particles; see [`TEMPER_GRID`]).
+    pub temper: f32,
+}
+
+/// Tempering: when a full update would leave fewer than `TEMPER_MIN_ESS` × N effective
+/// particles, the likelihood is raised to the largest β = 2^-k (k = 0..TEMPER_GRID) that keeps
+/// at least that many. A new track's wide prior then contracts over a few frames instead of
+/// collapsing onto the few particles that happened to land near the source.
+pub const TEMPER_MIN_ESS: f64 = 0.3;
+/// Number of halvings tried (β down to 2^-TEMPER_GRID).
+pub const TEMPER_GRID: usize = 16;
+
+impl Estimate {
+    pub fn new(models: usize) -> Self {
+        Self {
+            mean: [0.0; 6],
+            cov: [[0.0; 6]; 6],
+            model_probs: vec![0.0; models],
+            turn_rate: 0.0,
+            ess: 0.0,
+            resampled: false,
+            log_evidence: 0.0,
+            chosen_model: None,
+            temper: 1.0,
+        }
+    }
+}
+
+/// How to start (or restart) a track's particles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackInit {
+    pub slot: u32,
+    /// Key for the random draws (the frame the track starts at).
+    pub frame: u64,
+    /// Mean state (position, velocity).
+    pub mean: [f64; 6],
+    /// Lower-triangular Cholesky factor of the state covariance, row-major 6×6.
+    pub chol: [[f64; 6]; 6],
+    /// Extra velocity spread: each particle also gets a velocity drawn uniformly from a ball of
+    /// this radius (the prior for a source whose speed is unknown but bounded).
+    pub speed_ball_m_s: f64,
+    /// Initial model probabilities (cumulative draw per particle).
+    pub model_probs: Vec<f32>,
+}
+
+/// A host copy of one track's particles (tests, parity checks).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Particles {
+    /// `state[c * N + i]`: component c of particle i.
+    pub state: Vec<f32>,
+    pub model: Vec<u32>,
+    pub log_weight: Vec<f32>,
+}
+
+/// A bank of particle filters, one slot per track. Implemented by the CPU and CUDA backends.
+pub trait ParticleFilter: Send {
+    /// "cpu" or "cuda".
+    fn backend(&self) -> &'static str;
+    fn params(&self) -> &FilterParams;
+    /// Draw a slot's particles from a prior.
+    fn init_track(&mut self, init: &TrackInit) -> Result<(), BackendError>;
+    /// One predict–update–estimate–resample step for each listed track.
+    fn step(&mut self, meas: &TdoaMeasurement, tracks: &[TrackStep], out: &mut [Estimate]) -> Result<(), BackendError>;
+    fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError>;
+    fn write_particles(&mut self, slot: u32, particles: &Particles) -> Result<(), BackendError>;
+}

@@ -1,0 +1,101 @@
+//! Systematic resampling. Output slot j takes the particle whose interval of the cumulative
+//! weights contains `(u0 + j) / N`: a single uniform per track and frame, and each particle is
+//! copied either floor(N w) or ceil(N w) times. The GPU finds each slot's ancestor by binary
+//! search (one thread per slot, balanced work); the CPU walks the sorted positions once. Both
+//! give the same ancestors for the same cumulative sums.
+
+/// Inclusive prefix sums of `weights` (need not be normalised), in f64.
+pub fn cumulative(weights: impl Iterator<Item = f64>, out: &mut Vec<f64>) {
+    out.clear();
+    let mut acc = 0.0f64;
+    for w in weights {
+        acc += w;
+        out.push(acc);
+    }
+}
+
+/// Ancestors by one merge walk. `cdf` is inclusive and its last entry is the total; `u0` in (0, 1).
+pub fn systematic(cdf: &[f64], u0: f64, out: &mut [u32]) {
+    let n = out.len();
+    let total = cdf.last().copied().unwrap_or(0.0);
+    let mut i = 0usize;
+    for (j, o) in out.iter_mut().enumerate() {
+        let target = (u0 + j as f64) / n as f64 * total;
+        while i + 1 < cdf.len() && cdf[i] <= target {
+            i += 1;
+        }
+        *o = i as u32;
+    }
+}
+
+/// The ancestor of one output slot by binary search (the GPU's form).
+pub fn ancestor(cdf: &[f64], u0: f64, j: usize, n: usize) -> u32 {
+    let total = cdf.last().copied().unwrap_or(0.0);
+    let target = (u0 + j as f64) / n as f64 * total;
+    // First index whose cumulative weight exceeds the target.
+    let idx = cdf.partition_point(|&c| c <= target);
+    idx.min(cdf.len() - 1) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The count is kept, each particle is copied floor(Nw) or ceil(Nw) times (which makes
+        /// the scheme unbiased: E[copies] = N w), and the binary-search form agrees.
+        #[test]
+        fn counts_are_kept_and_unbiased(
+            w in proptest::collection::vec(0.0f64..1.0, 1..300),
+            u0 in 0.0001f64..0.9999,
+        ) {
+            prop_assume!(w.iter().sum::<f64>() > 1e-6);
+            let n = w.len();
+            let mut cdf = Vec::new();
+            cumulative(w.iter().copied(), &mut cdf);
+            let mut anc = vec![0u32; n];
+            systematic(&cdf, u0, &mut anc);
+            prop_assert_eq!(anc.len(), n);
+            let total: f64 = w.iter().sum();
+            let mut copies = vec![0usize; n];
+            for (j, &a) in anc.iter().enumerate() {
+                prop_assert_eq!(a, ancestor(&cdf, u0, j, n));
+                copies[a as usize] += 1;
+            }
+            for (i, &c) in copies.iter().enumerate() {
+                let expect = n as f64 * w[i] / total;
+                // floor(N w) or ceil(N w) copies (a hair of slack for rounding at exact integers).
+                prop_assert!((c as f64 - expect).abs() < 1.0 + 1e-6, "particle {} copied {} times, expected {}", i, c, expect);
+            }
+            // Zero-weight particles are never chosen.
+            for (i, &c) in copies.iter().enumerate() {
+                if w[i] == 0.0 {
+                    prop_assert_eq!(c, 0);
+                }
+            }
+        }
+    }
+
+    /// Averaged over u0, the copies of each particle equal N w exactly (unbiasedness).
+    #[test]
+    fn average_over_offsets_is_n_w() {
+        let w = [0.05, 0.3, 0.001, 0.249, 0.4];
+        let n = w.len();
+        let mut cdf = Vec::new();
+        cumulative(w.iter().copied(), &mut cdf);
+        let trials = 10_000;
+        let mut copies = [0.0f64; 5];
+        let mut anc = vec![0u32; n];
+        for t in 0..trials {
+            systematic(&cdf, (t as f64 + 0.5) / trials as f64, &mut anc);
+            for &a in &anc {
+                copies[a as usize] += 1.0;
+            }
+        }
+        for i in 0..n {
+            let mean = copies[i] / trials as f64;
+            assert!((mean - n as f64 * w[i]).abs() < 1e-3, "{i}: {mean}");
+        }
+    }
+}
