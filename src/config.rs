@@ -518,6 +518,39 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Apply `key=value` overrides (dotted keys, TOML values; bare words are strings), e.g.
+    /// `gcc.frame_samples=8192` or `tracker.backend=cpu`, and validate the result.
+    pub fn with_overrides(&self, sets: &[String]) -> Result<Self, ConfigError> {
+        if sets.is_empty() {
+            return Ok(self.clone());
+        }
+        let file = "--set";
+        let text = toml::to_string(self).map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
+        let mut table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
+        for set in sets {
+            let Some((key, value)) = set.split_once('=') else {
+                return Err(ConfigError::new(file, set, "not of the form key=value", "write e.g. --set gcc.frame_samples=8192"));
+            };
+            let key = key.trim();
+            let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {}", value.trim()))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(value.trim().to_string()));
+            let parts: Vec<&str> = key.split('.').collect();
+            let mut cur = &mut table;
+            for part in &parts[..parts.len() - 1] {
+                let entry = cur.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                cur = match entry {
+                    toml::Value::Table(t) => t,
+                    _ => return Err(ConfigError::new(file, key, format!("`{part}` is not a table"), "set a key inside a table, e.g. gcc.frame_samples")),
+                };
+            }
+            cur.insert(parts[parts.len() - 1].to_string(), value);
+        }
+        let text = toml::to_string(&table).map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
+        Config::parse_str(&text, file)
+    }
+
     pub fn geometry(&self) -> ArrayGeometry {
         ArrayGeometry::new(self.array.sensors_m.clone(), self.array.speed_of_sound_m_s)
     }
@@ -1230,6 +1263,20 @@ sample_rate_hz = 16000
         let e = Config::parse_str(&format!("{GOOD}\n[[output.sink]]\nkind = \"udp\"\naddress = \"127.0.0.1:5005\"\nbaud = 9600\n"), "t")
             .unwrap_err();
         assert!(e.problem.contains("baud"), "{e}");
+    }
+
+    #[test]
+    fn overrides_apply_and_are_validated() {
+        let c = Config::parse_str(GOOD, "t").unwrap();
+        let d = c
+            .with_overrides(&["gcc.frame_samples=8192".into(), "tracker.backend=cpu".into(), "gcc.band_hz=[100.0, 9000.0]".into()])
+            .unwrap();
+        assert_eq!(d.frame_samples(), 8192);
+        assert_eq!(d.tracker.backend, BackendChoice::Cpu);
+        assert_eq!(d.band_hz(), [100.0, 9000.0]);
+        let e = c.with_overrides(&["gcc.framesize=1".into()]).unwrap_err();
+        assert!(e.problem.contains("framesize"), "{e}");
+        assert!(c.with_overrides(&["nokey".into()]).is_err());
     }
 
     #[test]

@@ -1,8 +1,20 @@
 //! sonotrack: acoustic source tracking with GCC-PHAT and a multi-model particle filter.
+//!
+//! Data flows one way: an [`audio::AudioSource`] yields samples, [`audio::assembler`] cuts them
+//! into [`frame::Frame`]s, a [`dsp::gcc::Correlator`] (CPU or CUDA) turns frames into TDOA peaks,
+//! a [`track::manager::TrackManager`] over a [`track::ParticleFilter`] bank (CPU or CUDA) turns
+//! peaks into tracks, and [`output`] sinks carry the position stream.
 pub mod audio;
+pub mod backend;
 pub mod config;
 pub mod dsp;
 pub mod error;
+pub mod eval;
 pub mod frame;
+pub mod gpu;
+pub mod output;
 pub mod philox;
+pub mod pipeline;
+pub mod replay;
+pub mod scene;
 pub mod track;

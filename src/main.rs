@@ -1,3 +1,325 @@
-fn main() {
-    println!("Hello, world!");
+//! The `sonotrack` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use sonotrack::audio::sim::{PRESETS, SceneSpec, SimSource, write_scene};
+use sonotrack::config::{BackendChoice, Config};
+use sonotrack::error::{Error, Result};
+use sonotrack::replay::{self, ReplayOptions};
+use sonotrack::scene::Truth;
+
+#[derive(Parser)]
+#[command(name = "sonotrack", version, about = "Acoustic source tracking: GCC-PHAT TDOAs and a multi-model particle filter, on the GPU or the CPU")]
+struct Cli {
+    /// More log output (-v: debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only warnings and errors.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate a short scene in memory, track it, and print the track and its error against
+    /// truth. Needs no files, GPU or audio hardware.
+    Demo {
+        /// Built-in scene to simulate.
+        #[arg(long, default_value = "harbour")]
+        preset: String,
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Seconds of audio to simulate.
+        #[arg(long)]
+        duration: Option<f64>,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendArg,
+    },
+    /// Replay a scene directory (audio*.wav + array.json [+ truth.csv]) or a WAV file with
+    /// --config, and print a summary (with accuracy when truth is available).
+    Replay {
+        /// Scene directory or WAV file.
+        input: PathBuf,
+        /// Configuration (required for a WAV file; for a scene directory it replaces the
+        /// defaults derived from array.json).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Write the position stream (JSON Lines) to this file ("-" for standard output).
+        #[arg(long)]
+        out: Option<String>,
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
+        /// Override a configuration key, e.g. --set tracker.particles=65536 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Start at this time (seconds into the file).
+        #[arg(long)]
+        from: Option<f64>,
+        /// Stop at this time (seconds into the file).
+        #[arg(long)]
+        to: Option<f64>,
+        /// Pace the replay like live capture (optionally faster: --realtime 2).
+        #[arg(long, num_args = 0..=1, default_missing_value = "1.0")]
+        realtime: Option<f64>,
+        /// No progress bar.
+        #[arg(long)]
+        no_progress: bool,
+        /// Leave measured timings out of the output so runs can be diffed byte for byte.
+        #[arg(long)]
+        reproducible: bool,
+        /// Accuracy ignores the first seconds (track start-up).
+        #[arg(long, default_value_t = 2.0)]
+        warmup: f64,
+        /// Distance for the "% of time within" figure, metres.
+        #[arg(long, default_value_t = 2.0)]
+        threshold: f64,
+        /// Also write the summary (counters, accuracy) as JSON.
+        #[arg(long)]
+        summary_json: Option<PathBuf>,
+    },
+    /// Write a simulated scene directory (audio, array.json, truth.csv) for planning or tests.
+    Simulate {
+        /// Output directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Built-in scene (harbour, tetra, room, two-boats).
+        #[arg(long, default_value = "harbour")]
+        preset: String,
+        /// Scene file (TOML); see --print-preset for the format.
+        #[arg(long)]
+        spec: Option<PathBuf>,
+        #[arg(long)]
+        duration: Option<f64>,
+        #[arg(long)]
+        snr_db: Option<f64>,
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write 16-bit PCM (audio_s16.wav) instead of 32-bit float (audio.wav).
+        #[arg(long)]
+        s16: bool,
+        /// Print a preset as a scene file and exit.
+        #[arg(long)]
+        print_preset: Option<String>,
+    },
+    /// Validate a configuration and explain what it will do.
+    Check {
+        config: PathBuf,
+        /// Also check it against this WAV file (channels, sample rate).
+        #[arg(long)]
+        wav: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BackendArg {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl From<BackendArg> for BackendChoice {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Cpu => BackendChoice::Cpu,
+            BackendArg::Cuda => BackendChoice::Cuda,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = if cli.quiet {
+        log::LevelFilter::Warn
+    } else if cli.verbose > 0 {
+        log::LevelFilter::Debug
+    } else {
+        log::LevelFilter::Info
+    };
+    // Logging is best effort: a second logger (tests) is not an error.
+    let _ = simple_logger::SimpleLogger::new().with_level(level).init();
+    match run(cli.cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            match e {
+                Error::Config(_) | Error::Usage(_) | Error::Scene { .. } | Error::Wav { .. } => ExitCode::from(2),
+                _ => ExitCode::from(1),
+            }
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> Result<()> {
+    match cmd {
+        Cmd::Demo {
+            preset,
+            seed,
+            duration,
+            backend,
+        } => demo(&preset, seed, duration, backend.into()),
+        Cmd::Replay {
+            input,
+            config,
+            out,
+            backend,
+            sets,
+            from,
+            to,
+            realtime,
+            no_progress,
+            reproducible,
+            warmup,
+            threshold,
+            summary_json,
+        } => {
+            let (cfg, wav, truth) = replay::resolve(&input, config.as_deref())?;
+            let cfg = cfg.with_overrides(&sets)?;
+            let opts = ReplayOptions {
+                backend: backend.map(Into::into).unwrap_or(cfg.tracker.backend),
+                out,
+                from_s: from,
+                to_s: to,
+                pace: realtime,
+                progress: !no_progress,
+                reproducible,
+                want_curves: false,
+                warmup_s: warmup,
+                threshold_m: threshold,
+            };
+            let summary = replay::replay_file(&cfg, &wav, truth.as_ref(), &opts)?;
+            eprint!("{summary}");
+            if let Some(path) = summary_json {
+                let json = serde_json::json!({
+                    "input": summary.input,
+                    "backend": summary.backend,
+                    "audio_s": summary.audio_s,
+                    "processing_s": summary.counters.proc_total.as_secs_f64(),
+                    "frames_in": summary.counters.frames_in,
+                    "frames_processed": summary.counters.frames_processed,
+                    "frames_dropped": summary.counters.frames_dropped(),
+                    "births": summary.births,
+                    "accuracy": summary.accuracy,
+                });
+                std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap_or_default()).map_err(|e| Error::Io { path, source: e })?;
+            }
+            Ok(())
+        }
+        Cmd::Simulate {
+            out,
+            preset,
+            spec,
+            duration,
+            snr_db,
+            seed,
+            s16,
+            print_preset,
+        } => {
+            if let Some(name) = print_preset {
+                let s = SceneSpec::preset(&name).ok_or_else(|| unknown_preset(&name))?;
+                print!("{}", toml::to_string_pretty(&s).unwrap_or_default());
+                return Ok(());
+            }
+            let Some(out) = out else {
+                return Err(Error::Usage("simulate needs --out DIR (or --print-preset NAME)".into()));
+            };
+            let mut s = match spec {
+                Some(p) => SceneSpec::load(&p)?,
+                None => SceneSpec::preset(&preset).ok_or_else(|| unknown_preset(&preset))?,
+            };
+            if let Some(d) = duration {
+                s.duration_s = d;
+            }
+            if let Some(x) = snr_db {
+                s.snr_db = x;
+            }
+            if let Some(x) = seed {
+                s.seed = x;
+            }
+            let start = std::time::Instant::now();
+            write_scene(&out, &s, s16)?;
+            eprintln!(
+                "wrote {} ({} s, {} sensors, {} source(s), SNR {} dB) in {:.1} s; replay it with: sonotrack replay {}",
+                out.display(),
+                s.duration_s,
+                s.sensors_m.len(),
+                s.sources.len(),
+                s.snr_db,
+                start.elapsed().as_secs_f64(),
+                out.display()
+            );
+            Ok(())
+        }
+        Cmd::Check { config, wav, sets } => {
+            let cfg = Config::load(&config)?.with_overrides(&sets)?;
+            if let Some(w) = wav {
+                let src = sonotrack::audio::wav::WavSource::open(&w)?;
+                use sonotrack::audio::AudioSource;
+                cfg.check_input(&w.display().to_string(), src.channels(), src.sample_rate_hz())?;
+                println!("{}: {} channels at {} Hz, {:.1} s: matches", w.display(), src.channels(), src.sample_rate_hz(), src.total_frames().unwrap_or(0) as f64 / f64::from(src.sample_rate_hz()));
+            }
+            print!("{}: OK\n{}", config.display(), cfg.explain());
+            Ok(())
+        }
+    }
+}
+
+fn unknown_preset(name: &str) -> Error {
+    Error::Usage(format!("no preset `{name}`; presets: {}", PRESETS.join(", ")))
+}
+
+fn demo(preset: &str, seed: Option<u64>, duration: Option<f64>, backend: BackendChoice) -> Result<()> {
+    let mut spec = SceneSpec::preset(preset).ok_or_else(|| unknown_preset(preset))?;
+    if let Some(s) = seed {
+        spec.seed = s;
+    }
+    if let Some(d) = duration {
+        spec.duration_s = d;
+    }
+    let mut cfg = Config::for_array(spec.sensors_m.clone(), spec.speed_of_sound_m_s, spec.sample_rate_hz);
+    cfg.array.bounds_min_m = spec.bounds_min_m;
+    cfg.array.bounds_max_m = spec.bounds_max_m;
+    cfg.validate("demo")?;
+    println!("demo: {} ({} s at {} Hz, SNR {} dB); simulating and tracking in memory...", spec.description, spec.duration_s, spec.sample_rate_hz, spec.snr_db);
+    let mut sim = SimSource::new(spec.clone())?;
+    let mut csv = String::new();
+    for (t, id, p) in sim.truth() {
+        csv.push_str(&format!("{t},{id},{},{},{}\n", p[0], p[1], p[2]));
+    }
+    let truth = Truth::parse(&csv).map_err(|(l, e)| Error::Usage(format!("truth line {l}: {e}")))?;
+    let opts = ReplayOptions {
+        backend,
+        warmup_s: 2.0,
+        threshold_m: 1.0,
+        ..ReplayOptions::default()
+    };
+    let summary = replay::replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
+    println!("{:>7} {:>26} {:>26} {:>8}", "t (s)", "track x, y, z (m)", "truth x, y, z (m)", "err (m)");
+    let mut next = 0.0;
+    for (t_frame, rep) in &summary.recorder.rows {
+        if *t_frame < next {
+            continue;
+        }
+        next = t_frame.floor() + 1.0;
+        match rep {
+            Some((t, p)) => {
+                let q = truth.at(0, *t).unwrap_or([f64::NAN; 3]);
+                let e = ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt();
+                println!(
+                    "{t:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {e:>8.3}",
+                    p[0], p[1], p[2], q[0], q[1], q[2]
+                );
+            }
+            None => println!("{t_frame:>7.2} {:>26} {:>26}", "(no track yet)", ""),
+        }
+    }
+    print!("{summary}");
+    Ok(())
 }

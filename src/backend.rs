@@ -1,0 +1,135 @@
+//! Choosing the compute backend once, at start-up, and the deliberate-fault wrappers that test
+//! the run-time fallback everywhere (CI has no GPU).
+
+use crate::config::{BackendChoice, Config};
+use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame, GccParams};
+use crate::error::{BackendError, Error, Result};
+use crate::frame::Frame;
+use crate::gpu;
+use crate::track::pf::CpuParticleFilter;
+use crate::track::{Estimate, FilterParams, ParticleFilter, Particles, TdoaMeasurement, TrackInit, TrackStep};
+
+/// The two halves of a backend.
+pub struct Backends {
+    pub correlator: Box<dyn Correlator>,
+    pub filter: Box<dyn ParticleFilter>,
+    /// Why this backend was chosen (logged once).
+    pub reason: String,
+}
+
+pub fn cpu(cfg: &Config) -> (Box<dyn Correlator>, Box<dyn ParticleFilter>) {
+    (
+        Box::new(CpuCorrelator::new(GccParams::from_config(cfg))),
+        Box::new(CpuParticleFilter::new(FilterParams::from_config(cfg))),
+    )
+}
+
+/// `auto`: CUDA when it loads and the kernels compile, else the CPU with the reason.
+/// `cuda`: CUDA or an error saying why not. `cpu`: the CPU.
+pub fn select(cfg: &Config, choice: BackendChoice) -> Result<Backends> {
+    match choice {
+        BackendChoice::Cpu => {
+            let (correlator, filter) = cpu(cfg);
+            Ok(Backends {
+                correlator,
+                filter,
+                reason: "backend = cpu".into(),
+            })
+        }
+        BackendChoice::Cuda => match gpu::open(cfg) {
+            Ok((correlator, filter, what)) => Ok(Backends {
+                correlator,
+                filter,
+                reason: what,
+            }),
+            Err(why) => Err(Error::Backend(BackendError::new(
+                "cuda",
+                format!("{why}\n  fix: install the NVIDIA driver with libnvrtc and libcufft (CUDA 12.2 or newer), or use backend = \"auto\" or \"cpu\""),
+            ))),
+        },
+        BackendChoice::Auto => match gpu::open(cfg) {
+            Ok((correlator, filter, what)) => Ok(Backends {
+                correlator,
+                filter,
+                reason: what,
+            }),
+            Err(why) => {
+                let (correlator, filter) = cpu(cfg);
+                Ok(Backends {
+                    correlator,
+                    filter,
+                    reason: format!("CPU backend: {why}"),
+                })
+            }
+        },
+    }
+}
+
+/// A correlator that behaves like the CPU one but fails at a chosen frame, as a GPU might.
+pub struct FaultyCorrelator {
+    inner: CpuCorrelator,
+    pub fail_at_seq: u64,
+}
+
+impl FaultyCorrelator {
+    pub fn new(params: GccParams, fail_at_seq: u64) -> Self {
+        Self {
+            inner: CpuCorrelator::new(params),
+            fail_at_seq,
+        }
+    }
+}
+
+impl Correlator for FaultyCorrelator {
+    fn backend(&self) -> &'static str {
+        "faulty"
+    }
+    fn params(&self) -> &GccParams {
+        self.inner.params()
+    }
+    fn correlate(&mut self, frames: &[&Frame], out: &mut [GccFrame], want_curves: bool) -> Result<(), BackendError> {
+        if frames.iter().any(|f| f.seq >= self.fail_at_seq) {
+            return Err(BackendError::new("faulty", format!("injected failure at frame {}", self.fail_at_seq)));
+        }
+        self.inner.correlate(frames, out, want_curves)
+    }
+}
+
+/// A particle filter that behaves like the CPU one but fails at a chosen frame.
+pub struct FaultyFilter {
+    inner: CpuParticleFilter,
+    pub fail_at_seq: u64,
+}
+
+impl FaultyFilter {
+    pub fn new(params: FilterParams, fail_at_seq: u64) -> Self {
+        Self {
+            inner: CpuParticleFilter::new(params),
+            fail_at_seq,
+        }
+    }
+}
+
+impl ParticleFilter for FaultyFilter {
+    fn backend(&self) -> &'static str {
+        "faulty"
+    }
+    fn params(&self) -> &FilterParams {
+        self.inner.params()
+    }
+    fn init_track(&mut self, init: &TrackInit) -> Result<(), BackendError> {
+        self.inner.init_track(init)
+    }
+    fn step(&mut self, meas: &TdoaMeasurement, tracks: &[TrackStep], out: &mut [Estimate]) -> Result<(), BackendError> {
+        if meas.frame >= self.fail_at_seq {
+            return Err(BackendError::new("faulty", format!("injected failure at frame {}", self.fail_at_seq)));
+        }
+        self.inner.step(meas, tracks, out)
+    }
+    fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
+        self.inner.read_particles(slot)
+    }
+    fn write_particles(&mut self, slot: u32, p: &Particles) -> Result<(), BackendError> {
+        self.inner.write_particles(slot, p)
+    }
+}

@@ -1,0 +1,311 @@
+//! The pipeline: frame → channel health → GCC-PHAT → tracker → messages, with the counters the
+//! status stream reports. Every frame that enters is processed or counted as dropped.
+//!
+//! A backend error moves processing to the CPU from that frame on; the failed frame is redone on
+//! the CPU (the tracks restart from their last estimates), so no frame is lost. The switch is
+//! logged and counted.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::audio::assembler::FrameAssembler;
+use crate::audio::{AudioSource, ReadResult};
+use crate::backend::Backends;
+use crate::config::Config;
+use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame, GccParams};
+use crate::dsp::health::{FrameHealth, inspect};
+use crate::error::{BackendError, Result};
+use crate::frame::Frame;
+use crate::output::{Message, SCHEMA_VERSION, SinkSet, StatusMessage, TrackMessage};
+use crate::track::manager::{TrackManager, TrackReport};
+use crate::track::pf::CpuParticleFilter;
+use crate::track::{FilterParams, ParticleFilter};
+
+/// Frame accounting and timing, reported in status messages and the replay summary.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    pub frames_in: u64,
+    pub frames_processed: u64,
+    pub dropped: BTreeMap<String, u64>,
+    /// Processed frames in which no pair had a usable channel pair.
+    pub frames_without_pairs: u64,
+    pub nonfinite_samples: u64,
+    pub bad_channel_frames: Vec<u64>,
+    pub backend_switches: u64,
+    pub proc_total: Duration,
+    pub proc_max: Duration,
+}
+
+impl Counters {
+    pub fn frames_dropped(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+
+    pub fn drop_frames(&mut self, reason: &str, n: u64) {
+        if n > 0 {
+            *self.dropped.entry(reason.to_string()).or_insert(0) += n;
+            self.frames_in += n;
+        }
+    }
+}
+
+/// What one processed frame produced (for observers: evaluation, plots).
+pub struct FrameView<'a> {
+    pub seq: u64,
+    pub t_centre_s: f64,
+    pub reports: &'a [TrackReport],
+    pub gcc: &'a GccFrame,
+    pub health: &'a FrameHealth,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PipelineOptions {
+    /// Keep GCC curves (plots, track-before-detect).
+    pub want_curves: bool,
+    /// Leave measured processing times out of the output so two runs can be compared byte for
+    /// byte.
+    pub reproducible: bool,
+    /// Live capture: status on wall time and wall-clock stamps on messages.
+    pub live: bool,
+}
+
+pub struct Pipeline {
+    cfg: Config,
+    opts: PipelineOptions,
+    correlator: Box<dyn Correlator>,
+    tracker: TrackManager,
+    pub sinks: SinkSet,
+    pub counters: Counters,
+    model_names: Vec<String>,
+    health: FrameHealth,
+    gcc: Vec<GccFrame>,
+    pair_ok: Vec<bool>,
+    pairs: Vec<(usize, usize)>,
+    next_status_s: f64,
+    window: (Duration, Duration, u64),
+    started: Instant,
+    reports: Vec<TrackReport>,
+}
+
+impl Pipeline {
+    pub fn new(cfg: &Config, backends: Backends, sinks: SinkSet, opts: PipelineOptions) -> Self {
+        let params = backends.correlator.params().clone();
+        let pairs = params.pairs.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>();
+        let tracker = TrackManager::new(cfg, backends.filter);
+        let n_ch = cfg.array.sensors_m.len();
+        Self {
+            model_names: cfg.tracker.models.iter().map(|m| m.name.clone()).collect(),
+            gcc: vec![GccFrame::new(&params)],
+            pair_ok: vec![true; pairs.len()],
+            counters: Counters {
+                bad_channel_frames: vec![0; n_ch],
+                ..Counters::default()
+            },
+            health: FrameHealth::default(),
+            next_status_s: 0.0,
+            window: (Duration::ZERO, Duration::ZERO, 0),
+            started: Instant::now(),
+            reports: Vec::new(),
+            cfg: cfg.clone(),
+            opts,
+            correlator: backends.correlator,
+            tracker,
+            sinks,
+            pairs,
+        }
+    }
+
+    pub fn backend(&self) -> &'static str {
+        self.tracker.backend()
+    }
+
+    pub fn tracker(&self) -> &TrackManager {
+        &self.tracker
+    }
+
+    /// Replace the correlator or filter by test doubles (fault injection).
+    pub fn with_backends(mut self, correlator: Box<dyn Correlator>, filter: Box<dyn ParticleFilter>) -> Self {
+        self.correlator = correlator;
+        self.tracker = TrackManager::new(&self.cfg, filter);
+        self
+    }
+
+    fn switch_to_cpu(&mut self, err: &BackendError) -> Result<()> {
+        log::error!(
+            "{err}; processing moves to the CPU from frame {} on (the frame is redone there)",
+            self.counters.frames_in
+        );
+        if self.correlator.backend() != "cpu" {
+            self.correlator = Box::new(CpuCorrelator::new(GccParams::from_config(&self.cfg)));
+        }
+        if self.tracker.backend() != "cpu" {
+            self.tracker
+                .replace_bank(Box::new(CpuParticleFilter::new(FilterParams::from_config(&self.cfg))))?;
+        }
+        self.counters.backend_switches += 1;
+        Ok(())
+    }
+
+    /// Process one frame: returns the track reports it produced.
+    pub fn process(&mut self, frame: &mut Frame) -> Result<&[TrackReport]> {
+        let start = Instant::now();
+        self.counters.frames_in += 1;
+        inspect(frame, &mut self.health);
+        self.counters.nonfinite_samples += self.health.nonfinite_samples;
+        for (c, n) in self.counters.bad_channel_frames.iter_mut().enumerate() {
+            if !self.health.channel_ok(c) {
+                *n += 1;
+            }
+        }
+        for (ok, &(a, b)) in self.pair_ok.iter_mut().zip(&self.pairs) {
+            *ok = self.health.channel_ok(a) && self.health.channel_ok(b);
+        }
+        if !self.pair_ok.iter().any(|&o| o) {
+            self.counters.frames_without_pairs += 1;
+        }
+        let want = self.opts.want_curves;
+        if let Err(e) = self.correlator.correlate(&[&*frame], &mut self.gcc, want) {
+            if self.correlator.backend() == "cpu" {
+                return Err(e.into());
+            }
+            self.switch_to_cpu(&e)?;
+            self.correlator.correlate(&[&*frame], &mut self.gcc, want)?;
+        }
+        let t_centre = frame.centre_time_s();
+        let reports = match self.tracker.step(frame.seq, t_centre, &self.gcc[0], &self.pair_ok) {
+            Ok(r) => r,
+            Err(e) => {
+                if self.tracker.backend() == "cpu" {
+                    return Err(e.into());
+                }
+                self.switch_to_cpu(&e)?;
+                self.tracker.step(frame.seq, t_centre, &self.gcc[0], &self.pair_ok)?
+            }
+        };
+        self.counters.frames_processed += 1;
+        let wall = if self.opts.live {
+            frame.wall_clock.or_else(|| Some(SystemTime::now()))
+        } else {
+            None
+        };
+        for r in &reports {
+            let m = TrackMessage::new(r, &self.model_names, wall);
+            self.sinks.send(Message::track(&m, self.sinks.want_nmea));
+        }
+        self.reports = reports;
+        let took = start.elapsed();
+        self.counters.proc_total += took;
+        self.counters.proc_max = self.counters.proc_max.max(took);
+        self.window.0 += took;
+        self.window.1 = self.window.1.max(took);
+        self.window.2 += 1;
+        let now_s = if self.opts.live {
+            self.started.elapsed().as_secs_f64()
+        } else {
+            t_centre
+        };
+        if now_s >= self.next_status_s {
+            self.emit_status(t_centre);
+            self.next_status_s = now_s + self.cfg.output.status_interval_s;
+        }
+        Ok(&self.reports)
+    }
+
+    /// The GCC result of the last processed frame.
+    pub fn last_gcc(&self) -> &GccFrame {
+        &self.gcc[0]
+    }
+
+    pub fn last_health(&self) -> &FrameHealth {
+        &self.health
+    }
+
+    pub fn status(&self, t_s: f64) -> StatusMessage {
+        let (sum, max, n) = self.window;
+        let timing = !self.opts.reproducible && n > 0;
+        StatusMessage {
+            kind: "status",
+            schema: SCHEMA_VERSION,
+            t: (t_s * 1e5).round() / 1e5,
+            wall: self.opts.live.then(|| crate::output::rfc3339(SystemTime::now())),
+            backend: self.backend().to_string(),
+            frames_in: self.counters.frames_in,
+            frames_processed: self.counters.frames_processed,
+            frames_dropped: self.counters.frames_dropped(),
+            dropped: self.counters.dropped.clone(),
+            nonfinite_samples: self.counters.nonfinite_samples,
+            bad_channel_frames: self.counters.bad_channel_frames.clone(),
+            backend_switches: self.counters.backend_switches,
+            tracks: self.tracker.active_tracks(),
+            proc_us_mean: timing.then(|| (sum.as_secs_f64() / n as f64 * 1e6 * 10.0).round() / 10.0),
+            proc_us_max: timing.then(|| (max.as_secs_f64() * 1e6 * 10.0).round() / 10.0),
+            sink_drops: self.sinks.drops(),
+        }
+    }
+
+    pub fn emit_status(&mut self, t_s: f64) {
+        let s = self.status(t_s);
+        self.sinks.send(Message::status(&s, self.sinks.want_nmea));
+        self.window = (Duration::ZERO, Duration::ZERO, 0);
+    }
+
+    /// Replay a source to its end through `assembler`. `observe` sees every processed frame;
+    /// `progress` gets (sample frames read so far) now and then. With `pace`, frames are paced
+    /// to the audio clock times that factor (1.0 = real time).
+    pub fn run(
+        &mut self,
+        source: &mut dyn AudioSource,
+        assembler: &mut FrameAssembler,
+        pace: Option<f64>,
+        observe: &mut dyn FnMut(&FrameView),
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()> {
+        let ch = source.channels();
+        let mut buf = vec![0.0f32; ch * 4096];
+        let mut read_total = 0u64;
+        let start = Instant::now();
+        let fs = f64::from(source.sample_rate_hz());
+        let mut last_t = 0.0;
+        loop {
+            match source.read(&mut buf)? {
+                ReadResult::Samples(n) => {
+                    read_total += n as u64;
+                    assembler.push(&buf[..n * ch]);
+                }
+                ReadResult::Gap(lost) => {
+                    let frames = assembler.gap(lost);
+                    self.counters.drop_frames("capture_gap", frames);
+                    continue;
+                }
+                ReadResult::Idle => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                ReadResult::End => break,
+            }
+            while let Some(mut frame) = assembler.pop() {
+                if let Some(speed) = pace {
+                    let due = Duration::from_secs_f64((frame.start_sample + frame.len as u64) as f64 / fs / speed.max(1e-6));
+                    if let Some(wait) = due.checked_sub(start.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+                let seq = frame.seq;
+                let t = frame.centre_time_s();
+                self.process(&mut frame)?;
+                last_t = t;
+                observe(&FrameView {
+                    seq,
+                    t_centre_s: t,
+                    reports: &self.reports,
+                    gcc: &self.gcc[0],
+                    health: &self.health,
+                });
+                assembler.recycle(frame);
+            }
+            progress(read_total);
+        }
+        self.emit_status(last_t);
+        Ok(())
+    }
+}

@@ -1,0 +1,207 @@
+//! Scene directories: `audio*.wav` + `array.json` + optional `truth.csv` (and `meta.json`), the
+//! layout `sonotrack simulate` writes and `sonotrack replay DIR` reads without a config file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::config::Config;
+use crate::error::{Error, IoContext, Result};
+
+#[derive(Debug, Clone, Deserialize)]
+struct ArrayJson {
+    sample_rate: u32,
+    speed_of_sound: f64,
+    sensors: Vec<[f64; 3]>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    search_bounds: Option<Bounds>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Bounds {
+    min: [f64; 3],
+    max: [f64; 3],
+}
+
+/// A scene directory, resolved.
+#[derive(Debug, Clone)]
+pub struct Scene {
+    pub dir: PathBuf,
+    pub audio: PathBuf,
+    pub config: Config,
+    pub truth: Option<Truth>,
+}
+
+impl Scene {
+    /// Read a scene directory. The configuration gets the array, rate and search volume from
+    /// array.json and defaults for everything else; `overrides` (a TOML file) may change any
+    /// key, e.g. `[tracker] particles = 65536`.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let err = |problem: String, fix: &str| Error::Scene {
+            path: dir.into(),
+            problem,
+            fix: fix.into(),
+        };
+        if !dir.is_dir() {
+            return Err(err("is not a directory".into(), "give a scene directory or a .wav file with --config"));
+        }
+        let mut wavs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .at(dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                name.starts_with("audio") && name.to_ascii_lowercase().ends_with(".wav")
+            })
+            .collect();
+        wavs.sort();
+        // Prefer the full-precision file when both audio.wav and audio_s16.wav are there.
+        let audio = wavs
+            .iter()
+            .find(|p| p.file_name().is_some_and(|n| n == "audio.wav"))
+            .or_else(|| wavs.first())
+            .cloned()
+            .ok_or_else(|| err("holds no audio*.wav file".into(), "put the recording in the directory as audio.wav"))?;
+        let array_path = dir.join("array.json");
+        let text = std::fs::read_to_string(&array_path).map_err(|e| {
+            err(
+                format!("cannot read array.json: {e}"),
+                "add array.json with sample_rate, speed_of_sound and sensors (metres, channel order)",
+            )
+        })?;
+        let a: ArrayJson = serde_json::from_str(&text).map_err(|e| {
+            err(
+                format!("array.json: {e}"),
+                "array.json needs sample_rate, speed_of_sound and sensors [[x,y,z], ...]",
+            )
+        })?;
+        let mut config = Config::for_array(a.sensors, a.speed_of_sound, a.sample_rate);
+        config.array.description = a.description;
+        if let Some(b) = a.search_bounds {
+            config.array.bounds_min_m = Some(b.min);
+            config.array.bounds_max_m = Some(b.max);
+        }
+        config
+            .validate(&array_path.display().to_string())
+            .map_err(Error::Config)?;
+        let truth_path = dir.join("truth.csv");
+        let truth = if truth_path.exists() { Some(Truth::load(&truth_path)?) } else { None };
+        Ok(Self {
+            dir: dir.into(),
+            audio,
+            config,
+            truth,
+        })
+    }
+}
+
+/// Ground truth: per target, rows of (emission time, position), sorted by time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Truth {
+    pub targets: BTreeMap<u32, Vec<(f64, [f64; 3])>>,
+}
+
+impl Truth {
+    /// Read `t,target,x,y,z` rows (a header line is skipped).
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).at(path)?;
+        Self::parse(&text).map_err(|(line, problem)| Error::Scene {
+            path: path.into(),
+            problem: format!("line {line}: {problem}"),
+            fix: "truth.csv holds rows t,target,x,y,z (seconds, integer id, metres)".into(),
+        })
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<Self, (usize, String)> {
+        let mut t = Truth::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || (i == 0 && line.chars().next().is_some_and(|c| c.is_alphabetic())) {
+                continue;
+            }
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            if f.len() < 5 {
+                return Err((i + 1, format!("{} fields, expected 5", f.len())));
+            }
+            let num = |s: &str| s.parse::<f64>().map_err(|e| (i + 1, format!("`{s}`: {e}")));
+            let time = num(f[0])?;
+            let id = f[1].parse::<u32>().map_err(|e| (i + 1, format!("target `{}`: {e}", f[1])))?;
+            let p = [num(f[2])?, num(f[3])?, num(f[4])?];
+            t.targets.entry(id).or_default().push((time, p));
+        }
+        for rows in t.targets.values_mut() {
+            rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        Ok(t)
+    }
+
+    /// A target's position at time `t` by linear interpolation (None outside its rows).
+    pub fn at(&self, target: u32, t: f64) -> Option<[f64; 3]> {
+        let rows = self.targets.get(&target)?;
+        let i = rows.partition_point(|r| r.0 <= t);
+        if i == 0 {
+            return (rows.first()?.0 == t).then(|| rows[0].1);
+        }
+        if i == rows.len() {
+            let last = rows.last()?;
+            return (last.0 == t).then_some(last.1);
+        }
+        let (t0, p0) = rows[i - 1];
+        let (t1, p1) = rows[i];
+        let a = if t1 > t0 { (t - t0) / (t1 - t0) } else { 0.0 };
+        Some([0, 1, 2].map(|k| p0[k] + a * (p1[k] - p0[k])))
+    }
+
+    pub fn span(&self) -> Option<(f64, f64)> {
+        let lo = self.targets.values().filter_map(|r| r.first()).map(|r| r.0).fold(f64::INFINITY, f64::min);
+        let hi = self.targets.values().filter_map(|r| r.last()).map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
+        (lo <= hi).then_some((lo, hi))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truth_interpolates_and_rejects_bad_rows() {
+        let t = Truth::parse("t,target,x,y,z\n0,0,0,0,0\n1,0,2,4,6\n0.5,1,1,1,1\n").unwrap();
+        assert_eq!(t.at(0, 0.25), Some([0.5, 1.0, 1.5]));
+        assert_eq!(t.at(0, 1.0), Some([2.0, 4.0, 6.0]));
+        assert_eq!(t.at(0, 1.5), None);
+        assert_eq!(t.at(1, 0.5), Some([1.0, 1.0, 1.0]));
+        assert_eq!(t.span(), Some((0.0, 1.0)));
+        let e = Truth::parse("t,target,x,y,z\n0,0,0,zero,0\n").unwrap_err();
+        assert_eq!(e.0, 2);
+    }
+
+    #[test]
+    fn shared_scenes_open() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/scenes");
+        if !root.exists() {
+            eprintln!("skipped: ../shared/scenes is not beside the checkout");
+            return;
+        }
+        let s = Scene::open(&root.join("pier_five")).unwrap();
+        assert_eq!(s.config.array.sensors_m.len(), 5);
+        assert_eq!(s.config.audio.sample_rate_hz, 48_000);
+        assert!(s.truth.unwrap().at(0, 10.0).is_some());
+    }
+
+    #[test]
+    fn missing_pieces_are_named() {
+        let d = std::env::temp_dir().join(format!("sonotrack-scene-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let e = Scene::open(&d).unwrap_err().to_string();
+        assert!(e.contains("no audio*.wav"), "{e}");
+        std::fs::write(d.join("audio.wav"), b"x").unwrap();
+        let e = Scene::open(&d).unwrap_err().to_string();
+        assert!(e.contains("array.json"), "{e}");
+        std::fs::write(d.join("array.json"), "{\"sample_rate\": 16000, \"speed_of_sound\": 343, \"sensors\": [[0,0,0],[1,0,0],[0,1,0],[1,1,0]]}").unwrap();
+        let e = Scene::open(&d).unwrap_err().to_string();
+        assert!(e.contains("coplanar"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
