@@ -19,6 +19,9 @@ pub enum Stream {
     Resample = 4,
     /// Simulator noise and source signals (track = channel).
     Simulate = 5,
+    /// Regularisation jitter after a tempered resampling (two blocks: 6 normals).
+    Roughen = 6,
+    Roughen2 = 7,
 }
 
 const M0: u32 = 0xD251_1F53;

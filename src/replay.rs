@@ -62,6 +62,7 @@ pub struct ReplaySummary {
     pub counters: Counters,
     pub births: u64,
     pub deletions: u64,
+    pub tempered_steps: u64,
     pub accuracy: Option<Accuracy>,
     pub recorder: Recorder,
     pub warnings: Vec<String>,
@@ -180,6 +181,7 @@ pub fn replay_source(cfg: &Config, src: &mut dyn AudioSource, origin: u64, truth
         counters: pipe.counters.clone(),
         births: pipe.tracker().births,
         deletions: pipe.tracker().deletions,
+        tempered_steps: pipe.tracker().tempered_steps,
         accuracy,
         recorder: rec,
         warnings: src.warnings(),
@@ -193,13 +195,14 @@ impl std::fmt::Display for ReplaySummary {
         writeln!(f, "backend:  {} ({})", self.backend, self.backend_reason)?;
         writeln!(
             f,
-            "frames:   {} in, {} processed, {} dropped{}; {} tracks born, {} deleted",
+            "frames:   {} in, {} processed, {} dropped{}; {} tracks born, {} deleted; {} tempered updates",
             c.frames_in,
             c.frames_processed,
             c.frames_dropped(),
             if c.dropped.is_empty() { String::new() } else { format!(" {:?}", c.dropped) },
             self.births,
-            self.deletions
+            self.deletions,
+            self.tempered_steps
         )?;
         if c.nonfinite_samples > 0 || c.bad_channel_frames.iter().any(|&n| n > 0) {
             writeln!(

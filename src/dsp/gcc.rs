@@ -28,6 +28,8 @@ pub const PEAK_INTERP_BETA: f64 = 8.0;
 pub const PEAK_GRID: usize = 16;
 /// Most peaks per pair any backend supports.
 pub const MAX_PEAKS: usize = 16;
+/// Local maxima considered per pair before refinement and separation (4 per kept peak + 8).
+pub const MAX_CANDIDATES: usize = 72;
 
 /// One peak of a GCC curve.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -299,7 +301,7 @@ pub fn weight_pair(
         let gw = g * w;
         out[k] = gw;
         let mult = if k == 0 || k == n_half { 1.0 } else { 2.0 };
-        norm += mult * f64::from(gw.norm());
+        norm += mult * f64::from((gw.re * gw.re + gw.im * gw.im).sqrt());
     }
     norm as f32
 }
@@ -340,24 +342,33 @@ pub fn find_peaks(
     let std = var.sqrt();
 
     // Local maxima within the bound; an end of the bound counts if it rises towards the end.
-    let mut cand: heapless::Vec<(f32, i64), 64> = heapless::Vec::new();
+    // Candidates are kept sorted (best first) in a small array: a noisy curve has hundreds of
+    // local maxima, and most are rejected by one comparison with the current worst.
+    let cap = (4 * out.len() + 8).min(MAX_CANDIDATES);
+    let mut cand = [(f32::NEG_INFINITY, 0i64); MAX_CANDIDATES];
+    let mut n_cand = 0usize;
     for lag in -bound..=bound {
         let v = at(lag);
         let left = if lag > -bound { at(lag - 1) } else { f32::NEG_INFINITY };
         let right = if lag < bound { at(lag + 1) } else { f32::NEG_INFINITY };
-        if v >= left && v > right && v.is_finite() {
-            if cand.len() < cand.capacity() {
-                let _ = cand.push((v, lag));
-            } else if let Some(worst) = (0..cand.len()).min_by(|&i, &j| cand[i].0.total_cmp(&cand[j].0)) {
-                if cand[worst].0 < v {
-                    cand[worst] = (v, lag);
-                }
-            }
+        if !(v >= left && v > right && v.is_finite()) {
+            continue;
         }
+        if n_cand == cap && v <= cand[cap - 1].0 {
+            continue;
+        }
+        // Insertion: shift the worse ones down by one (dropping the last when full).
+        let mut i = n_cand.min(cap - 1);
+        while i > 0 && cand[i - 1].0 < v {
+            cand[i] = cand[i - 1];
+            i -= 1;
+        }
+        cand[i] = (v, lag);
+        n_cand = (n_cand + 1).min(cap);
     }
-    cand.sort_unstable_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+    let cand = &cand[..n_cand];
     let mut kept = 0usize;
-    for &(_, lag) in cand.iter() {
+    for &(_, lag) in cand {
         if kept == out.len() {
             break;
         }
@@ -497,7 +508,9 @@ impl CpuCorrelator {
                 .map_err(|e| BackendError::new("cpu", format!("forward FFT: {e}")))?;
             let mags = &mut self.mags[c * nb..(c + 1) * nb];
             for (m, x) in mags.iter_mut().zip(spec.iter()) {
-                let a = x.norm();
+                // sqrt(re² + im²), not hypot: magnitudes here can neither overflow nor underflow
+                // harmfully, and hypot is several times slower.
+                let a = (x.re * x.re + x.im * x.im).sqrt();
                 *m = if beta == 1.0 { a } else { a.powf(beta) };
             }
         }

@@ -18,8 +18,10 @@ use crate::track::{FilterParams, TdoaMeasurement};
 pub const MAX_SENSORS: usize = 64;
 /// Peaks further than this many standard deviations from the prediction contribute nothing.
 pub const GATE_SIGMAS: f32 = 6.0;
-/// Pairs multiplied together before a logarithm is taken (keeps the f32 product finite).
-pub const PAIR_GROUP: usize = 4;
+/// Pairs multiplied together (in f64) before a logarithm is taken. A pair's factor is at most
+/// 1 + 2 max_tdoa / (sigma sqrt(2 pi)) (about 10^4 for a 100 m array at 0.1 sample), so 32
+/// factors stay far inside f64's range.
+pub const PAIR_GROUP: usize = 32;
 
 /// Precomputed constants for evaluating the likelihood.
 #[derive(Debug, Clone)]
@@ -31,8 +33,8 @@ pub struct LikelihoodConsts {
 }
 
 impl LikelihoodConsts {
-    pub fn new(p: &FilterParams) -> Self {
-        let sigma = p.tdoa_std_s;
+    pub fn new(p: &FilterParams, sigma_s: f32) -> Self {
+        let sigma = sigma_s.max(1e-12);
         Self {
             inv_c: 1.0 / p.speed_of_sound_m_s,
             inv_two_var: 1.0 / (2.0 * sigma * sigma),
@@ -42,64 +44,83 @@ impl LikelihoodConsts {
     }
 }
 
-/// Predicted TDOA of every pair for state `s` (pos, vel, ω) with the state time `lag_s` before
-/// the frame centre, written to `out`.
+/// Per-sensor terms of the prediction: `rho[a]` (range, or -m_a . u far field) and `rate[a]`
+/// (range rate u_a . v; zero far field), for the first `sensors.len()` entries of each.
 #[inline(always)]
-pub fn predict_tdoas(p: &FilterParams, k: &LikelihoodConsts, s: &[f32; 7], lag_s: f32, out: &mut [f32]) {
-    let n = p.sensors.len();
-    let mut rho = [0.0f32; MAX_SENSORS];
-    let mut rate = [0.0f32; MAX_SENSORS];
+pub fn sensor_terms(p: &FilterParams, k: &LikelihoodConsts, s: &[f32; 7], rho: &mut [f32], rate: &mut [f32]) {
     match k.mode {
         TrackMode::ThreeD => {
-            for (a, m) in p.sensors.iter().enumerate().take(n) {
+            for ((m, r), q) in p.sensors.iter().zip(rho.iter_mut()).zip(rate.iter_mut()) {
                 let dx = s[0] - m[0];
                 let dy = s[1] - m[1];
                 let dz = s[2] - m[2];
-                let r = (dx * dx + dy * dy + dz * dz).sqrt().max(1e-6);
-                rho[a] = r;
-                rate[a] = (dx * s[3] + dy * s[4] + dz * s[5]) / r;
+                let d = (dx * dx + dy * dy + dz * dz).sqrt().max(1e-6);
+                *r = d;
+                *q = (dx * s[3] + dy * s[4] + dz * s[5]) / d;
             }
         }
         TrackMode::Direction => {
             // Far field: r_a = R - m_a . u, so only -m_a . u matters.
-            for (a, m) in p.sensors.iter().enumerate().take(n) {
-                rho[a] = -(m[0] * s[0] + m[1] * s[1] + m[2] * s[2]);
+            for ((m, r), q) in p.sensors.iter().zip(rho.iter_mut()).zip(rate.iter_mut()) {
+                *r = -(m[0] * s[0] + m[1] * s[1] + m[2] * s[2]);
+                *q = 0.0;
             }
         }
     }
+}
+
+/// Predicted TDOA of pair (a, b) from the sensor terms.
+#[inline(always)]
+pub fn pair_tdoa(k: &LikelihoodConsts, rho: &[f32], rate: &[f32], a: usize, b: usize, lag_s: f32) -> f32 {
+    let delta = if k.mode == TrackMode::ThreeD { lag_s - 0.5 * (rho[a] + rho[b]) * k.inv_c } else { 0.0 };
+    (rho[a] - rho[b] + (rate[a] - rate[b]) * delta) * k.inv_c
+}
+
+/// Predicted TDOA of every pair for state `s` (pos, vel, ω) with the state time `lag_s` before
+/// the frame centre, written to `out`.
+pub fn predict_tdoas(p: &FilterParams, k: &LikelihoodConsts, s: &[f32; 7], lag_s: f32, out: &mut [f32]) {
+    let mut rho = [0.0f32; MAX_SENSORS];
+    let mut rate = [0.0f32; MAX_SENSORS];
+    sensor_terms(p, k, s, &mut rho, &mut rate);
     for (o, &(a, b)) in out.iter_mut().zip(&p.pairs) {
-        let (a, b) = (a as usize, b as usize);
-        let delta = lag_s - 0.5 * (rho[a] + rho[b]) * k.inv_c;
-        let delta = if k.mode == TrackMode::ThreeD { delta } else { 0.0 };
-        *o = (rho[a] - rho[b] + (rate[a] - rate[b]) * delta) * k.inv_c;
+        *o = pair_tdoa(k, &rho, &rate, a as usize, b as usize, lag_s);
     }
 }
 
-/// log of the particle's likelihood ratio against clutter.
+/// log of the particle's likelihood ratio against clutter. `rho` and `rate` are scratch of at
+/// least one entry per sensor (kept by the caller so nothing is zeroed per particle).
 #[inline(always)]
-pub fn log_likelihood(p: &FilterParams, k: &LikelihoodConsts, m: &TdoaMeasurement, s: &[f32; 7], lag_s: f32) -> f32 {
-    let mut pred = [0.0f32; MAX_SENSORS * (MAX_SENSORS - 1) / 2];
-    let np = p.pairs.len();
-    predict_tdoas(p, k, s, lag_s, &mut pred[..np]);
+pub fn log_likelihood(
+    p: &FilterParams,
+    k: &LikelihoodConsts,
+    m: &TdoaMeasurement,
+    s: &[f32; 7],
+    lag_s: f32,
+    rho: &mut [f32],
+    rate: &mut [f32],
+) -> f32 {
+    sensor_terms(p, k, s, rho, rate);
     let kk = m.peaks_per_pair;
     let mut total = 0.0f32;
-    let mut prod = 1.0f32;
-    for (pi, &pr) in pred[..np].iter().enumerate() {
+    let mut prod = 1.0f64;
+    for (pi, &(a, b)) in p.pairs.iter().enumerate() {
+        let pr = pair_tdoa(k, rho, rate, a as usize, b as usize, lag_s);
         let mut l = m.floor[pi];
-        for j in 0..kk {
-            let amp = m.amp[pi * kk + j];
-            let d = m.tdoa_s[pi * kk + j] - pr;
+        let amps = &m.amp[pi * kk..pi * kk + kk];
+        let tdoas = &m.tdoa_s[pi * kk..pi * kk + kk];
+        for (&amp, &t) in amps.iter().zip(tdoas) {
+            let d = t - pr;
             if amp > 0.0 && d.abs() < k.gate_s {
                 l += amp * (-d * d * k.inv_two_var).exp();
             }
         }
-        prod *= l;
+        prod *= f64::from(l);
         if pi % PAIR_GROUP == PAIR_GROUP - 1 {
-            total += prod.ln();
+            total += prod.ln() as f32;
             prod = 1.0;
         }
     }
-    total + prod.ln()
+    total + prod.ln() as f32
 }
 
 /// Is the particle inside the search volume?
@@ -137,7 +158,7 @@ mod tests {
     #[test]
     fn static_prediction_is_the_exact_tdoa() {
         let p = params();
-        let k = LikelihoodConsts::new(&p);
+        let k = LikelihoodConsts::new(&p, p.tdoa_std_s);
         let geo = ArrayGeometry::new(
             p.sensors.iter().map(|s| [f64::from(s[0]), f64::from(s[1]), f64::from(s[2])]).collect(),
             1500.0,
@@ -156,7 +177,7 @@ mod tests {
     #[test]
     fn emission_time_correction_matches_exact_motion() {
         let p = params();
-        let k = LikelihoodConsts::new(&p);
+        let k = LikelihoodConsts::new(&p, p.tdoa_std_s);
         let s = [-16.0f32, 3.0, -12.0, 2.2, -0.4, 0.1, 0.0];
         let lag = 0.02f32;
         let mut out = vec![0.0; p.pairs.len()];
@@ -182,11 +203,11 @@ mod tests {
     #[test]
     fn mixture_prefers_the_true_peak_and_tolerates_a_wrong_one() {
         let p = params();
-        let k = LikelihoodConsts::new(&p);
+        let k = LikelihoodConsts::new(&p, p.tdoa_std_s);
         let s = [-16.0f32, 3.0, -12.0, 0.0, 0.0, 0.0, 0.0];
         let mut truth = vec![0.0; p.pairs.len()];
         predict_tdoas(&p, &k, &s, 0.0, &mut truth);
-        let mut m = TdoaMeasurement::empty(0, p.pairs.len(), 2);
+        let mut m = TdoaMeasurement::empty(0, p.pairs.len(), 2, p.tdoa_std_s);
         for (pi, t) in truth.iter().enumerate() {
             m.tdoa_s[pi * 2] = *t;
             m.amp[pi * 2] = 100.0;
@@ -194,13 +215,14 @@ mod tests {
             m.amp[pi * 2 + 1] = 50.0;
             m.floor[pi] = 0.1;
         }
-        let at_truth = log_likelihood(&p, &k, &m, &s, 0.0);
+        let (mut rho, mut rate) = ([0.0; MAX_SENSORS], [0.0; MAX_SENSORS]);
+        let at_truth = log_likelihood(&p, &k, &m, &s, 0.0, &mut rho, &mut rate);
         let mut off = s;
         off[0] += 0.5;
-        let away = log_likelihood(&p, &k, &m, &off, 0.0);
+        let away = log_likelihood(&p, &k, &m, &off, 0.0, &mut rho, &mut rate);
         assert!(at_truth > away + 10.0, "{at_truth} vs {away}");
         // No information: every pair at floor 1 gives log 1 = 0.
-        let none = TdoaMeasurement::empty(0, p.pairs.len(), 2);
-        assert_eq!(log_likelihood(&p, &k, &none, &s, 0.0), 0.0);
+        let none = TdoaMeasurement::empty(0, p.pairs.len(), 2, p.tdoa_std_s);
+        assert_eq!(log_likelihood(&p, &k, &none, &s, 0.0, &mut rho, &mut rate), 0.0);
     }
 }

@@ -16,6 +16,7 @@ use crate::dsp::gcc::GccFrame;
 use crate::dsp::geometry::{ArrayGeometry, Pair};
 use crate::dsp::multilat::{self, Fix, Obs};
 use crate::error::BackendError;
+use crate::track::likelihood::{LikelihoodConsts, predict_tdoas};
 use crate::track::{Estimate, FilterParams, ParticleFilter, TdoaMeasurement, TrackInit, TrackStep};
 
 /// Peaks whose quality (z-score above the curve) is around this value are as likely noise as
@@ -25,6 +26,10 @@ pub const QUALITY_MID: f32 = 4.0;
 pub const QUALITY_WIDTH: f32 = 0.5;
 /// A track that found no support for this long is reported as coasting.
 pub const COAST_AFTER_S: f64 = 0.5;
+/// Residuals kept for the online estimate of the TDOA noise.
+pub const RESIDUAL_WINDOW: usize = 256;
+/// The TDOA noise estimate never exceeds this many samples: beyond it a track is lost, not noisy.
+pub const SIGMA_CEILING_SAMPLES: f32 = 4.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -96,6 +101,10 @@ pub struct TrackManager {
     tracks: Vec<Track>,
     next_id: u64,
     candidates: VecDeque<Candidate>,
+    /// |peak - prediction| of recent informative pairs near a track, seconds.
+    residuals: VecDeque<f32>,
+    /// TDOA noise in use: the configured floor or the online estimate, whichever is larger.
+    sigma_s: f32,
     meas: TdoaMeasurement,
     steps: Vec<TrackStep>,
     est: Vec<Estimate>,
@@ -103,6 +112,8 @@ pub struct TrackManager {
     pub informative_frames: u64,
     pub births: u64,
     pub deletions: u64,
+    /// Track steps whose likelihood was tempered (β < 1).
+    pub tempered_steps: u64,
 }
 
 fn logistic(x: f32) -> f32 {
@@ -116,7 +127,9 @@ impl TrackManager {
         let pairs = geo.pairs(cfg.gcc.pairs, cfg.gcc.reference);
         let k = cfg.gcc.peaks_per_pair;
         Self {
-            meas: TdoaMeasurement::empty(0, pairs.len(), k),
+            meas: TdoaMeasurement::empty(0, pairs.len(), k, params.tdoa_std_s),
+            residuals: VecDeque::with_capacity(RESIDUAL_WINDOW),
+            sigma_s: params.tdoa_std_s,
             bounds: match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
                 (Some(lo), Some(hi)) => Some((lo, hi)),
                 _ => None,
@@ -135,6 +148,7 @@ impl TrackManager {
             informative_frames: 0,
             births: 0,
             deletions: 0,
+            tempered_steps: 0,
             bank,
             params,
             geo,
@@ -152,6 +166,26 @@ impl TrackManager {
 
     pub fn active_tracks(&self) -> usize {
         self.tracks.len()
+    }
+
+    /// The TDOA noise currently assumed, seconds.
+    pub fn sigma_s(&self) -> f32 {
+        self.sigma_s
+    }
+
+    /// Update the noise estimate from the residuals: 1.4826 × median |residual| (a robust
+    /// standard deviation), between the configured floor and the ceiling.
+    fn update_sigma(&mut self) {
+        let floor = self.params.tdoa_std_s;
+        if self.residuals.len() < 16 {
+            self.sigma_s = floor;
+            return;
+        }
+        let mut v: Vec<f32> = self.residuals.iter().copied().collect();
+        let mid = v.len() / 2;
+        let (_, median, _) = v.select_nth_unstable_by(mid, f32::total_cmp);
+        let ceiling = SIGMA_CEILING_SAMPLES / self.sample_rate_hz as f32;
+        self.sigma_s = (1.4826 * *median).clamp(floor, ceiling.max(floor));
     }
 
     /// Move every track to another backend, restarting its particles from the last estimate
@@ -176,10 +210,11 @@ impl TrackManager {
     /// pairs.
     fn build_measurement(&mut self, seq: u64, gcc: &GccFrame, pair_ok: &[bool]) -> usize {
         let k = self.meas.peaks_per_pair;
-        let sigma = self.params.tdoa_std_s;
+        let sigma = self.sigma_s;
         let fs = self.sample_rate_hz as f32;
         let m = &mut self.meas;
         m.frame = seq;
+        m.sigma_s = sigma;
         let mut informative = 0;
         for (pi, pair) in self.pairs.iter().enumerate() {
             let peaks = gcc.pair_peaks(pi, k);
@@ -261,6 +296,18 @@ impl TrackManager {
             let step = self.steps[i];
             t.t_state_s = t_centre_s - f64::from(step.lag_s);
             t.est = self.est[i].clone();
+            if t.est.temper < 1.0 {
+                self.tempered_steps += 1;
+                log::debug!(
+                    "track {} at {:.2} s: tempered update, beta {}, ess {:.0}, evidence {:.1}, sigma {:.2} samples",
+                    t.id,
+                    t_centre_s,
+                    t.est.temper,
+                    t.est.ess,
+                    t.est.log_evidence,
+                    self.sigma_s * self.sample_rate_hz as f32
+                );
+            }
             if three_d {
                 // Nothing to normalise.
             } else {
@@ -270,7 +317,14 @@ impl TrackManager {
                 }
             }
             t.frames += 1;
-            let support = support(&self.params, &self.geo, &self.pairs, &self.meas, &t.est, f64::from(step.lag_s), three_d);
+            let mut res = Vec::new();
+            let support = support(&self.params, &self.geo, &self.meas, &t.est, step.lag_s, &mut res);
+            for r in res {
+                if self.residuals.len() == RESIDUAL_WINDOW {
+                    self.residuals.pop_front();
+                }
+                self.residuals.push_back(r);
+            }
             if let Some(s) = support {
                 if s >= 0.5 {
                     t.last_support_s = t.t_state_s;
@@ -300,6 +354,10 @@ impl TrackManager {
             self.deletions += 1;
         }
 
+        if self.tracks.is_empty() {
+            self.residuals.clear();
+        }
+        self.update_sigma();
         if self.tracks.len() < self.max_tracks {
             if let Some(r) = self.try_birth(seq, t_centre_s)? {
                 reports.push(r);
@@ -418,7 +476,8 @@ impl TrackManager {
                 est.cov[r][c] = pcov[(r, c)];
             }
         }
-        let ball_var = (init.speed_ball_m_s * init.speed_ball_m_s) / 5.0;
+        // Per-axis variance of a uniformly random direction with speed uniform in [0, max].
+        let ball_var = (init.speed_ball_m_s * init.speed_ball_m_s) / 9.0;
         for a in 3..6 {
             est.cov[a][a] = ball_var;
         }
@@ -451,30 +510,36 @@ impl TrackManager {
 }
 
 /// Fraction of informative pairs with a peak near the TDOA the estimate predicts (None when no
-/// pair is informative).
-fn support(p: &FilterParams, geo: &ArrayGeometry, pairs: &[Pair], m: &TdoaMeasurement, est: &Estimate, lag_s: f64, three_d: bool) -> Option<f32> {
+/// pair is informative), and the residual |peak - prediction| of the nearest peak of each
+/// informative pair within a wide gate (for the noise estimate).
+fn support(p: &FilterParams, geo: &ArrayGeometry, m: &TdoaMeasurement, est: &Estimate, lag_s: f32, residuals: &mut Vec<f32>) -> Option<f32> {
     let k = m.peaks_per_pair;
-    let pos = Vector3::new(est.mean[0], est.mean[1], est.mean[2]);
     let pos_sd = (est.cov[0][0] + est.cov[1][1] + est.cov[2][2]).max(0.0).sqrt();
     let c = geo.speed_of_sound_m_s;
-    let gate = 4.0 * f64::from(p.tdoa_std_s) + if three_d { 2.0 * pos_sd / c } else { 2.0 * pos_sd * geo.aperture_m() / c };
+    let three_d = p.mode == TrackMode::ThreeD;
+    let spread = if three_d { 2.0 * pos_sd / c } else { 2.0 * pos_sd * geo.aperture_m() / c } as f32;
+    let gate = 4.0 * m.sigma_s + spread;
+    let wide = (6.0 * m.sigma_s).max(gate);
+    let state = [0, 1, 2, 3, 4, 5].map(|i| est.mean[i] as f32);
+    let state = [state[0], state[1], state[2], state[3], state[4], state[5], est.turn_rate];
+    let mut pred = vec![0.0f32; p.pairs.len()];
+    predict_tdoas(p, &LikelihoodConsts::new(p, m.sigma_s), &state, lag_s, &mut pred);
     let mut informative = 0;
     let mut hits = 0;
-    for (pi, pair) in pairs.iter().enumerate() {
-        if f64::from(m.floor[pi]) > 0.5 {
+    for (pi, pr) in pred.iter().enumerate() {
+        if m.floor[pi] > 0.5 {
             continue;
         }
         informative += 1;
-        // The estimate is at the state time; the support gate is wide enough that the small
-        // emission-time difference between pairs does not matter here.
-        let _ = lag_s;
-        let pred = if three_d {
-            geo.tdoa_s(&pos, pair)
-        } else {
-            geo.tdoa_far_s(&pos, pair)
-        };
-        if (0..k).any(|j| m.amp[pi * k + j] > 0.0 && (f64::from(m.tdoa_s[pi * k + j]) - pred).abs() <= gate) {
+        let nearest = (0..k)
+            .filter(|&j| m.amp[pi * k + j] > 0.0)
+            .map(|j| (m.tdoa_s[pi * k + j] - pr).abs())
+            .fold(f32::INFINITY, f32::min);
+        if nearest <= gate {
             hits += 1;
+        }
+        if nearest <= wide {
+            residuals.push(nearest);
         }
     }
     (informative > 0).then(|| hits as f32 / informative as f32)
@@ -507,7 +572,7 @@ fn report(t: &Track, status: TrackStatus, seq: u64, t_frame_s: f64, support: Opt
 }
 
 /// Lower Cholesky factor of a 6×6 covariance, regularised so it always exists.
-fn cholesky6(cov: &[[f64; 6]; 6]) -> [[f64; 6]; 6] {
+pub fn cholesky6(cov: &[[f64; 6]; 6]) -> [[f64; 6]; 6] {
     let mut m = Matrix6::<f64>::zeros();
     for r in 0..6 {
         for c in 0..6 {

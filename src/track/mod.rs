@@ -41,6 +41,7 @@ pub struct FilterParams {
     pub transition_cdf: Vec<f32>,
     pub selection: ModelSelection,
     pub mode: TrackMode,
+    /// The configured TDOA noise floor (the manager may use more; see `TdoaMeasurement`).
     pub tdoa_std_s: f32,
     pub ess_fraction: f32,
     pub seed: u64,
@@ -121,6 +122,8 @@ pub struct TdoaMeasurement {
     /// Frame sequence number (part of the random-number key).
     pub frame: u64,
     pub peaks_per_pair: usize,
+    /// Standard deviation of a true peak around the predicted TDOA, seconds.
+    pub sigma_s: f32,
     pub tdoa_s: Vec<f32>,
     pub amp: Vec<f32>,
     pub floor: Vec<f32>,
@@ -132,10 +135,11 @@ impl TdoaMeasurement {
     }
 
     /// A measurement that carries no information (every pair at floor 1).
-    pub fn empty(frame: u64, pairs: usize, k: usize) -> Self {
+    pub fn empty(frame: u64, pairs: usize, k: usize, sigma_s: f32) -> Self {
         Self {
             frame,
             peaks_per_pair: k,
+            sigma_s,
             tdoa_s: vec![0.0; pairs * k],
             amp: vec![0.0; pairs * k],
             floor: vec![1.0; pairs],
@@ -185,6 +189,11 @@ pub struct Estimate {
 pub const TEMPER_MIN_ESS: f64 = 0.3;
 /// Number of halvings tried (β down to 2^-TEMPER_GRID).
 pub const TEMPER_GRID: usize = 16;
+/// Regularisation bandwidth: after a tempered update's resampling, each particle moves by
+/// `h L z` with `L L^T` the cloud's 6×6 covariance and z standard normal. While the prior is
+/// still wide (a new track), this keeps the diversity in velocity that the next, sharper updates
+/// need; without it the cloud can collapse onto a few ancestors with a wrong velocity.
+pub const ROUGHEN_H: f64 = 0.2;
 
 impl Estimate {
     pub fn new(models: usize) -> Self {
@@ -212,8 +221,9 @@ pub struct TrackInit {
     pub mean: [f64; 6],
     /// Lower-triangular Cholesky factor of the state covariance, row-major 6×6.
     pub chol: [[f64; 6]; 6],
-    /// Extra velocity spread: each particle also gets a velocity drawn uniformly from a ball of
-    /// this radius (the prior for a source whose speed is unknown but bounded).
+    /// Extra velocity spread: each particle also gets a velocity in a uniformly random direction
+    /// with a speed uniform in [0, this] (the prior for a source whose speed is unknown but
+    /// bounded).
     pub speed_ball_m_s: f64,
     /// Initial model probabilities (cumulative draw per particle).
     pub model_probs: Vec<f32>,

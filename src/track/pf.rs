@@ -13,8 +13,8 @@ use crate::track::likelihood::{LikelihoodConsts, inside, log_likelihood, predict
 use crate::track::models::{predict, switch_model};
 use crate::track::resample;
 use crate::track::{
-    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, STATE_DIM, TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement, TrackInit,
-    TrackStep,
+    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, STATE_DIM, TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement,
+    TrackInit, TrackStep,
 };
 
 /// Particles per unit of parallel work.
@@ -61,7 +61,6 @@ impl ChunkSums {
 
 pub struct CpuParticleFilter {
     p: FilterParams,
-    k: LikelihoodConsts,
     n: usize,
     /// slots × n particles; `[0..7]` is the state, `[7]` padding.
     particles: Vec<[f32; 8]>,
@@ -83,7 +82,6 @@ impl CpuParticleFilter {
         let n = p.particles;
         let total = n * p.slots;
         Self {
-            k: LikelihoodConsts::new(&p),
             n,
             particles: vec![[0.0; 8]; total],
             model: vec![0; total],
@@ -114,8 +112,9 @@ impl CpuParticleFilter {
         let kk = meas.peaks_per_pair;
         let offset = self.log_norm[t.slot as usize];
         let mut best = (f64::INFINITY, 0usize);
+        let k = &LikelihoodConsts::new(&self.p, meas.sigma_s);
         for (mi, model) in self.p.models.iter().enumerate() {
-            let (p, k) = (&self.p, &self.k);
+            let p = &self.p;
             let sums: Vec<(f64, Vec<f64>)> = self.particles[base..base + self.n]
                 .par_chunks(CHUNK)
                 .zip(self.log_w[base..base + self.n].par_chunks(CHUNK))
@@ -171,7 +170,8 @@ impl CpuParticleFilter {
             .map(|(((pc, mc), wc), ec)| {
                 let mut c = ChunkSums::zero();
                 for (((part, &m), &lw), e) in pc.iter().zip(mc).zip(wc).zip(ec.iter_mut()) {
-                    let w = f64::from(lw - mx).exp();
+                    // f32 exp of a value <= 0 is exact enough for a weight; the sums are f64.
+                    let w = f64::from((lw - mx).exp());
                     *e = w;
                     c.s += w;
                     c.s2 += w * w;
@@ -265,7 +265,8 @@ impl CpuParticleFilter {
             ModelSelection::Nearest => Some(self.nearest_model(base, meas, t)),
         };
         let offset = self.log_norm[t.slot as usize] as f32;
-        let (p, k) = (&self.p, &self.k);
+        let k = &LikelihoodConsts::new(&self.p, meas.sigma_s);
+        let p = &self.p;
         // Pass 1: switch, predict, weight. Returns each chunk's largest log weight.
         let maxes: Vec<f32> = self.particles[base..base + n]
             .par_chunks_mut(CHUNK)
@@ -275,6 +276,9 @@ impl CpuParticleFilter {
             .enumerate()
             .map(|(ci, (((pc, mc), wc), lc))| {
                 let mut mx = f32::NEG_INFINITY;
+                let ns = p.sensors.len();
+                let mut rho = vec![0.0f32; ns];
+                let mut rate = vec![0.0f32; ns];
                 for (j, (((part, m), lw), llo)) in pc.iter_mut().zip(mc.iter_mut()).zip(wc.iter_mut()).zip(lc.iter_mut()).enumerate() {
                     let g = (ci * CHUNK + j) as u32;
                     *m = match forced {
@@ -289,7 +293,7 @@ impl CpuParticleFilter {
                     predict(&p.models[*m as usize], p.mode, t.dt_s, &mut s, z);
                     part[..7].copy_from_slice(&s);
                     let ll = if inside(&p.bounds, &s) {
-                        log_likelihood(p, k, meas, &s, t.lag_s)
+                        log_likelihood(p, k, meas, &s, t.lag_s, &mut rho, &mut rate)
                     } else {
                         f32::NEG_INFINITY
                     };
@@ -369,10 +373,46 @@ impl CpuParticleFilter {
             self.model[base..base + n].copy_from_slice(&self.scratch_m);
             self.log_w[base..base + n].fill(0.0);
             self.log_norm[t.slot as usize] = (n as f64).ln();
+            if temper < 1.0 {
+                let l = roughen_factor(&out.cov);
+                let (seed, frame, slot, mode) = (p.seed, meas.frame, t.slot, p.mode);
+                self.particles[base..base + n].par_chunks_mut(CHUNK).enumerate().for_each(|(ci, pc)| {
+                    for (j, part) in pc.iter_mut().enumerate() {
+                        roughen(part, &l, seed, frame, slot, (ci * CHUNK + j) as u32, mode);
+                    }
+                });
+            }
         } else {
             self.log_norm[t.slot as usize] = log_norm;
         }
         Ok(())
+    }
+}
+
+/// `ROUGHEN_H` times the lower Cholesky factor of the cloud covariance (regularised), as f32.
+pub fn roughen_factor(cov: &[[f64; 6]; 6]) -> [[f32; 6]; 6] {
+    let l = crate::track::manager::cholesky6(cov);
+    l.map(|row| row.map(|v| (ROUGHEN_H * v) as f32))
+}
+
+/// Move one particle by `l z` with z six standard normals from its Philox blocks.
+#[inline(always)]
+pub fn roughen(part: &mut [f32; 8], l: &[[f32; 6]; 6], seed: u64, frame: u64, slot: u32, i: u32, mode: TrackMode) {
+    let a = philox::normals4(philox::draw(seed, frame, slot, i, Stream::Roughen));
+    let b = philox::normals4(philox::draw(seed, frame, slot, i, Stream::Roughen2));
+    let z = [a[0], a[1], a[2], a[3], b[0], b[1]];
+    for r in 0..6 {
+        let mut acc = 0.0f32;
+        for (c, zc) in z.iter().enumerate().take(r + 1) {
+            acc += l[r][c] * zc;
+        }
+        part[r] += acc;
+    }
+    if mode == TrackMode::Direction {
+        let n = (part[0] * part[0] + part[1] * part[1] + part[2] * part[2]).sqrt().max(1e-12);
+        for v in part.iter_mut().take(3) {
+            *v /= n;
+        }
     }
 }
 
@@ -388,15 +428,16 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
             *xr += init.chol[r][c] * f64::from(*zc);
         }
     }
-    // A velocity uniform in a ball: a direction from two normals and a third from the spare
-    // word, radius by the cube root of a uniform.
+    // A velocity with a uniform random direction (three normals) and a speed uniform in
+    // [0, max]: as wide as a uniform ball, but without the ball's bias towards fast sources
+    // (a uniform ball of 5 m/s puts 99% of its mass above 1 m/s).
     let dz = {
         let (u1, u2) = (philox::uniform(w[1]), philox::uniform(w[2]));
         (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
     };
     let d = [z1[2], z1[3], dz];
     let dn = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt().max(1e-12);
-    let radius = init.speed_ball_m_s as f32 * philox::uniform(w[3]).cbrt();
+    let radius = init.speed_ball_m_s as f32 * philox::uniform(w[3]);
     let mut s = [0.0f32; 7];
     for a in 0..6 {
         s[a] = x[a] as f32;
@@ -546,9 +587,10 @@ mod tests {
     /// A measurement made from the exact TDOAs of a point.
     fn measurement(f: &CpuParticleFilter, frame: u64, at: [f32; 3]) -> TdoaMeasurement {
         let p = f.params();
+        let k = LikelihoodConsts::new(p, p.tdoa_std_s);
         let mut pred = vec![0.0; p.pairs.len()];
-        predict_tdoas(p, &f.k, &[at[0], at[1], at[2], 0.0, 0.0, 0.0, 0.0], 0.0, &mut pred);
-        let mut m = TdoaMeasurement::empty(frame, p.pairs.len(), 1);
+        predict_tdoas(p, &k, &[at[0], at[1], at[2], 0.0, 0.0, 0.0, 0.0], 0.0, &mut pred);
+        let mut m = TdoaMeasurement::empty(frame, p.pairs.len(), 1, p.tdoa_std_s);
         for (i, t) in pred.iter().enumerate() {
             m.tdoa_s[i] = *t;
             m.amp[i] = 200.0;
@@ -568,9 +610,10 @@ mod tests {
         assert!((mean(3) - 1.0).abs() < 0.03);
         let var0 = parts.state[..n].iter().map(|v| (f64::from(*v) + 16.0).powi(2)).sum::<f64>() / n as f64;
         assert!((var0 - 0.25).abs() < 0.02, "{var0}");
-        // Velocity spread: 0.2² Gaussian plus a uniform ball of radius 2 (variance r²/5 per axis).
+        // Velocity spread: 0.2² Gaussian plus a uniform direction with speed uniform in [0, 2]
+        // (variance E[s²]/3 = (4/3)/3 per axis).
         let var4 = parts.state[4 * n..5 * n].iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / n as f64;
-        assert!((var4 - (0.04 + 0.8)).abs() < 0.05, "{var4}");
+        assert!((var4 - (0.04 + 4.0 / 9.0)).abs() < 0.04, "{var4}");
         let counts = (0..4).map(|m| parts.model.iter().filter(|&&x| x == m).count()).collect::<Vec<_>>();
         for c in counts {
             assert!((c as f64 / n as f64 - 0.25).abs() < 0.02);
@@ -634,7 +677,7 @@ mod tests {
             let mut f = filter(1024);
             f.p.seed = seed;
             f.init_track(&init(0)).unwrap();
-            let mut m = TdoaMeasurement::empty(1, f.p.pairs.len(), 2);
+            let mut m = TdoaMeasurement::empty(1, f.p.pairs.len(), 2, f.p.tdoa_std_s);
             let mut r = crate::philox::PhiloxStream::new(seed, 9, Stream::Simulate);
             for i in 0..m.tdoa_s.len() {
                 m.tdoa_s[i] = (r.uniform_f64() * 0.04 - 0.02) as f32;
