@@ -7,7 +7,9 @@ use crate::error::{BackendError, Error, Result};
 use crate::frame::Frame;
 use crate::gpu;
 use crate::track::pf::CpuParticleFilter;
-use crate::track::{Estimate, FilterParams, ParticleFilter, Particles, TdoaMeasurement, TrackInit, TrackStep};
+use crate::track::{
+    Estimate, FilterParams, ParticleFilter, Particles, TdoaMeasurement, TrackInit, TrackStep,
+};
 
 /// The two halves of a backend.
 pub struct Backends {
@@ -37,22 +39,16 @@ pub fn select(cfg: &Config, choice: BackendChoice) -> Result<Backends> {
             })
         }
         BackendChoice::Cuda => match gpu::open(cfg) {
-            Ok((correlator, filter, what)) => Ok(Backends {
-                correlator,
-                filter,
-                reason: what,
-            }),
+            Ok(b) => Ok(b),
             Err(why) => Err(Error::Backend(BackendError::new(
                 "cuda",
-                format!("{why}\n  fix: install the NVIDIA driver with libnvrtc and libcufft (CUDA 12.2 or newer), or use backend = \"auto\" or \"cpu\""),
+                format!(
+                    "{why}\n  fix: install the NVIDIA driver with libnvrtc and libcufft (CUDA 12.2 or newer), or use backend = \"auto\" or \"cpu\""
+                ),
             ))),
         },
         BackendChoice::Auto => match gpu::open(cfg) {
-            Ok((correlator, filter, what)) => Ok(Backends {
-                correlator,
-                filter,
-                reason: what,
-            }),
+            Ok(b) => Ok(b),
             Err(why) => {
                 let (correlator, filter) = cpu(cfg);
                 Ok(Backends {
@@ -87,9 +83,17 @@ impl Correlator for FaultyCorrelator {
     fn params(&self) -> &GccParams {
         self.inner.params()
     }
-    fn correlate(&mut self, frames: &[&Frame], out: &mut [GccFrame], want_curves: bool) -> Result<(), BackendError> {
+    fn correlate(
+        &mut self,
+        frames: &[&Frame],
+        out: &mut [GccFrame],
+        want_curves: bool,
+    ) -> Result<(), BackendError> {
         if frames.iter().any(|f| f.seq >= self.fail_at_seq) {
-            return Err(BackendError::new("faulty", format!("injected failure at frame {}", self.fail_at_seq)));
+            return Err(BackendError::new(
+                "faulty",
+                format!("injected failure at frame {}", self.fail_at_seq),
+            ));
         }
         self.inner.correlate(frames, out, want_curves)
     }
@@ -120,9 +124,17 @@ impl ParticleFilter for FaultyFilter {
     fn init_track(&mut self, init: &TrackInit) -> Result<(), BackendError> {
         self.inner.init_track(init)
     }
-    fn step(&mut self, meas: &TdoaMeasurement, tracks: &[TrackStep], out: &mut [Estimate]) -> Result<(), BackendError> {
+    fn step(
+        &mut self,
+        meas: &TdoaMeasurement,
+        tracks: &[TrackStep],
+        out: &mut [Estimate],
+    ) -> Result<(), BackendError> {
         if meas.frame >= self.fail_at_seq {
-            return Err(BackendError::new("faulty", format!("injected failure at frame {}", self.fail_at_seq)));
+            return Err(BackendError::new(
+                "faulty",
+                format!("injected failure at frame {}", self.fail_at_seq),
+            ));
         }
         self.inner.step(meas, tracks, out)
     }

@@ -478,7 +478,11 @@ impl Default for OutputConfig {
 
 impl Config {
     /// A configuration for an array with every other setting at its default.
-    pub fn for_array(sensors_m: Vec<[f64; 3]>, speed_of_sound_m_s: f64, sample_rate_hz: u32) -> Self {
+    pub fn for_array(
+        sensors_m: Vec<[f64; 3]>,
+        speed_of_sound_m_s: f64,
+        sample_rate_hz: u32,
+    ) -> Self {
         Self {
             include: Vec::new(),
             board: None,
@@ -525,29 +529,47 @@ impl Config {
             return Ok(self.clone());
         }
         let file = "--set";
-        let text = toml::to_string(self).map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
-        let mut table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
+        let text = toml::to_string(self)
+            .map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
+        let mut table: toml::Table = toml::from_str(&text)
+            .map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
         for set in sets {
             let Some((key, value)) = set.split_once('=') else {
-                return Err(ConfigError::new(file, set, "not of the form key=value", "write e.g. --set gcc.frame_samples=8192"));
+                return Err(ConfigError::new(
+                    file,
+                    set,
+                    "not of the form key=value",
+                    "write e.g. --set gcc.frame_samples=8192",
+                ));
             };
             let key = key.trim();
-            let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {}", value.trim()))
-                .ok()
-                .and_then(|mut t| t.remove("v"))
-                .unwrap_or_else(|| toml::Value::String(value.trim().to_string()));
+            let value: toml::Value =
+                toml::from_str::<toml::Table>(&format!("v = {}", value.trim()))
+                    .ok()
+                    .and_then(|mut t| t.remove("v"))
+                    .unwrap_or_else(|| toml::Value::String(value.trim().to_string()));
             let parts: Vec<&str> = key.split('.').collect();
             let mut cur = &mut table;
             for part in &parts[..parts.len() - 1] {
-                let entry = cur.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                let entry = cur
+                    .entry(part.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
                 cur = match entry {
                     toml::Value::Table(t) => t,
-                    _ => return Err(ConfigError::new(file, key, format!("`{part}` is not a table"), "set a key inside a table, e.g. gcc.frame_samples")),
+                    _ => {
+                        return Err(ConfigError::new(
+                            file,
+                            key,
+                            format!("`{part}` is not a table"),
+                            "set a key inside a table, e.g. gcc.frame_samples",
+                        ));
+                    }
                 };
             }
             cur.insert(parts[parts.len() - 1].to_string(), value);
         }
-        let text = toml::to_string(&table).map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
+        let text = toml::to_string(&table)
+            .map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
         Config::parse_str(&text, file)
     }
 
@@ -622,7 +644,8 @@ impl Config {
 
     /// Every check that needs only the configuration itself.
     pub fn validate(&self, file: &str) -> Result<(), ConfigError> {
-        let err = |key: &str, problem: String, fix: &str| Err(ConfigError::new(file, key, problem, fix));
+        let err =
+            |key: &str, problem: String, fix: &str| Err(ConfigError::new(file, key, problem, fix));
         let a = &self.array;
         let n = a.sensors_m.len();
         if !(50.0..=10_000.0).contains(&a.speed_of_sound_m_s) {
@@ -688,7 +711,9 @@ impl Config {
                 if n < 3 || matches!(span, Span::Point | Span::Line) {
                     return err(
                         "array.sensors_m",
-                        format!("direction tracking needs at least 3 sensors not on one line (have {n}, {span:?})"),
+                        format!(
+                            "direction tracking needs at least 3 sensors not on one line (have {n}, {span:?})"
+                        ),
                         "add a sensor off the line",
                     );
                 }
@@ -699,7 +724,9 @@ impl Config {
                 if (0..3).any(|k| !(lo[k] < hi[k])) {
                     return err(
                         "array.bounds_min_m",
-                        format!("bounds_min_m {lo:?} is not below bounds_max_m {hi:?} on every axis"),
+                        format!(
+                            "bounds_min_m {lo:?} is not below bounds_max_m {hi:?} on every axis"
+                        ),
                         "give the lower corner in bounds_min_m and the upper corner in bounds_max_m",
                     );
                 }
@@ -724,13 +751,19 @@ impl Config {
         }
         let ch = self.input_channels();
         if ch == 0 {
-            return err("audio.channels", "0 channels".into(), "give the input's channel count");
+            return err(
+                "audio.channels",
+                "0 channels".into(),
+                "give the input's channel count",
+            );
         }
         match &self.audio.channel_map {
             None if ch != n => {
                 return err(
                     "audio.channel_map",
-                    format!("the input has {ch} channels and the array {n} sensors, and no channel map says which channel is which sensor"),
+                    format!(
+                        "the input has {ch} channels and the array {n} sensors, and no channel map says which channel is which sensor"
+                    ),
                     "add audio.channel_map = [c0, c1, ...] with one input channel per sensor",
                 );
             }
@@ -745,7 +778,10 @@ impl Config {
                 if let Some(&c) = map.iter().find(|&&c| c >= ch) {
                     return err(
                         "audio.channel_map",
-                        format!("channel {c} does not exist: the input has channels 0..{}", ch - 1),
+                        format!(
+                            "channel {c} does not exist: the input has channels 0..{}",
+                            ch - 1
+                        ),
                         "use channel numbers from 0 to audio.channels - 1",
                     );
                 }
@@ -770,7 +806,11 @@ impl Config {
             );
         }
         if self.audio.period_frames == 0 {
-            return err("audio.period_frames", "0".into(), "use an ALSA period of e.g. 256 to 4096 frames");
+            return err(
+                "audio.period_frames",
+                "0".into(),
+                "use an ALSA period of e.g. 256 to 4096 frames",
+            );
         }
 
         let g = &self.gcc;
@@ -808,7 +848,10 @@ impl Config {
             return err(
                 "gcc.band_hz",
                 format!("[{}, {}] Hz", band[0], band[1]),
-                &format!("give [low, high] with 0 <= low < high <= {} (half the sample rate)", fs / 2),
+                &format!(
+                    "give [low, high] with 0 <= low < high <= {} (half the sample rate)",
+                    fs / 2
+                ),
             );
         }
         let bins = (band[1] - band[0]) / f64::from(fs) * frame as f64;
@@ -820,13 +863,25 @@ impl Config {
             );
         }
         if !(0.0..=1.0).contains(&g.beta) {
-            return err("gcc.beta", format!("{}", g.beta), "use 0 (plain correlation) to 1 (full PHAT)");
+            return err(
+                "gcc.beta",
+                format!("{}", g.beta),
+                "use 0 (plain correlation) to 1 (full PHAT)",
+            );
         }
         if !(g.regularisation >= 0.0 && g.regularisation < 10.0) {
-            return err("gcc.regularisation", format!("{}", g.regularisation), "use 0 to 1 (1e-3 is the default)");
+            return err(
+                "gcc.regularisation",
+                format!("{}", g.regularisation),
+                "use 0 to 1 (1e-3 is the default)",
+            );
         }
         if !(1..=16).contains(&g.peaks_per_pair) {
-            return err("gcc.peaks_per_pair", format!("{}", g.peaks_per_pair), "use 1 to 16");
+            return err(
+                "gcc.peaks_per_pair",
+                format!("{}", g.peaks_per_pair),
+                "use 1 to 16",
+            );
         }
         if g.reference >= n {
             return err(
@@ -836,95 +891,181 @@ impl Config {
             );
         }
         if !(g.min_peak_separation_samples >= 1.0) {
-            return err("gcc.min_peak_separation_samples", format!("{}", g.min_peak_separation_samples), "use 1 or more");
+            return err(
+                "gcc.min_peak_separation_samples",
+                format!("{}", g.min_peak_separation_samples),
+                "use 1 or more",
+            );
         }
 
         let t = &self.tracker;
         if !(64..=1 << 26).contains(&t.particles) {
-            return err("tracker.particles", format!("{}", t.particles), "use 64 to 67108864 particles per track");
+            return err(
+                "tracker.particles",
+                format!("{}", t.particles),
+                "use 64 to 67108864 particles per track",
+            );
         }
         let l = t.models.len();
         if !(1..=16).contains(&l) {
-            return err("tracker.models", format!("{l} models"), "give 1 to 16 [[tracker.models]] tables");
+            return err(
+                "tracker.models",
+                format!("{l} models"),
+                "give 1 to 16 [[tracker.models]] tables",
+            );
         }
         for (i, m) in t.models.iter().enumerate() {
             let key = |k: &str| format!("tracker.models[{i}].{k}");
             if t.models[..i].iter().any(|o| o.name == m.name) || m.name.is_empty() {
-                return err(&key("name"), format!("`{}` is empty or used twice", m.name), "give each model its own name");
+                return err(
+                    &key("name"),
+                    format!("`{}` is empty or used twice", m.name),
+                    "give each model its own name",
+                );
             }
             if !(m.accel_std_m_s2 >= 0.0 && m.accel_std_m_s2.is_finite()) {
-                return err(&key("accel_std_m_s2"), format!("{}", m.accel_std_m_s2), "use a finite value >= 0");
+                return err(
+                    &key("accel_std_m_s2"),
+                    format!("{}", m.accel_std_m_s2),
+                    "use a finite value >= 0",
+                );
             }
             match m.kind {
                 ModelKind::Cv => {}
                 ModelKind::Ct => {
                     if !(m.turn_rate_std_rad_s2 > 0.0 && m.turn_rate_std_rad_s2.is_finite()) {
-                        return err(&key("turn_rate_std_rad_s2"), format!("{}", m.turn_rate_std_rad_s2), "a turn model needs a turn-rate noise > 0, e.g. 0.1");
+                        return err(
+                            &key("turn_rate_std_rad_s2"),
+                            format!("{}", m.turn_rate_std_rad_s2),
+                            "a turn model needs a turn-rate noise > 0, e.g. 0.1",
+                        );
                     }
                 }
                 ModelKind::Static => {
                     if !(m.velocity_decay_s > 0.0 && m.velocity_decay_s.is_finite()) {
-                        return err(&key("velocity_decay_s"), format!("{}", m.velocity_decay_s), "a static model needs a velocity decay time > 0, e.g. 0.5");
+                        return err(
+                            &key("velocity_decay_s"),
+                            format!("{}", m.velocity_decay_s),
+                            "a static model needs a velocity decay time > 0, e.g. 0.5",
+                        );
                     }
                 }
             }
         }
         if let Some(tr) = &t.transition {
             if tr.len() != l || tr.iter().any(|r| r.len() != l) {
-                return err("tracker.transition", format!("not {l} x {l}"), "give one row and one column per model");
+                return err(
+                    "tracker.transition",
+                    format!("not {l} x {l}"),
+                    "give one row and one column per model",
+                );
             }
             for (i, row) in tr.iter().enumerate() {
                 let s: f64 = row.iter().sum();
                 if row.iter().any(|&p| !(0.0..=1.0).contains(&p)) || (s - 1.0).abs() > 1e-6 {
-                    return err(&format!("tracker.transition[{i}]"), format!("row sums to {s}"), "each row holds probabilities that sum to 1");
+                    return err(
+                        &format!("tracker.transition[{i}]"),
+                        format!("row sums to {s}"),
+                        "each row holds probabilities that sum to 1",
+                    );
                 }
             }
         } else if !(t.stay_probability > 0.0 && t.stay_probability <= 1.0) {
-            return err("tracker.stay_probability", format!("{}", t.stay_probability), "use a probability in (0, 1], e.g. 0.95");
+            return err(
+                "tracker.stay_probability",
+                format!("{}", t.stay_probability),
+                "use a probability in (0, 1], e.g. 0.95",
+            );
         }
         if !(t.tdoa_std_samples > 0.0 && t.tdoa_std_samples < 1000.0) {
-            return err("tracker.tdoa_std_samples", format!("{}", t.tdoa_std_samples), "use a positive value, e.g. 0.5");
+            return err(
+                "tracker.tdoa_std_samples",
+                format!("{}", t.tdoa_std_samples),
+                "use a positive value, e.g. 0.5",
+            );
         }
         if !(t.detection_probability > 0.0 && t.detection_probability < 1.0) {
-            return err("tracker.detection_probability", format!("{}", t.detection_probability), "use a probability strictly between 0 and 1, e.g. 0.9");
+            return err(
+                "tracker.detection_probability",
+                format!("{}", t.detection_probability),
+                "use a probability strictly between 0 and 1, e.g. 0.9",
+            );
         }
         if !(t.ess_fraction > 0.0 && t.ess_fraction <= 1.0) {
-            return err("tracker.ess_fraction", format!("{}", t.ess_fraction), "use a fraction in (0, 1], e.g. 0.8");
+            return err(
+                "tracker.ess_fraction",
+                format!("{}", t.ess_fraction),
+                "use a fraction in (0, 1], e.g. 0.8",
+            );
         }
         if !(t.max_speed_m_s > 0.0 && t.max_speed_m_s < 1000.0) {
-            return err("tracker.max_speed_m_s", format!("{}", t.max_speed_m_s), "give the fastest expected source speed in m/s, > 0");
+            return err(
+                "tracker.max_speed_m_s",
+                format!("{}", t.max_speed_m_s),
+                "give the fastest expected source speed in m/s, > 0",
+            );
         }
         if !(1..=100).contains(&t.init_frames) {
-            return err("tracker.init_frames", format!("{}", t.init_frames), "use 1 to 100");
+            return err(
+                "tracker.init_frames",
+                format!("{}", t.init_frames),
+                "use 1 to 100",
+            );
         }
         if !(1..=64).contains(&t.max_tracks) {
-            return err("tracker.max_tracks", format!("{}", t.max_tracks), "use 1 to 64");
+            return err(
+                "tracker.max_tracks",
+                format!("{}", t.max_tracks),
+                "use 1 to 64",
+            );
         }
         if !(t.delete_after_s > 0.0) {
-            return err("tracker.delete_after_s", format!("{}", t.delete_after_s), "use a positive number of seconds");
+            return err(
+                "tracker.delete_after_s",
+                format!("{}", t.delete_after_s),
+                "use a positive number of seconds",
+            );
         }
 
         let o = &self.output;
         if !(o.status_interval_s > 0.0) {
-            return err("output.status_interval_s", format!("{}", o.status_interval_s), "use a positive number of seconds");
+            return err(
+                "output.status_interval_s",
+                format!("{}", o.status_interval_s),
+                "use a positive number of seconds",
+            );
         }
         for (i, s) in o.sinks.iter().enumerate() {
             if let Some(r) = s.max_rate_hz() {
                 if !(r > 0.0) {
-                    return err(&format!("output.sink[{i}].max_rate_hz"), format!("{r}"), "use a positive rate, or leave it out for no limit");
+                    return err(
+                        &format!("output.sink[{i}].max_rate_hz"),
+                        format!("{r}"),
+                        "use a positive rate, or leave it out for no limit",
+                    );
                 }
             }
             match s {
-                SinkConfig::Udp { address, .. } => {
-                    if !address.contains(':') {
-                        return err(&format!("output.sink[{i}].address"), format!("`{address}` has no port"), "write host:port, e.g. \"192.168.1.20:5005\"");
-                    }
+                SinkConfig::Udp { address, .. } if !address.contains(':') => {
+                    return err(
+                        &format!("output.sink[{i}].address"),
+                        format!("`{address}` has no port"),
+                        "write host:port, e.g. \"192.168.1.20:5005\"",
+                    );
                 }
                 SinkConfig::Serial { baud, .. } if *baud == 0 => {
-                    return err(&format!("output.sink[{i}].baud"), "0".into(), "use the receiver's baud rate, e.g. 115200");
+                    return err(
+                        &format!("output.sink[{i}].baud"),
+                        "0".into(),
+                        "use the receiver's baud rate, e.g. 115200",
+                    );
                 }
                 SinkConfig::Jsonl { path, .. } if path.is_empty() => {
-                    return err(&format!("output.sink[{i}].path"), "empty".into(), "give a file path, or \"-\" for standard output");
+                    return err(
+                        &format!("output.sink[{i}].path"),
+                        "empty".into(),
+                        "give a file path, or \"-\" for standard output",
+                    );
                 }
                 _ => {}
             }
@@ -933,7 +1074,12 @@ impl Config {
     }
 
     /// Checks against an input: its channel count and sample rate.
-    pub fn check_input(&self, what: &str, channels: usize, sample_rate_hz: u32) -> Result<(), ConfigError> {
+    pub fn check_input(
+        &self,
+        what: &str,
+        channels: usize,
+        sample_rate_hz: u32,
+    ) -> Result<(), ConfigError> {
         let file = what.to_string();
         if sample_rate_hz != self.audio.sample_rate_hz {
             return Err(ConfigError::new(
@@ -954,7 +1100,9 @@ impl Config {
                     "the configuration expects {} input channels but the input has {channels}",
                     self.input_channels()
                 ),
-                format!("set audio.channels = {channels} and audio.channel_map to say which channel is which sensor"),
+                format!(
+                    "set audio.channels = {channels} and audio.channel_map to say which channel is which sensor"
+                ),
             ));
         }
         Ok(())
@@ -968,7 +1116,17 @@ impl Config {
         let fs = self.sample_rate_hz();
         let c = self.array.speed_of_sound_m_s;
         if let Some(b) = &self.board {
-            let _ = writeln!(s, "board: {} (GPU {}, JetPack {})", b.name, if b.gpu_arch.is_empty() { "none" } else { &b.gpu_arch }, b.jetpack);
+            let _ = writeln!(
+                s,
+                "board: {} (GPU {}, JetPack {})",
+                b.name,
+                if b.gpu_arch.is_empty() {
+                    "none"
+                } else {
+                    &b.gpu_arch
+                },
+                b.jetpack
+            );
         }
         let spread = geo.spread_m();
         let _ = writeln!(
@@ -1021,7 +1179,11 @@ impl Config {
             pairs.iter().map(|p| p.max_tdoa_s).fold(0.0, f64::max) * fs
         );
         let t = &self.tracker;
-        let names: Vec<_> = t.models.iter().map(|m| format!("{}({:?})", m.name, m.kind)).collect();
+        let names: Vec<_> = t
+            .models
+            .iter()
+            .map(|m| format!("{}({:?})", m.name, m.kind))
+            .collect();
         let _ = writeln!(
             s,
             "tracker: backend {:?}, {} particles, models {} ({:?} selection), TDOA std {} samples, Pd {}, max speed {} m/s, seed {}",
@@ -1049,22 +1211,40 @@ fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<toml::Table> {
     let file = path.display().to_string();
     let canon = path.canonicalize().at(path)?;
     if stack.contains(&canon) {
-        return Err(ConfigError::new(&file, "include", "the file includes itself (directly or through others)", "remove the cycle").into());
+        return Err(ConfigError::new(
+            &file,
+            "include",
+            "the file includes itself (directly or through others)",
+            "remove the cycle",
+        )
+        .into());
     }
     let text = std::fs::read_to_string(path).at(path)?;
-    let mut table: toml::Table = toml::from_str(&text).map_err(|e| Error::Config(toml_error(&file, &text, &e)))?;
+    let mut table: toml::Table =
+        toml::from_str(&text).map_err(|e| Error::Config(toml_error(&file, &text, &e)))?;
     let includes = match table.get("include") {
         None => Vec::new(),
         Some(toml::Value::Array(a)) => a
             .iter()
             .map(|v| {
                 v.as_str().map(str::to_string).ok_or_else(|| {
-                    ConfigError::new(&file, "include", "entries must be strings", "write include = [\"../boards/agx-orin.toml\"]")
+                    ConfigError::new(
+                        &file,
+                        "include",
+                        "entries must be strings",
+                        "write include = [\"../boards/agx-orin.toml\"]",
+                    )
                 })
             })
             .collect::<Result<Vec<_>, _>>()?,
         Some(_) => {
-            return Err(ConfigError::new(&file, "include", "must be a list of paths", "write include = [\"../boards/agx-orin.toml\"]").into());
+            return Err(ConfigError::new(
+                &file,
+                "include",
+                "must be a list of paths",
+                "write include = [\"../boards/agx-orin.toml\"]",
+            )
+            .into());
         }
     };
     table.remove("include");
@@ -1113,13 +1293,15 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
         }
         None => (None, None),
     };
-    let field = msg
-        .split('`')
-        .nth(1)
-        .map(str::to_string)
-        .filter(|_| msg.starts_with("unknown field") || msg.starts_with("missing field") || msg.starts_with("unknown variant"));
+    let field = msg.split('`').nth(1).map(str::to_string).filter(|_| {
+        msg.starts_with("unknown field")
+            || msg.starts_with("missing field")
+            || msg.starts_with("unknown variant")
+    });
     let key = match (&section, &field) {
-        (Some(s), Some(f)) if msg.starts_with("unknown variant") => s.clone() + " (value `" + f + "`)",
+        (Some(s), Some(f)) if msg.starts_with("unknown variant") => {
+            s.clone() + " (value `" + f + "`)"
+        }
         (Some(s), Some(f)) => format!("{s}.{f}"),
         (None, Some(f)) => f.clone(),
         (Some(s), None) => s.clone(),
@@ -1189,7 +1371,8 @@ sample_rate_hz = 48000
 
     #[test]
     fn bad_enum_value() {
-        let e = Config::parse_str(&format!("{GOOD}\n[gcc]\nwindow = \"kaiser\"\n"), "t.toml").unwrap_err();
+        let e = Config::parse_str(&format!("{GOOD}\n[gcc]\nwindow = \"kaiser\"\n"), "t.toml")
+            .unwrap_err();
         assert!(e.key.starts_with("gcc"), "{e}");
         assert!(e.problem.contains("kaiser"), "{e}");
     }
@@ -1207,7 +1390,10 @@ sample_rate_hz = 16000
         assert_eq!(e.key, "array.sensors_m");
         assert!(e.problem.contains("coplanar"), "{e}");
         assert!(e.fix.contains("direction"), "{e}");
-        let ok = text.replace("speed_of_sound_m_s = 343", "speed_of_sound_m_s = 343\nmode = \"direction\"");
+        let ok = text.replace(
+            "speed_of_sound_m_s = 343",
+            "speed_of_sound_m_s = 343\nmode = \"direction\"",
+        );
         Config::parse_str(&ok, "t.toml").unwrap();
     }
 
@@ -1220,15 +1406,28 @@ sample_rate_hz = 16000
 
     #[test]
     fn channel_map_checks() {
-        let e = Config::parse_str(&GOOD.replace("sample_rate_hz = 48000", "sample_rate_hz = 48000\nchannels = 8"), "t").unwrap_err();
+        let e = Config::parse_str(
+            &GOOD.replace(
+                "sample_rate_hz = 48000",
+                "sample_rate_hz = 48000\nchannels = 8",
+            ),
+            "t",
+        )
+        .unwrap_err();
         assert_eq!(e.key, "audio.channel_map");
         Config::parse_str(
-            &GOOD.replace("sample_rate_hz = 48000", "sample_rate_hz = 48000\nchannels = 8\nchannel_map = [7,6,5,4,3]"),
+            &GOOD.replace(
+                "sample_rate_hz = 48000",
+                "sample_rate_hz = 48000\nchannels = 8\nchannel_map = [7,6,5,4,3]",
+            ),
             "t",
         )
         .unwrap();
         let e = Config::parse_str(
-            &GOOD.replace("sample_rate_hz = 48000", "sample_rate_hz = 48000\nchannels = 8\nchannel_map = [7,6,5,4,8]"),
+            &GOOD.replace(
+                "sample_rate_hz = 48000",
+                "sample_rate_hz = 48000\nchannels = 8\nchannel_map = [7,6,5,4,8]",
+            ),
             "t",
         )
         .unwrap_err();
@@ -1247,7 +1446,8 @@ sample_rate_hz = 16000
 
     #[test]
     fn frame_too_short_for_array() {
-        let e = Config::parse_str(&format!("{GOOD}\n[gcc]\nframe_samples = 1024\n"), "t").unwrap_err();
+        let e =
+            Config::parse_str(&format!("{GOOD}\n[gcc]\nframe_samples = 1024\n"), "t").unwrap_err();
         assert_eq!(e.key, "gcc.frame_samples");
         assert!(e.fix.contains("or more"), "{e}");
     }
@@ -1269,7 +1469,11 @@ sample_rate_hz = 16000
     fn overrides_apply_and_are_validated() {
         let c = Config::parse_str(GOOD, "t").unwrap();
         let d = c
-            .with_overrides(&["gcc.frame_samples=8192".into(), "tracker.backend=cpu".into(), "gcc.band_hz=[100.0, 9000.0]".into()])
+            .with_overrides(&[
+                "gcc.frame_samples=8192".into(),
+                "tracker.backend=cpu".into(),
+                "gcc.band_hz=[100.0, 9000.0]".into(),
+            ])
             .unwrap();
         assert_eq!(d.frame_samples(), 8192);
         assert_eq!(d.tracker.backend, BackendChoice::Cpu);
@@ -1283,8 +1487,16 @@ sample_rate_hz = 16000
     fn includes_merge_under_the_file() {
         let dir = std::env::temp_dir().join(format!("sonotrack-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("board.toml"), "[tracker]\nparticles = 4096\nseed = 9\n[board]\nname = \"x\"\n").unwrap();
-        std::fs::write(dir.join("main.toml"), format!("include = [\"board.toml\"]\n{GOOD}\n[tracker]\nseed = 3\n")).unwrap();
+        std::fs::write(
+            dir.join("board.toml"),
+            "[tracker]\nparticles = 4096\nseed = 9\n[board]\nname = \"x\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("main.toml"),
+            format!("include = [\"board.toml\"]\n{GOOD}\n[tracker]\nseed = 3\n"),
+        )
+        .unwrap();
         let c = Config::load(&dir.join("main.toml")).unwrap();
         assert_eq!(c.tracker.particles, 4096);
         assert_eq!(c.tracker.seed, 3);

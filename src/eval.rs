@@ -26,20 +26,29 @@ pub struct Accuracy {
     pub warmup_s: f64,
 }
 
+/// A reported position: (emission time, position).
+pub type Fix = (f64, [f64; 3]);
+
 /// Collects (frame time, best report) pairs during a replay.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
-    /// (frame centre time, Some((emission time, position)) when a track reported).
-    pub rows: Vec<(f64, Option<(f64, [f64; 3])>)>,
+    /// (frame centre time, the report when a track reported).
+    pub rows: Vec<(f64, Option<Fix>)>,
 }
 
 impl Recorder {
-    pub fn push(&mut self, t_frame: f64, report: Option<(f64, [f64; 3])>) {
+    pub fn push(&mut self, t_frame: f64, report: Option<Fix>) {
         self.rows.push((t_frame, report));
     }
 
     /// Score against target `target` of `truth`, ignoring frames before `warmup_s`.
-    pub fn accuracy(&self, truth: &Truth, target: u32, warmup_s: f64, threshold_m: f64) -> Option<Accuracy> {
+    pub fn accuracy(
+        &self,
+        truth: &Truth,
+        target: u32,
+        warmup_s: f64,
+        threshold_m: f64,
+    ) -> Option<Accuracy> {
         let mut errors = Vec::new();
         let mut frames = 0usize;
         for (t_frame, rep) in &self.rows {
@@ -48,9 +57,14 @@ impl Recorder {
             }
             match rep {
                 Some((t, p)) => {
-                    let Some(q) = truth.at(target, *t) else { continue };
+                    let Some(q) = truth.at(target, *t) else {
+                        continue;
+                    };
                     frames += 1;
-                    errors.push(((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt());
+                    errors.push(
+                        ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2))
+                            .sqrt(),
+                    );
                 }
                 None => {
                     if truth.at(target, *t_frame).is_some() {
@@ -64,7 +78,12 @@ impl Recorder {
 }
 
 /// RMSE, median, 90th percentile, max and % within a threshold.
-pub fn accuracy_of(errors: &[f64], frames: usize, warmup_s: f64, threshold_m: f64) -> Option<Accuracy> {
+pub fn accuracy_of(
+    errors: &[f64],
+    frames: usize,
+    warmup_s: f64,
+    threshold_m: f64,
+) -> Option<Accuracy> {
     if frames == 0 {
         return None;
     }
@@ -79,12 +98,20 @@ pub fn accuracy_of(errors: &[f64], frames: usize, warmup_s: f64, threshold_m: f6
         let x = q * (n - 1) as f64;
         let i = x.floor() as usize;
         let f = x - i as f64;
-        if i + 1 < n { e[i] * (1.0 - f) + e[i + 1] * f } else { e[n - 1] }
+        if i + 1 < n {
+            e[i] * (1.0 - f) + e[i + 1] * f
+        } else {
+            e[n - 1]
+        }
     };
     Some(Accuracy {
         frames,
         tracked: n,
-        rmse_m: if n > 0 { (e.iter().map(|v| v * v).sum::<f64>() / n as f64).sqrt() } else { f64::NAN },
+        rmse_m: if n > 0 {
+            (e.iter().map(|v| v * v).sum::<f64>() / n as f64).sqrt()
+        } else {
+            f64::NAN
+        },
         median_m: pct(0.5),
         p90_m: pct(0.9),
         max_m: e.last().copied().unwrap_or(f64::NAN),
@@ -99,7 +126,15 @@ impl std::fmt::Display for Accuracy {
         write!(
             f,
             "after {:.1} s: RMSE {:.4} m, median {:.4} m, p90 {:.4} m, max {:.3} m, {:.1}% of {} frames within {} m ({} tracked)",
-            self.warmup_s, self.rmse_m, self.median_m, self.p90_m, self.max_m, self.within_pct, self.frames, self.threshold_m, self.tracked
+            self.warmup_s,
+            self.rmse_m,
+            self.median_m,
+            self.p90_m,
+            self.max_m,
+            self.within_pct,
+            self.frames,
+            self.threshold_m,
+            self.tracked
         )
     }
 }

@@ -4,12 +4,20 @@
 //! into [`frame::Frame`]s, a [`dsp::gcc::Correlator`] (CPU or CUDA) turns frames into TDOA peaks,
 //! a [`track::manager::TrackManager`] over a [`track::ParticleFilter`] bank (CPU or CUDA) turns
 //! peaks into tracks, and [`output`] sinks carry the position stream.
+
+// Validation writes `!(x > 0.0)` on purpose: unlike `x <= 0.0` it also rejects NaN.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+// Numeric kernels index several parallel arrays with one loop counter; that form is clearer
+// than zipped iterators there, and it is the form the compiler vectorises.
+#![allow(clippy::needless_range_loop)]
 pub mod audio;
 pub mod backend;
+pub mod bench;
 pub mod config;
 pub mod dsp;
 pub mod error;
 pub mod eval;
+pub mod fastmath;
 pub mod frame;
 pub mod gpu;
 pub mod output;

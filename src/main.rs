@@ -12,7 +12,11 @@ use sonotrack::replay::{self, ReplayOptions};
 use sonotrack::scene::Truth;
 
 #[derive(Parser)]
-#[command(name = "sonotrack", version, about = "Acoustic source tracking: GCC-PHAT TDOAs and a multi-model particle filter, on the GPU or the CPU")]
+#[command(
+    name = "sonotrack",
+    version,
+    about = "Acoustic source tracking: GCC-PHAT TDOAs and a multi-model particle filter, on the GPU or the CPU"
+)]
 struct Cli {
     /// More log output (-v: debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -106,6 +110,24 @@ enum Cmd {
         #[arg(long)]
         print_preset: Option<String>,
     },
+    /// Time each stage (GCC-PHAT, particle-filter step) on synthetic input, for every backend
+    /// that is available.
+    Bench {
+        /// Which stages: gcc, pf or all.
+        #[arg(long, default_value = "all")]
+        what: String,
+        #[arg(long, value_enum, default_value = "auto")]
+        backend: BackendArg,
+        /// Smaller grids.
+        #[arg(long)]
+        quick: bool,
+        /// Seconds per measured cell.
+        #[arg(long, default_value_t = 0.5)]
+        budget: f64,
+        /// Also write the rows as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Validate a configuration and explain what it will do.
     Check {
         config: PathBuf,
@@ -150,7 +172,9 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             match e {
-                Error::Config(_) | Error::Usage(_) | Error::Scene { .. } | Error::Wav { .. } => ExitCode::from(2),
+                Error::Config(_) | Error::Usage(_) | Error::Scene { .. } | Error::Wav { .. } => {
+                    ExitCode::from(2)
+                }
                 _ => ExitCode::from(1),
             }
         }
@@ -208,7 +232,11 @@ fn run(cmd: Cmd) -> Result<()> {
                     "births": summary.births,
                     "accuracy": summary.accuracy,
                 });
-                std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap_or_default()).map_err(|e| Error::Io { path, source: e })?;
+                std::fs::write(
+                    &path,
+                    serde_json::to_string_pretty(&json).unwrap_or_default(),
+                )
+                .map_err(|e| Error::Io { path, source: e })?;
             }
             Ok(())
         }
@@ -228,7 +256,9 @@ fn run(cmd: Cmd) -> Result<()> {
                 return Ok(());
             }
             let Some(out) = out else {
-                return Err(Error::Usage("simulate needs --out DIR (or --print-preset NAME)".into()));
+                return Err(Error::Usage(
+                    "simulate needs --out DIR (or --print-preset NAME)".into(),
+                ));
             };
             let mut s = match spec {
                 Some(p) => SceneSpec::load(&p)?,
@@ -257,13 +287,51 @@ fn run(cmd: Cmd) -> Result<()> {
             );
             Ok(())
         }
+        Cmd::Bench {
+            what,
+            backend,
+            quick,
+            budget,
+            json,
+        } => {
+            let opts = sonotrack::bench::BenchOptions {
+                backend: backend.into(),
+                gcc: what == "all" || what == "gcc",
+                pf: what == "all" || what == "pf",
+                quick,
+                budget_s: budget,
+            };
+            if !opts.gcc && !opts.pf {
+                return Err(Error::Usage(format!("--what {what}: use gcc, pf or all")));
+            }
+            let rows = sonotrack::bench::run(&opts)?;
+            sonotrack::bench::print(&rows);
+            if let Some(path) = json {
+                std::fs::write(
+                    &path,
+                    serde_json::to_string_pretty(&rows).unwrap_or_default(),
+                )
+                .map_err(|e| Error::Io { path, source: e })?;
+            }
+            Ok(())
+        }
         Cmd::Check { config, wav, sets } => {
             let cfg = Config::load(&config)?.with_overrides(&sets)?;
             if let Some(w) = wav {
                 let src = sonotrack::audio::wav::WavSource::open(&w)?;
                 use sonotrack::audio::AudioSource;
-                cfg.check_input(&w.display().to_string(), src.channels(), src.sample_rate_hz())?;
-                println!("{}: {} channels at {} Hz, {:.1} s: matches", w.display(), src.channels(), src.sample_rate_hz(), src.total_frames().unwrap_or(0) as f64 / f64::from(src.sample_rate_hz()));
+                cfg.check_input(
+                    &w.display().to_string(),
+                    src.channels(),
+                    src.sample_rate_hz(),
+                )?;
+                println!(
+                    "{}: {} channels at {} Hz, {:.1} s: matches",
+                    w.display(),
+                    src.channels(),
+                    src.sample_rate_hz(),
+                    src.total_frames().unwrap_or(0) as f64 / f64::from(src.sample_rate_hz())
+                );
             }
             print!("{}: OK\n{}", config.display(), cfg.explain());
             Ok(())
@@ -272,10 +340,18 @@ fn run(cmd: Cmd) -> Result<()> {
 }
 
 fn unknown_preset(name: &str) -> Error {
-    Error::Usage(format!("no preset `{name}`; presets: {}", PRESETS.join(", ")))
+    Error::Usage(format!(
+        "no preset `{name}`; presets: {}",
+        PRESETS.join(", ")
+    ))
 }
 
-fn demo(preset: &str, seed: Option<u64>, duration: Option<f64>, backend: BackendChoice) -> Result<()> {
+fn demo(
+    preset: &str,
+    seed: Option<u64>,
+    duration: Option<f64>,
+    backend: BackendChoice,
+) -> Result<()> {
     let mut spec = SceneSpec::preset(preset).ok_or_else(|| unknown_preset(preset))?;
     if let Some(s) = seed {
         spec.seed = s;
@@ -283,17 +359,25 @@ fn demo(preset: &str, seed: Option<u64>, duration: Option<f64>, backend: Backend
     if let Some(d) = duration {
         spec.duration_s = d;
     }
-    let mut cfg = Config::for_array(spec.sensors_m.clone(), spec.speed_of_sound_m_s, spec.sample_rate_hz);
+    let mut cfg = Config::for_array(
+        spec.sensors_m.clone(),
+        spec.speed_of_sound_m_s,
+        spec.sample_rate_hz,
+    );
     cfg.array.bounds_min_m = spec.bounds_min_m;
     cfg.array.bounds_max_m = spec.bounds_max_m;
     cfg.validate("demo")?;
-    println!("demo: {} ({} s at {} Hz, SNR {} dB); simulating and tracking in memory...", spec.description, spec.duration_s, spec.sample_rate_hz, spec.snr_db);
+    println!(
+        "demo: {} ({} s at {} Hz, SNR {} dB); simulating and tracking in memory...",
+        spec.description, spec.duration_s, spec.sample_rate_hz, spec.snr_db
+    );
     let mut sim = SimSource::new(spec.clone())?;
     let mut csv = String::new();
     for (t, id, p) in sim.truth() {
         csv.push_str(&format!("{t},{id},{},{},{}\n", p[0], p[1], p[2]));
     }
-    let truth = Truth::parse(&csv).map_err(|(l, e)| Error::Usage(format!("truth line {l}: {e}")))?;
+    let truth =
+        Truth::parse(&csv).map_err(|(l, e)| Error::Usage(format!("truth line {l}: {e}")))?;
     let opts = ReplayOptions {
         backend,
         warmup_s: 2.0,
@@ -301,7 +385,10 @@ fn demo(preset: &str, seed: Option<u64>, duration: Option<f64>, backend: Backend
         ..ReplayOptions::default()
     };
     let summary = replay::replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
-    println!("{:>7} {:>26} {:>26} {:>8}", "t (s)", "track x, y, z (m)", "truth x, y, z (m)", "err (m)");
+    println!(
+        "{:>7} {:>26} {:>26} {:>8}",
+        "t (s)", "track x, y, z (m)", "truth x, y, z (m)", "err (m)"
+    );
     let mut next = 0.0;
     for (t_frame, rep) in &summary.recorder.rows {
         if *t_frame < next {
@@ -311,7 +398,8 @@ fn demo(preset: &str, seed: Option<u64>, duration: Option<f64>, backend: Backend
         match rep {
             Some((t, p)) => {
                 let q = truth.at(0, *t).unwrap_or([f64::NAN; 3]);
-                let e = ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt();
+                let e =
+                    ((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt();
                 println!(
                     "{t:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {e:>8.3}",
                     p[0], p[1], p[2], q[0], q[1], q[2]

@@ -66,19 +66,14 @@ pub fn uniform(word: u32) -> f32 {
     (word >> 9) as f32 * (1.0 / 8_388_608.0) + (0.5 / 8_388_608.0)
 }
 
-/// Four standard normals from one block by Box–Muller (both the cosine and sine branches).
+/// Four standard normals from one block by Box–Muller (both the cosine and sine branches),
+/// with the branch-free `fastmath` approximations, so that scalar and vectorised code draw the
+/// very same numbers.
 #[inline(always)]
 pub fn normals4(w: [u32; 4]) -> [f32; 4] {
-    let (a0, a1) = box_muller(uniform(w[0]), uniform(w[1]));
-    let (b0, b1) = box_muller(uniform(w[2]), uniform(w[3]));
+    let (a0, a1) = crate::fastmath::box_muller(uniform(w[0]), uniform(w[1]));
+    let (b0, b1) = crate::fastmath::box_muller(uniform(w[2]), uniform(w[3]));
     [a0, a1, b0, b1]
-}
-
-#[inline(always)]
-fn box_muller(u1: f32, u2: f32) -> (f32, f32) {
-    let r = (-2.0 * u1.ln()).sqrt();
-    let (s, c) = (core::f32::consts::TAU * u2).sin_cos();
-    (r * c, r * s)
 }
 
 /// A sequential generator over one (seed, track, stream) for code that wants a stream of numbers

@@ -124,7 +124,11 @@ impl Pipeline {
     }
 
     /// Replace the correlator or filter by test doubles (fault injection).
-    pub fn with_backends(mut self, correlator: Box<dyn Correlator>, filter: Box<dyn ParticleFilter>) -> Self {
+    pub fn with_backends(
+        mut self,
+        correlator: Box<dyn Correlator>,
+        filter: Box<dyn ParticleFilter>,
+    ) -> Self {
         self.correlator = correlator;
         self.tracker = TrackManager::new(&self.cfg, filter);
         self
@@ -139,8 +143,9 @@ impl Pipeline {
             self.correlator = Box::new(CpuCorrelator::new(GccParams::from_config(&self.cfg)));
         }
         if self.tracker.backend() != "cpu" {
-            self.tracker
-                .replace_bank(Box::new(CpuParticleFilter::new(FilterParams::from_config(&self.cfg))))?;
+            self.tracker.replace_bank(Box::new(CpuParticleFilter::new(
+                FilterParams::from_config(&self.cfg),
+            )))?;
         }
         self.counters.backend_switches += 1;
         Ok(())
@@ -172,14 +177,18 @@ impl Pipeline {
             self.correlator.correlate(&[&*frame], &mut self.gcc, want)?;
         }
         let t_centre = frame.centre_time_s();
-        let reports = match self.tracker.step(frame.seq, t_centre, &self.gcc[0], &self.pair_ok) {
+        let reports = match self
+            .tracker
+            .step(frame.seq, t_centre, &self.gcc[0], &self.pair_ok)
+        {
             Ok(r) => r,
             Err(e) => {
                 if self.tracker.backend() == "cpu" {
                     return Err(e.into());
                 }
                 self.switch_to_cpu(&e)?;
-                self.tracker.step(frame.seq, t_centre, &self.gcc[0], &self.pair_ok)?
+                self.tracker
+                    .step(frame.seq, t_centre, &self.gcc[0], &self.pair_ok)?
             }
         };
         self.counters.frames_processed += 1;
@@ -188,9 +197,11 @@ impl Pipeline {
         } else {
             None
         };
-        for r in &reports {
-            let m = TrackMessage::new(r, &self.model_names, wall);
-            self.sinks.send(Message::track(&m, self.sinks.want_nmea));
+        if !self.sinks.runners.is_empty() {
+            for r in &reports {
+                let m = TrackMessage::new(r, &self.model_names, wall);
+                self.sinks.send(Message::track(&m, self.sinks.want_nmea));
+            }
         }
         self.reports = reports;
         let took = start.elapsed();
@@ -227,7 +238,10 @@ impl Pipeline {
             kind: "status",
             schema: SCHEMA_VERSION,
             t: (t_s * 1e5).round() / 1e5,
-            wall: self.opts.live.then(|| crate::output::rfc3339(SystemTime::now())),
+            wall: self
+                .opts
+                .live
+                .then(|| crate::output::rfc3339(SystemTime::now())),
             backend: self.backend().to_string(),
             frames_in: self.counters.frames_in,
             frames_processed: self.counters.frames_processed,
@@ -237,7 +251,8 @@ impl Pipeline {
             bad_channel_frames: self.counters.bad_channel_frames.clone(),
             backend_switches: self.counters.backend_switches,
             tracks: self.tracker.active_tracks(),
-            proc_us_mean: timing.then(|| (sum.as_secs_f64() / n as f64 * 1e6 * 10.0).round() / 10.0),
+            proc_us_mean: timing
+                .then(|| (sum.as_secs_f64() / n as f64 * 1e6 * 10.0).round() / 10.0),
             proc_us_max: timing.then(|| (max.as_secs_f64() * 1e6 * 10.0).round() / 10.0),
             sink_drops: self.sinks.drops(),
         }
@@ -285,7 +300,9 @@ impl Pipeline {
             }
             while let Some(mut frame) = assembler.pop() {
                 if let Some(speed) = pace {
-                    let due = Duration::from_secs_f64((frame.start_sample + frame.len as u64) as f64 / fs / speed.max(1e-6));
+                    let due = Duration::from_secs_f64(
+                        (frame.start_sample + frame.len as u64) as f64 / fs / speed.max(1e-6),
+                    );
                     if let Some(wait) = due.checked_sub(start.elapsed()) {
                         std::thread::sleep(wait);
                     }

@@ -94,16 +94,29 @@ pub fn resolve(input: &Path, config: Option<&Path>) -> Result<(Config, PathBuf, 
     let cfg = Config::load(c)?;
     // A truth.csv beside the WAV is used when present.
     let truth_path = input.with_file_name("truth.csv");
-    let truth = if truth_path.exists() { Some(Truth::load(&truth_path)?) } else { None };
+    let truth = if truth_path.exists() {
+        Some(Truth::load(&truth_path)?)
+    } else {
+        None
+    };
     Ok((cfg, input.into(), truth))
 }
 
 /// Replay `wav` with `cfg`. The configuration is checked against the file before any audio is
 /// processed.
-pub fn replay_file(cfg: &Config, wav: &Path, truth: Option<&Truth>, opts: &ReplayOptions) -> Result<ReplaySummary> {
+pub fn replay_file(
+    cfg: &Config,
+    wav: &Path,
+    truth: Option<&Truth>,
+    opts: &ReplayOptions,
+) -> Result<ReplaySummary> {
     let mut src = WavSource::open(wav)?;
-    cfg.check_input(&wav.display().to_string(), src.channels(), src.sample_rate_hz())
-        .map_err(Error::Config)?;
+    cfg.check_input(
+        &wav.display().to_string(),
+        src.channels(),
+        src.sample_rate_hz(),
+    )
+    .map_err(Error::Config)?;
     if opts.from_s.is_some() || opts.to_s.is_some() {
         src.set_range(opts.from_s, opts.to_s)?;
     }
@@ -112,7 +125,13 @@ pub fn replay_file(cfg: &Config, wav: &Path, truth: Option<&Truth>, opts: &Repla
 }
 
 /// Replay any source (a WAV file, a simulated scene).
-pub fn replay_source(cfg: &Config, src: &mut dyn AudioSource, origin: u64, truth: Option<&Truth>, opts: &ReplayOptions) -> Result<ReplaySummary> {
+pub fn replay_source(
+    cfg: &Config,
+    src: &mut dyn AudioSource,
+    origin: u64,
+    truth: Option<&Truth>,
+    opts: &ReplayOptions,
+) -> Result<ReplaySummary> {
     cfg.check_input(&src.describe(), src.channels(), src.sample_rate_hz())
         .map_err(Error::Config)?;
     let backends = backend::select(cfg, opts.backend)?;
@@ -120,7 +139,11 @@ pub fn replay_source(cfg: &Config, src: &mut dyn AudioSource, origin: u64, truth
     let reason = backends.reason.clone();
     let mut sinks = SinkSet::open(&cfg.output.sinks, true)?;
     if let Some(out) = &opts.out {
-        sinks.add(format!("jsonl:{out}"), Box::new(JsonlSink::open(out)?), true);
+        sinks.add(
+            format!("jsonl:{out}"),
+            Box::new(JsonlSink::open(out)?),
+            true,
+        );
     }
     let mut pipe = Pipeline::new(
         cfg,
@@ -133,13 +156,22 @@ pub fn replay_source(cfg: &Config, src: &mut dyn AudioSource, origin: u64, truth
         },
     );
     let hop = cfg.hop_samples();
-    let mut asm = FrameAssembler::new(cfg.channel_map(), cfg.input_channels(), cfg.frame_samples(), hop, cfg.sample_rate_hz(), origin);
+    let mut asm = FrameAssembler::new(
+        cfg.channel_map(),
+        cfg.input_channels(),
+        cfg.frame_samples(),
+        hop,
+        cfg.sample_rate_hz(),
+        origin,
+    );
     let total = src.total_frames().unwrap_or(0);
     let bar = if opts.progress {
         let pb = indicatif::ProgressBar::new(total);
         pb.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {percent}% {msg} ETA {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {percent}% {msg} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         Some(pb)
     } else {
@@ -160,7 +192,11 @@ pub fn replay_source(cfg: &Config, src: &mut dyn AudioSource, origin: u64, truth
             if last_update.elapsed() > Duration::from_millis(100) {
                 pb.set_position(read);
                 let secs = start.elapsed().as_secs_f64().max(1e-9);
-                pb.set_message(format!("{:.0} frames/s, {:.1}x real time", read as f64 / hop as f64 / secs, read as f64 / fs / secs));
+                pb.set_message(format!(
+                    "{:.0} frames/s, {:.1}x real time",
+                    read as f64 / hop as f64 / secs,
+                    read as f64 / fs / secs
+                ));
                 last_update = Instant::now();
             }
         }
@@ -199,7 +235,11 @@ impl std::fmt::Display for ReplaySummary {
             c.frames_in,
             c.frames_processed,
             c.frames_dropped(),
-            if c.dropped.is_empty() { String::new() } else { format!(" {:?}", c.dropped) },
+            if c.dropped.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", c.dropped)
+            },
             self.births,
             self.deletions,
             self.tempered_steps
@@ -222,7 +262,11 @@ impl std::fmt::Display for ReplaySummary {
             self.wall.as_secs_f64()
         )?;
         if c.backend_switches > 0 {
-            writeln!(f, "warning:  the backend failed {} time(s); processing moved to the CPU", c.backend_switches)?;
+            writeln!(
+                f,
+                "warning:  the backend failed {} time(s); processing moved to the CPU",
+                c.backend_switches
+            )?;
         }
         for w in &self.warnings {
             writeln!(f, "warning:  {w}")?;

@@ -46,7 +46,10 @@ impl Scene {
             fix: fix.into(),
         };
         if !dir.is_dir() {
-            return Err(err("is not a directory".into(), "give a scene directory or a .wav file with --config"));
+            return Err(err(
+                "is not a directory".into(),
+                "give a scene directory or a .wav file with --config",
+            ));
         }
         let mut wavs: Vec<PathBuf> = std::fs::read_dir(dir)
             .at(dir)?
@@ -63,7 +66,12 @@ impl Scene {
             .find(|p| p.file_name().is_some_and(|n| n == "audio.wav"))
             .or_else(|| wavs.first())
             .cloned()
-            .ok_or_else(|| err("holds no audio*.wav file".into(), "put the recording in the directory as audio.wav"))?;
+            .ok_or_else(|| {
+                err(
+                    "holds no audio*.wav file".into(),
+                    "put the recording in the directory as audio.wav",
+                )
+            })?;
         let array_path = dir.join("array.json");
         let text = std::fs::read_to_string(&array_path).map_err(|e| {
             err(
@@ -87,7 +95,11 @@ impl Scene {
             .validate(&array_path.display().to_string())
             .map_err(Error::Config)?;
         let truth_path = dir.join("truth.csv");
-        let truth = if truth_path.exists() { Some(Truth::load(&truth_path)?) } else { None };
+        let truth = if truth_path.exists() {
+            Some(Truth::load(&truth_path)?)
+        } else {
+            None
+        };
         Ok(Self {
             dir: dir.into(),
             audio,
@@ -118,7 +130,8 @@ impl Truth {
         let mut t = Truth::default();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
-            if line.is_empty() || (i == 0 && line.chars().next().is_some_and(|c| c.is_alphabetic())) {
+            if line.is_empty() || (i == 0 && line.chars().next().is_some_and(|c| c.is_alphabetic()))
+            {
                 continue;
             }
             let f: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -127,7 +140,9 @@ impl Truth {
             }
             let num = |s: &str| s.parse::<f64>().map_err(|e| (i + 1, format!("`{s}`: {e}")));
             let time = num(f[0])?;
-            let id = f[1].parse::<u32>().map_err(|e| (i + 1, format!("target `{}`: {e}", f[1])))?;
+            let id = f[1]
+                .parse::<u32>()
+                .map_err(|e| (i + 1, format!("target `{}`: {e}", f[1])))?;
             let p = [num(f[2])?, num(f[3])?, num(f[4])?];
             t.targets.entry(id).or_default().push((time, p));
         }
@@ -155,8 +170,18 @@ impl Truth {
     }
 
     pub fn span(&self) -> Option<(f64, f64)> {
-        let lo = self.targets.values().filter_map(|r| r.first()).map(|r| r.0).fold(f64::INFINITY, f64::min);
-        let hi = self.targets.values().filter_map(|r| r.last()).map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
+        let lo = self
+            .targets
+            .values()
+            .filter_map(|r| r.first())
+            .map(|r| r.0)
+            .fold(f64::INFINITY, f64::min);
+        let hi = self
+            .targets
+            .values()
+            .filter_map(|r| r.last())
+            .map(|r| r.0)
+            .fold(f64::NEG_INFINITY, f64::max);
         (lo <= hi).then_some((lo, hi))
     }
 }

@@ -32,7 +32,14 @@ pub struct FrameAssembler {
 impl FrameAssembler {
     /// `map[i]` is the input channel of sensor i; `origin` is the sample index of the first
     /// sample that will be pushed.
-    pub fn new(map: Vec<usize>, in_channels: usize, frame_len: usize, hop: usize, sample_rate_hz: f64, origin: u64) -> Self {
+    pub fn new(
+        map: Vec<usize>,
+        in_channels: usize,
+        frame_len: usize,
+        hop: usize,
+        sample_rate_hz: f64,
+        origin: u64,
+    ) -> Self {
         let sensors = map.len();
         Self {
             map,
@@ -178,7 +185,9 @@ mod tests {
     fn hop_longer_than_frame_skips_samples() {
         let mut a = FrameAssembler::new(vec![0], 1, 4, 10, 100.0, 0);
         a.push(&ramp(1, 0, 35));
-        let starts: Vec<u64> = std::iter::from_fn(|| a.pop()).map(|f| f.start_sample).collect();
+        let starts: Vec<u64> = std::iter::from_fn(|| a.pop())
+            .map(|f| f.start_sample)
+            .collect();
         assert_eq!(starts, vec![0, 10, 20, 30]);
     }
 

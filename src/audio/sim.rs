@@ -60,7 +60,10 @@ impl PathSpec {
     pub fn position(&self, t: f64) -> [f64; 3] {
         match self {
             PathSpec::Static { position_m } => *position_m,
-            PathSpec::Line { start_m, velocity_m_s } => [
+            PathSpec::Line {
+                start_m,
+                velocity_m_s,
+            } => [
                 start_m[0] + velocity_m_s[0] * t,
                 start_m[1] + velocity_m_s[1] * t,
                 start_m[2] + velocity_m_s[2] * t,
@@ -78,7 +81,10 @@ impl PathSpec {
                     (speed_m_s * t * h0.cos(), speed_m_s * t * h0.sin())
                 } else {
                     let r = speed_m_s / w;
-                    (r * ((h0 + w * t).sin() - h0.sin()), -r * ((h0 + w * t).cos() - h0.cos()))
+                    (
+                        r * ((h0 + w * t).sin() - h0.sin()),
+                        -r * ((h0 + w * t).cos() - h0.cos()),
+                    )
                 };
                 [start_m[0] + dx, start_m[1] + dy, start_m[2] + climb_m_s * t]
             }
@@ -272,7 +278,10 @@ impl SceneSpec {
             return Err("a scene needs at least one [[source]]".into());
         }
         if !(self.duration_s > 0.0 && self.duration_s < 24.0 * 3600.0) {
-            return Err(format!("duration_s = {} (use 0 < d < 86400)", self.duration_s));
+            return Err(format!(
+                "duration_s = {} (use 0 < d < 86400)",
+                self.duration_s
+            ));
         }
         if !(50.0..=10_000.0).contains(&self.speed_of_sound_m_s) {
             return Err(format!("speed_of_sound_m_s = {}", self.speed_of_sound_m_s));
@@ -488,7 +497,10 @@ impl SimSource {
                 break;
             }
             for c in 0..ch {
-                let p: f64 = (0..n).map(|i| f64::from(buf[i * ch + c]).powi(2)).sum::<f64>() / n as f64;
+                let p: f64 = (0..n)
+                    .map(|i| f64::from(buf[i * ch + c]).powi(2))
+                    .sum::<f64>()
+                    / n as f64;
                 if n * 2 >= fs {
                     powers.push(p);
                 }
@@ -514,7 +526,8 @@ impl SimSource {
             for k in 0..=steps {
                 let p = src.path.position(k as f64 / 100.0);
                 for m in &spec.sensors_m {
-                    let r = ((p[0] - m[0]).powi(2) + (p[1] - m[1]).powi(2) + (p[2] - m[2]).powi(2)).sqrt();
+                    let r = ((p[0] - m[0]).powi(2) + (p[1] - m[1]).powi(2) + (p[2] - m[2]).powi(2))
+                        .sqrt();
                     max_range = max_range.max(r);
                 }
             }
@@ -575,11 +588,18 @@ impl SimSource {
                     src.next += 1;
                 }
                 for (m, sensor) in self.spec.sensors_m.iter().enumerate() {
-                    let mut tau = if src.tau[m].is_finite() { src.tau[m] } else { t };
+                    let mut tau = if src.tau[m].is_finite() {
+                        src.tau[m]
+                    } else {
+                        t
+                    };
                     let mut r = 0.0;
                     for _ in 0..4 {
                         let p = src.spec.path.position(tau);
-                        r = ((p[0] - sensor[0]).powi(2) + (p[1] - sensor[1]).powi(2) + (p[2] - sensor[2]).powi(2)).sqrt();
+                        r = ((p[0] - sensor[0]).powi(2)
+                            + (p[1] - sensor[1]).powi(2)
+                            + (p[2] - sensor[2]).powi(2))
+                        .sqrt();
                         tau = t - r / c;
                     }
                     src.tau[m] = tau;
@@ -590,7 +610,9 @@ impl SimSource {
                     let p0 = frac.floor() as usize;
                     let a = frac - p0 as f64;
                     let taps0 = self.table.taps(p0 as f64 / SIM_PHASES as f64);
-                    let taps1 = self.table.taps((p0 + 1).min(SIM_PHASES) as f64 / SIM_PHASES as f64);
+                    let taps1 = self
+                        .table
+                        .taps((p0 + 1).min(SIM_PHASES) as f64 / SIM_PHASES as f64);
                     let first = i0 as i64 - half + 1;
                     let mut acc = 0.0f64;
                     for k in 0..2 * SIM_HALF {
@@ -664,7 +686,11 @@ pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
         channels: ch as u16,
         sample_rate: fs,
         bits_per_sample: if s16 { 16 } else { 32 },
-        sample_format: if s16 { hound::SampleFormat::Int } else { hound::SampleFormat::Float },
+        sample_format: if s16 {
+            hound::SampleFormat::Int
+        } else {
+            hound::SampleFormat::Float
+        },
     };
     let io = |e: hound::Error| Error::Io {
         path: wav_path.clone(),
@@ -679,7 +705,8 @@ pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
         }
         for &v in &buf[..n * ch] {
             if s16 {
-                w.write_sample((v * 32767.0).round().clamp(-32768.0, 32767.0) as i16).map_err(io)?;
+                w.write_sample((v * 32767.0).round().clamp(-32768.0, 32767.0) as i16)
+                    .map_err(io)?;
             } else {
                 w.write_sample(v).map_err(io)?;
             }
@@ -697,7 +724,11 @@ pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
         array["search_bounds"] = serde_json::json!({"min": lo, "max": hi});
     }
     let array_path = dir.join("array.json");
-    std::fs::write(&array_path, serde_json::to_string_pretty(&array).unwrap_or_default()).at(&array_path)?;
+    std::fs::write(
+        &array_path,
+        serde_json::to_string_pretty(&array).unwrap_or_default(),
+    )
+    .at(&array_path)?;
 
     let mut csv = String::from("t,target,x,y,z\n");
     for (t, i, p) in &truth {
@@ -717,7 +748,11 @@ pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
         "propagation": "free field, exact retarded time (Doppler), 1/r spreading, Kaiser-sinc fractional delay; truth t is emission time",
     });
     let meta_path = dir.join("meta.json");
-    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta).unwrap_or_default()).at(&meta_path)?;
+    std::fs::write(
+        &meta_path,
+        serde_json::to_string_pretty(&meta).unwrap_or_default(),
+    )
+    .at(&meta_path)?;
     let spec_path = dir.join("scene.toml");
     std::fs::write(&spec_path, toml::to_string_pretty(spec).unwrap_or_default()).at(&spec_path)?;
     Ok(())

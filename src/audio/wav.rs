@@ -63,7 +63,10 @@ impl WavSource {
                 if !(spec.bits_per_sample >= 8 && spec.bits_per_sample <= 32) {
                     return Err(Error::Wav {
                         path: path.into(),
-                        problem: format!("{}-bit integer samples are not supported", spec.bits_per_sample),
+                        problem: format!(
+                            "{}-bit integer samples are not supported",
+                            spec.bits_per_sample
+                        ),
                         fix: "convert to 16, 24 or 32-bit PCM".into(),
                     });
                 }
@@ -88,8 +91,12 @@ impl WavSource {
     /// Replay only `[from_s, to_s)` of the file.
     pub fn set_range(&mut self, from_s: Option<f64>, to_s: Option<f64>) -> Result<()> {
         let fs = f64::from(self.spec.sample_rate);
-        let from = from_s.map(|s| (s.max(0.0) * fs).round() as u64).unwrap_or(0);
-        let to = to_s.map(|s| (s.max(0.0) * fs).round() as u64).unwrap_or(self.total);
+        let from = from_s
+            .map(|s| (s.max(0.0) * fs).round() as u64)
+            .unwrap_or(0);
+        let to = to_s
+            .map(|s| (s.max(0.0) * fs).round() as u64)
+            .unwrap_or(self.total);
         if from >= self.total || to <= from {
             return Err(Error::Usage(format!(
                 "{}: the range {:.3}..{:.3} s holds no audio (the file is {:.3} s long)",
@@ -128,16 +135,23 @@ fn wav_error(path: &Path, e: &hound::Error) -> Error {
         hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::NotFound => {
             (format!("no such file ({io})"), "check the path")
         }
-        hound::Error::IoError(io) => (format!("cannot read: {io}"), "check the file's permissions and the disk"),
+        hound::Error::IoError(io) => (
+            format!("cannot read: {io}"),
+            "check the file's permissions and the disk",
+        ),
         hound::Error::FormatError(m) => (
             format!("not a valid WAV file ({m})"),
             "give a RIFF/WAVE file; convert other formats with e.g. sox or ffmpeg",
         ),
         hound::Error::Unsupported => (
-            "uses a WAV encoding this reader does not support (compressed or unusual format)".into(),
+            "uses a WAV encoding this reader does not support (compressed or unusual format)"
+                .into(),
             "convert to PCM (16/24/32-bit) or 32-bit float, e.g. sox in.wav -b 16 out.wav",
         ),
-        hound::Error::UnfinishedSample => ("the data ends inside a sample".into(), "the file is truncated; re-export it"),
+        hound::Error::UnfinishedSample => (
+            "the data ends inside a sample".into(),
+            "the file is truncated; re-export it",
+        ),
         other => (other.to_string(), "re-export the file as plain PCM WAV"),
     };
     Error::Wav {
@@ -235,7 +249,13 @@ impl AudioSource for WavSource {
 }
 
 /// Write interleaved f32 samples as a WAV file: 32-bit float, or 16-bit PCM (clipped) when `s16`.
-pub fn write_wav(path: &Path, channels: usize, sample_rate_hz: u32, interleaved: &[f32], s16: bool) -> Result<()> {
+pub fn write_wav(
+    path: &Path,
+    channels: usize,
+    sample_rate_hz: u32,
+    interleaved: &[f32],
+    s16: bool,
+) -> Result<()> {
     let spec = hound::WavSpec {
         channels: channels as u16,
         sample_rate: sample_rate_hz,
@@ -319,7 +339,10 @@ mod tests {
         let p = tmp("garbage.wav");
         std::fs::write(&p, b"this is not a wav file at all, just text").unwrap();
         let e = WavSource::open(&p).err().unwrap().to_string();
-        assert!(e.contains("garbage.wav") && e.contains("not a valid WAV"), "{e}");
+        assert!(
+            e.contains("garbage.wav") && e.contains("not a valid WAV"),
+            "{e}"
+        );
         let e = WavSource::open(&tmp("nope.wav")).err().unwrap().to_string();
         assert!(e.contains("nope.wav") && e.contains("no such file"), "{e}");
     }

@@ -130,7 +130,9 @@ mod tests {
     fn kernel_reproduces_a_band_limited_sine_between_samples() {
         let k = SincKernel::new(16, 8.0);
         let f = 0.31; // cycles per sample, well inside the band
-        let s: Vec<f32> = (0..200).map(|i| (std::f64::consts::TAU * f * i as f64).sin() as f32).collect();
+        let s: Vec<f32> = (0..200)
+            .map(|i| (std::f64::consts::TAU * f * i as f64).sin() as f32)
+            .collect();
         for i in 0..50 {
             let t = 60.0 + i as f64 * 1.37;
             let want = (std::f64::consts::TAU * f * t).sin();

@@ -1,6 +1,6 @@
 //! Pure signal processing and geometry: slices in, values out. No I/O, no CUDA types.
 pub mod gcc;
-pub mod health;
 pub mod geometry;
+pub mod health;
 pub mod interp;
 pub mod multilat;

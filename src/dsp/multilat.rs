@@ -37,13 +37,22 @@ fn residual_and_jacobian(geo: &ArrayGeometry, obs: &Obs, x: &Vector3<f64>) -> (f
 }
 
 /// Robust Levenberg–Marquardt from one start. Returns (position, robust cost).
-fn solve_from(geo: &ArrayGeometry, obs: &[Obs], start: Vector3<f64>, sigma_s: f64) -> (Vector3<f64>, f64) {
+fn solve_from(
+    geo: &ArrayGeometry,
+    obs: &[Obs],
+    start: Vector3<f64>,
+    sigma_s: f64,
+) -> (Vector3<f64>, f64) {
     let huber = 1.5 * sigma_s;
     let cost = |x: &Vector3<f64>| -> f64 {
         obs.iter()
             .map(|o| {
                 let r = residual_and_jacobian(geo, o, x).0.abs();
-                if r <= huber { 0.5 * r * r } else { huber * (r - 0.5 * huber) }
+                if r <= huber {
+                    0.5 * r * r
+                } else {
+                    huber * (r - 0.5 * huber)
+                }
             })
             .sum()
     };
@@ -55,7 +64,11 @@ fn solve_from(geo: &ArrayGeometry, obs: &[Obs], start: Vector3<f64>, sigma_s: f6
         let mut jtr = Vector3::<f64>::zeros();
         for o in obs {
             let (r, j) = residual_and_jacobian(geo, o, &x);
-            let w = if r.abs() <= huber { 1.0 } else { huber / r.abs() };
+            let w = if r.abs() <= huber {
+                1.0
+            } else {
+                huber / r.abs()
+            };
             jtj += w * j * j.transpose();
             jtr += w * r * j;
         }
@@ -93,7 +106,10 @@ fn solve_from(geo: &ArrayGeometry, obs: &[Obs], start: Vector3<f64>, sigma_s: f6
 
 /// Candidate starting points: the centroid pushed out along the principal axes and a coarse
 /// grid over the search volume (or ±2 apertures around the array).
-pub fn start_points(geo: &ArrayGeometry, bounds: Option<([f64; 3], [f64; 3])>) -> Vec<Vector3<f64>> {
+pub fn start_points(
+    geo: &ArrayGeometry,
+    bounds: Option<([f64; 3], [f64; 3])>,
+) -> Vec<Vector3<f64>> {
     let c = geo.centroid();
     let ap = geo.aperture_m().max(1e-3);
     let (lo, hi) = match bounds {
@@ -133,7 +149,11 @@ pub fn locate(
         None => true,
     };
     let mut best: Option<(Vector3<f64>, f64)> = None;
-    for s in extra_starts.iter().copied().chain(start_points(geo, bounds)) {
+    for s in extra_starts
+        .iter()
+        .copied()
+        .chain(start_points(geo, bounds))
+    {
         let (x, f) = solve_from(geo, obs, s, sigma_s);
         if !x.iter().all(|v| v.is_finite()) || !inside(&x) {
             continue;
@@ -166,7 +186,12 @@ pub fn locate(
 /// Far-field direction (unit vector from the array towards the source) by linear least squares
 /// on `c τ_ab = (m_b - m_a) · u`. For a planar array the out-of-plane component comes from the
 /// unit norm, on the side of `hemisphere` (a vector pointing into the half-space to prefer).
-pub fn direction(geo: &ArrayGeometry, obs: &[Obs], sigma_s: f64, hemisphere: Vector3<f64>) -> Option<Fix> {
+pub fn direction(
+    geo: &ArrayGeometry,
+    obs: &[Obs],
+    sigma_s: f64,
+    hemisphere: Vector3<f64>,
+) -> Option<Fix> {
     if obs.len() < 2 {
         return None;
     }
@@ -194,7 +219,11 @@ pub fn direction(geo: &ArrayGeometry, obs: &[Obs], sigma_s: f64, hemisphere: Vec
     let n2 = u.norm_squared();
     if let Some(nd) = null_dir {
         let s = (1.0 - n2).max(0.0).sqrt();
-        let sign = if nd.dot(&hemisphere) >= 0.0 { 1.0 } else { -1.0 };
+        let sign = if nd.dot(&hemisphere) >= 0.0 {
+            1.0
+        } else {
+            -1.0
+        };
         u += nd * (s * sign);
     }
     let norm = u.norm();
@@ -211,7 +240,10 @@ pub fn direction(geo: &ArrayGeometry, obs: &[Obs], sigma_s: f64, hemisphere: Vec
             inliers += 1;
         }
     }
-    let cov = ata.try_inverse().unwrap_or_else(|| Matrix3::identity() * 1e6) * (c * sigma_s).powi(2);
+    let cov = ata
+        .try_inverse()
+        .unwrap_or_else(|| Matrix3::identity() * 1e6)
+        * (c * sigma_s).powi(2);
     Some(Fix {
         position: u,
         covariance: cov,
@@ -301,6 +333,9 @@ mod tests {
         let fix = direction(&geo, &obs, 1e-6, Vector3::z()).unwrap();
         assert!((fix.position - u).norm() < 1e-6, "{:?}", fix.position);
         let below = direction(&geo, &obs, 1e-6, -Vector3::z()).unwrap();
-        assert!((below.position.z + u.z).abs() < 1e-6, "mirror image below the plane");
+        assert!(
+            (below.position.z + u.z).abs() < 1e-6,
+            "mirror image below the plane"
+        );
     }
 }

@@ -36,7 +36,10 @@ impl JsonlSink {
 
     /// A sink over any writer (tests).
     pub fn from_writer(out: Box<dyn Write + Send>) -> Self {
-        Self { out, line_flush: false }
+        Self {
+            out,
+            line_flush: false,
+        }
     }
 }
 

@@ -106,7 +106,10 @@ impl TrackMessage {
         let direction = r.mode == TrackMode::Direction;
         let (az, el) = if direction {
             let [x, y, z] = r.position;
-            (Some(round(y.atan2(x).to_degrees(), 3)), Some(round(z.clamp(-1.0, 1.0).asin().to_degrees(), 3)))
+            (
+                Some(round(y.atan2(x).to_degrees(), 3)),
+                Some(round(z.clamp(-1.0, 1.0).asin().to_degrees(), 3)),
+            )
         } else {
             (None, None)
         };
@@ -134,7 +137,10 @@ impl TrackMessage {
                 .collect(),
             turn_rate: round(f64::from(r.turn_rate_rad_s), 5),
             ess: round(f64::from(r.ess), 1),
-            support: r.support.is_finite().then(|| round(f64::from(r.support), 3)),
+            support: r
+                .support
+                .is_finite()
+                .then(|| round(f64::from(r.support), 3)),
         }
     }
 }
@@ -249,7 +255,12 @@ pub struct SinkRunner {
 pub const QUEUE_CAPACITY: usize = 256;
 
 impl SinkRunner {
-    pub fn spawn(name: String, mut sink: Box<dyn Sink>, lossless: bool, max_rate_hz: Option<f64>) -> Self {
+    pub fn spawn(
+        name: String,
+        mut sink: Box<dyn Sink>,
+        lossless: bool,
+        max_rate_hz: Option<f64>,
+    ) -> Self {
         let (tx, rx): (SyncSender<Cmd>, Receiver<Cmd>) = sync_channel(QUEUE_CAPACITY);
         let stats = Arc::new(SinkStats::default());
         let st = stats.clone();
@@ -361,22 +372,31 @@ impl SinkSet {
         for c in configs {
             let name = c.name();
             let (sink, lossless): (Box<dyn Sink>, bool) = match c {
-                SinkConfig::Jsonl { path, .. } => (Box::new(jsonl::JsonlSink::open(path)?), lossless_files),
+                SinkConfig::Jsonl { path, .. } => {
+                    (Box::new(jsonl::JsonlSink::open(path)?), lossless_files)
+                }
                 SinkConfig::Udp { address, .. } => (Box::new(udp::UdpSink::open(address)?), false),
-                SinkConfig::Serial { port, baud, format, .. } => {
+                SinkConfig::Serial {
+                    port, baud, format, ..
+                } => {
                     if *format == SerialFormat::Nmea {
                         set.want_nmea = true;
                     }
-                    (Box::new(serial::SerialSink::new(port, *baud, *format)), false)
+                    (
+                        Box::new(serial::SerialSink::new(port, *baud, *format)),
+                        false,
+                    )
                 }
             };
-            set.runners.push(SinkRunner::spawn(name, sink, lossless, c.max_rate_hz()));
+            set.runners
+                .push(SinkRunner::spawn(name, sink, lossless, c.max_rate_hz()));
         }
         Ok(set)
     }
 
     pub fn add(&mut self, name: String, sink: Box<dyn Sink>, lossless: bool) {
-        self.runners.push(SinkRunner::spawn(name, sink, lossless, None));
+        self.runners
+            .push(SinkRunner::spawn(name, sink, lossless, None));
     }
 
     pub fn send(&mut self, msg: Message) {
@@ -396,7 +416,10 @@ impl SinkSet {
     }
 
     pub fn drops(&self) -> BTreeMap<String, u64> {
-        self.runners.iter().map(|r| (r.name.clone(), r.stats.drops())).collect()
+        self.runners
+            .iter()
+            .map(|r| (r.name.clone(), r.stats.drops()))
+            .collect()
     }
 }
 
@@ -427,7 +450,10 @@ mod tests {
     impl Sink for Slow {
         fn send(&mut self, m: &Message) -> std::io::Result<()> {
             std::thread::sleep(Duration::from_millis(2));
-            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.push(m.json.clone());
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .push(m.json.clone());
             Ok(())
         }
     }
@@ -450,7 +476,10 @@ mod tests {
         for i in 0..2000 {
             r.send(&Arc::new(msg(i, i as f64)));
         }
-        assert!(start.elapsed() < Duration::from_millis(500), "the pipeline side never waits");
+        assert!(
+            start.elapsed() < Duration::from_millis(500),
+            "the pipeline side never waits"
+        );
         r.flush(Duration::from_secs(10));
         let sent = got.lock().unwrap().len() as u64;
         assert_eq!(sent + r.stats.queue_drops.load(Ordering::Relaxed), 2000);

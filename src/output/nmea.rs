@@ -26,7 +26,12 @@ pub fn track_sentence(m: &TrackMessage) -> String {
         TrackStatus::Coasting => 'K',
     };
     let sd = (m.pos_std[0].powi(2) + m.pos_std[1].powi(2) + m.pos_std[2].powi(2)).sqrt();
-    let model: String = m.model.chars().filter(|c| c.is_ascii_alphanumeric()).take(8).collect();
+    let model: String = m
+        .model
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(8)
+        .collect();
     wrap(format!(
         "PSNTR,{:.3},{},{},{:.3},{:.3},{:.3},{:.2},{:.2},{:.2},{:.3},{}",
         m.t, m.id, status, m.pos[0], m.pos[1], m.pos[2], m.vel[0], m.vel[1], m.vel[2], sd, model
@@ -59,8 +64,12 @@ mod tests {
     #[test]
     fn known_checksum() {
         // A classic GPS sentence with a published checksum.
-        assert!(verify("$GPGGA,092750.000,5321.6802,N,00630.3372,W,1,8,1.03,61.7,M,55.2,M,,*76"));
-        assert!(!verify("$GPGGA,092750.000,5321.6802,N,00630.3372,W,1,8,1.03,61.7,M,55.2,M,,*77"));
+        assert!(verify(
+            "$GPGGA,092750.000,5321.6802,N,00630.3372,W,1,8,1.03,61.7,M,55.2,M,,*76"
+        ));
+        assert!(!verify(
+            "$GPGGA,092750.000,5321.6802,N,00630.3372,W,1,8,1.03,61.7,M,55.2,M,,*77"
+        ));
         let s = wrap("PSNTS,1.000,10,0,cpu,1".into());
         assert!(verify(&s) && s.ends_with("\r\n"));
     }

@@ -41,9 +41,15 @@ impl SerialSink {
             return Ok(());
         }
         if Instant::now() < self.next_try {
-            return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, format!("{} is not open (retrying)", self.path)));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                format!("{} is not open (retrying)", self.path),
+            ));
         }
-        match serialport::new(&self.path, self.baud).timeout(Duration::from_millis(200)).open() {
+        match serialport::new(&self.path, self.baud)
+            .timeout(Duration::from_millis(200))
+            .open()
+        {
             Ok(p) => {
                 log::info!("serial {}: open at {} baud", self.path, self.baud);
                 self.port = Some(p);
@@ -54,7 +60,10 @@ impl SerialSink {
             Err(e) => {
                 self.next_try = Instant::now() + self.backoff;
                 self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                Err(std::io::Error::new(std::io::ErrorKind::NotConnected, format!("cannot open {}: {e}", self.path)))
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    format!("cannot open {}: {e}", self.path),
+                ))
             }
         }
     }
@@ -64,10 +73,15 @@ impl Sink for SerialSink {
     fn send(&mut self, msg: &Message) -> std::io::Result<()> {
         self.ensure_open()?;
         let Some(port) = self.port.as_mut() else {
-            return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "port closed"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "port closed",
+            ));
         };
         let res = match self.format {
-            SerialFormat::Jsonl => port.write_all(msg.json.as_bytes()).and_then(|_| port.write_all(b"\n")),
+            SerialFormat::Jsonl => port
+                .write_all(msg.json.as_bytes())
+                .and_then(|_| port.write_all(b"\n")),
             SerialFormat::Nmea => match &msg.nmea {
                 Some(s) => port.write_all(s.as_bytes()),
                 None => Ok(()),

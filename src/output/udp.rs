@@ -19,18 +19,48 @@ impl UdpSink {
         let name = format!("udp:{address}");
         let peer = address
             .to_socket_addrs()
-            .map_err(|e| open_error(&name, format!("cannot resolve `{address}`: {e}"), "give host:port with a resolvable host or an IP address"))?
+            .map_err(|e| {
+                open_error(
+                    &name,
+                    format!("cannot resolve `{address}`: {e}"),
+                    "give host:port with a resolvable host or an IP address",
+                )
+            })?
             .next()
-            .ok_or_else(|| open_error(&name, format!("`{address}` resolves to no address"), "give host:port with an IP address"))?;
-        let bind: SocketAddr = if peer.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { ([0u16; 8], 0).into() };
-        let socket = UdpSocket::bind(bind).map_err(|e| open_error(&name, format!("cannot open a UDP socket: {e}"), "check the network configuration"))?;
-        socket
-            .connect(peer)
-            .map_err(|e| open_error(&name, format!("cannot address {peer}: {e}"), "check the route to the receiver"))?;
+            .ok_or_else(|| {
+                open_error(
+                    &name,
+                    format!("`{address}` resolves to no address"),
+                    "give host:port with an IP address",
+                )
+            })?;
+        let bind: SocketAddr = if peer.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            ([0u16; 8], 0).into()
+        };
+        let socket = UdpSocket::bind(bind).map_err(|e| {
+            open_error(
+                &name,
+                format!("cannot open a UDP socket: {e}"),
+                "check the network configuration",
+            )
+        })?;
+        socket.connect(peer).map_err(|e| {
+            open_error(
+                &name,
+                format!("cannot address {peer}: {e}"),
+                "check the route to the receiver",
+            )
+        })?;
         // A send must never wait for the network.
-        socket
-            .set_nonblocking(true)
-            .map_err(|e| open_error(&name, format!("cannot make the socket non-blocking: {e}"), "report this as a bug"))?;
+        socket.set_nonblocking(true).map_err(|e| {
+            open_error(
+                &name,
+                format!("cannot make the socket non-blocking: {e}"),
+                "report this as a bug",
+            )
+        })?;
         Ok(Self { socket, peer })
     }
 
@@ -56,7 +86,13 @@ mod tests {
         rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let addr = rx.local_addr().unwrap().to_string();
         let mut sink = UdpSink::open(&addr).unwrap();
-        let m = Message { is_status: false, track_id: Some(1), t_s: 0.0, json: "{\"a\":1}".into(), nmea: None };
+        let m = Message {
+            is_status: false,
+            track_id: Some(1),
+            t_s: 0.0,
+            json: "{\"a\":1}".into(),
+            nmea: None,
+        };
         sink.send(&m).unwrap();
         let mut buf = [0u8; 64];
         let n = rx.recv(&mut buf).unwrap();
@@ -70,7 +106,10 @@ mod tests {
 
     #[test]
     fn unresolvable_address_names_the_output() {
-        let e = UdpSink::open("no-such-host.invalid:5005").err().unwrap().to_string();
+        let e = UdpSink::open("no-such-host.invalid:5005")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("udp:no-such-host.invalid:5005"), "{e}");
     }
 }

@@ -257,7 +257,13 @@ impl TrackManager {
     }
 
     /// Process one frame's GCC result. `pair_ok[p]` is false for pairs with a bad channel.
-    pub fn step(&mut self, seq: u64, t_centre_s: f64, gcc: &GccFrame, pair_ok: &[bool]) -> Result<Vec<TrackReport>, BackendError> {
+    pub fn step(
+        &mut self,
+        seq: u64,
+        t_centre_s: f64,
+        gcc: &GccFrame,
+        pair_ok: &[bool],
+    ) -> Result<Vec<TrackReport>, BackendError> {
         let informative = self.build_measurement(seq, gcc, pair_ok);
         if informative > 0 {
             self.informative_frames += 1;
@@ -311,14 +317,23 @@ impl TrackManager {
             if three_d {
                 // Nothing to normalise.
             } else {
-                let n = (t.est.mean[0].powi(2) + t.est.mean[1].powi(2) + t.est.mean[2].powi(2)).sqrt().max(1e-12);
+                let n = (t.est.mean[0].powi(2) + t.est.mean[1].powi(2) + t.est.mean[2].powi(2))
+                    .sqrt()
+                    .max(1e-12);
                 for v in t.est.mean.iter_mut().take(3) {
                     *v /= n;
                 }
             }
             t.frames += 1;
             let mut res = Vec::new();
-            let support = support(&self.params, &self.geo, &self.meas, &t.est, step.lag_s, &mut res);
+            let support = support(
+                &self.params,
+                &self.geo,
+                &self.meas,
+                &t.est,
+                step.lag_s,
+                &mut res,
+            );
             for r in res {
                 if self.residuals.len() == RESIDUAL_WINDOW {
                     self.residuals.pop_front();
@@ -333,9 +348,14 @@ impl TrackManager {
                     t.miss_s += f64::from(step.dt_s);
                 }
             }
-            let pos_sd = (t.est.cov[0][0] + t.est.cov[1][1] + t.est.cov[2][2]).max(0.0).sqrt();
+            let pos_sd = (t.est.cov[0][0] + t.est.cov[1][1] + t.est.cov[2][2])
+                .max(0.0)
+                .sqrt();
             let lost = !t.est.log_evidence.is_finite() && t.est.mean.iter().any(|v| !v.is_finite());
-            if t.miss_s > self.delete_after_s || (three_d && pos_sd > 2.0 * aperture.max(1.0)) || lost {
+            if t.miss_s > self.delete_after_s
+                || (three_d && pos_sd > 2.0 * aperture.max(1.0))
+                || lost
+            {
                 dead.push(i);
                 continue;
             }
@@ -346,11 +366,23 @@ impl TrackManager {
             } else {
                 TrackStatus::Coasting
             };
-            reports.push(report(t, status, seq, t_centre_s, support, self.params.mode));
+            reports.push(report(
+                t,
+                status,
+                seq,
+                t_centre_s,
+                support,
+                self.params.mode,
+            ));
         }
         for &i in dead.iter().rev() {
             let t = self.tracks.remove(i);
-            log::info!("track {} deleted at {:.2} s (no support for {:.1} s)", t.id, t_centre_s, t.miss_s);
+            log::info!(
+                "track {} deleted at {:.2} s (no support for {:.1} s)",
+                t.id,
+                t_centre_s,
+                t.miss_s
+            );
             self.deletions += 1;
         }
 
@@ -368,7 +400,11 @@ impl TrackManager {
 
     /// Multilaterate this frame's best peaks; start a track when the last `init_frames` fixes
     /// agree with one another and with no existing track.
-    fn try_birth(&mut self, seq: u64, t_centre_s: f64) -> Result<Option<TrackReport>, BackendError> {
+    fn try_birth(
+        &mut self,
+        seq: u64,
+        t_centre_s: f64,
+    ) -> Result<Option<TrackReport>, BackendError> {
         let k = self.meas.peaks_per_pair;
         let sigma = f64::from(self.params.tdoa_std_s);
         let mut obs = Vec::new();
@@ -378,7 +414,9 @@ impl TrackManager {
             if self.meas.floor[pi] > 1.0 - 0.5 * self.detection_probability {
                 continue;
             }
-            let (j, amp) = (0..k).map(|j| (j, self.meas.amp[base + j])).fold((0, 0.0f32), |b, x| if x.1 > b.1 { x } else { b });
+            let (j, amp) = (0..k)
+                .map(|j| (j, self.meas.amp[base + j]))
+                .fold((0, 0.0f32), |b, x| if x.1 > b.1 { x } else { b });
             if amp > 0.0 {
                 obs.push(Obs {
                     pair: *pair,
@@ -391,27 +429,58 @@ impl TrackManager {
         let fix = if obs.len() < need.min(self.pairs.len()) {
             None
         } else if three_d {
-            let extra: Vec<Vector3<f64>> = self.candidates.back().map(|c| vec![c.fix.position]).unwrap_or_default();
+            let extra: Vec<Vector3<f64>> = self
+                .candidates
+                .back()
+                .map(|c| vec![c.fix.position])
+                .unwrap_or_default();
             // Timing noise of a few samples is normal for a first fix; the robust loss handles
             // the rest.
-            multilat::locate(&self.geo, &obs, sigma.max(2.0 / self.sample_rate_hz), self.bounds, &extra)
+            multilat::locate(
+                &self.geo,
+                &obs,
+                sigma.max(2.0 / self.sample_rate_hz),
+                self.bounds,
+                &extra,
+            )
         } else {
             let hemisphere = match self.bounds {
-                Some((lo, hi)) => Vector3::new(lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2]) * 0.5 - self.geo.centroid(),
+                Some((lo, hi)) => {
+                    Vector3::new(lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2]) * 0.5
+                        - self.geo.centroid()
+                }
                 None => Vector3::z(),
             };
-            multilat::direction(&self.geo, &obs, sigma.max(2.0 / self.sample_rate_hz), hemisphere)
+            multilat::direction(
+                &self.geo,
+                &obs,
+                sigma.max(2.0 / self.sample_rate_hz),
+                hemisphere,
+            )
         };
-        let Some(fix) = fix.filter(|f| 2 * f.inliers >= obs.len() + 1) else {
+        let Some(fix) = fix.filter(|f| 2 * f.inliers > obs.len()) else {
             self.candidates.clear();
             return Ok(None);
         };
         // Drop fixes that are not from the frames just before this one.
-        while self.candidates.back().is_some_and(|c| seq.saturating_sub(c.seq) > 2) {
+        while self
+            .candidates
+            .back()
+            .is_some_and(|c| seq.saturating_sub(c.seq) > 2)
+        {
             self.candidates.clear();
         }
-        let t_fix = t_centre_s - if three_d { self.geo.mean_range_m(&fix.position) / self.geo.speed_of_sound_m_s } else { 0.0 };
-        self.candidates.push_back(Candidate { seq, t_s: t_fix, fix });
+        let t_fix = t_centre_s
+            - if three_d {
+                self.geo.mean_range_m(&fix.position) / self.geo.speed_of_sound_m_s
+            } else {
+                0.0
+            };
+        self.candidates.push_back(Candidate {
+            seq,
+            t_s: t_fix,
+            fix,
+        });
         while self.candidates.len() > self.init_frames {
             self.candidates.pop_front();
         }
@@ -422,11 +491,15 @@ impl TrackManager {
         let aperture = self.geo.aperture_m();
         let slack = if three_d { 0.05 * aperture } else { 0.1 };
         let speed = if three_d { self.max_speed_m_s } else { 1.0 };
-        let agree = self.candidates.iter().zip(self.candidates.iter().skip(1)).all(|(a, b)| {
-            let d = (a.fix.position - b.fix.position).norm();
-            let spread = (a.fix.covariance.trace() + b.fix.covariance.trace()).sqrt();
-            d <= speed * (b.t_s - a.t_s).abs() + 3.0 * spread + slack
-        });
+        let agree = self
+            .candidates
+            .iter()
+            .zip(self.candidates.iter().skip(1))
+            .all(|(a, b)| {
+                let d = (a.fix.position - b.fix.position).norm();
+                let spread = (a.fix.covariance.trace() + b.fix.covariance.trace()).sqrt();
+                d <= speed * (b.t_s - a.t_s).abs() + 3.0 * spread + slack
+            });
         if !agree {
             return Ok(None);
         }
@@ -434,22 +507,37 @@ impl TrackManager {
             return Ok(None);
         };
         // Not a second copy of a track we already have.
-        if self.tracks.iter().any(|t| (Vector3::new(t.est.mean[0], t.est.mean[1], t.est.mean[2]) - last.position).norm() < 3.0 * slack.max(0.05)) {
+        if self.tracks.iter().any(|t| {
+            (Vector3::new(t.est.mean[0], t.est.mean[1], t.est.mean[2]) - last.position).norm()
+                < 3.0 * slack.max(0.05)
+        }) {
             return Ok(None);
         }
-        let Some(slot) = (0..self.params.slots as u32).find(|s| self.tracks.iter().all(|t| t.slot != *s)) else {
+        let Some(slot) =
+            (0..self.params.slots as u32).find(|s| self.tracks.iter().all(|t| t.slot != *s))
+        else {
             return Ok(None);
         };
         // Position prior: the fix's covariance, widened to cover the scatter of the fixes.
-        let scatter = self.candidates.iter().map(|c| (c.fix.position - last.position).norm_squared()).sum::<f64>()
+        let scatter = self
+            .candidates
+            .iter()
+            .map(|c| (c.fix.position - last.position).norm_squared())
+            .sum::<f64>()
             / self.candidates.len() as f64;
-        let mut pcov: Matrix3<f64> = last.covariance * 4.0 + Matrix3::identity() * (scatter + (0.005 * aperture).powi(2));
+        let mut pcov: Matrix3<f64> =
+            last.covariance * 4.0 + Matrix3::identity() * (scatter + (0.005 * aperture).powi(2));
         if !three_d {
             pcov = Matrix3::identity() * (scatter + 0.05f64.powi(2));
         }
         let mut cov = Matrix6::<f64>::zeros();
         cov.fixed_view_mut::<3, 3>(0, 0).copy_from(&pcov);
-        let chol_m = cov.fixed_view::<3, 3>(0, 0).into_owned().cholesky().map(|c| c.l()).unwrap_or_else(|| Matrix3::identity() * pcov.trace().sqrt());
+        let chol_m = cov
+            .fixed_view::<3, 3>(0, 0)
+            .into_owned()
+            .cholesky()
+            .map(|c| c.l())
+            .unwrap_or_else(|| Matrix3::identity() * pcov.trace().sqrt());
         let mut chol = [[0.0; 6]; 6];
         for r in 0..3 {
             for c in 0..3 {
@@ -460,7 +548,14 @@ impl TrackManager {
         let init = TrackInit {
             slot,
             frame: seq,
-            mean: [last.position.x, last.position.y, last.position.z, 0.0, 0.0, 0.0],
+            mean: [
+                last.position.x,
+                last.position.y,
+                last.position.z,
+                0.0,
+                0.0,
+                0.0,
+            ],
             chol,
             speed_ball_m_s: if three_d { self.max_speed_m_s } else { 0.5 },
             model_probs: vec![1.0 / l as f32; l],
@@ -502,7 +597,14 @@ impl TrackManager {
             miss_s: 0.0,
             frames: 0,
         };
-        let r = report(&track, TrackStatus::Tentative, seq, t_centre_s, Some(1.0), self.params.mode);
+        let r = report(
+            &track,
+            TrackStatus::Tentative,
+            seq,
+            t_centre_s,
+            Some(1.0),
+            self.params.mode,
+        );
         self.tracks.push(track);
         self.candidates.clear();
         Ok(Some(r))
@@ -512,18 +614,45 @@ impl TrackManager {
 /// Fraction of informative pairs with a peak near the TDOA the estimate predicts (None when no
 /// pair is informative), and the residual |peak - prediction| of the nearest peak of each
 /// informative pair within a wide gate (for the noise estimate).
-fn support(p: &FilterParams, geo: &ArrayGeometry, m: &TdoaMeasurement, est: &Estimate, lag_s: f32, residuals: &mut Vec<f32>) -> Option<f32> {
+fn support(
+    p: &FilterParams,
+    geo: &ArrayGeometry,
+    m: &TdoaMeasurement,
+    est: &Estimate,
+    lag_s: f32,
+    residuals: &mut Vec<f32>,
+) -> Option<f32> {
     let k = m.peaks_per_pair;
-    let pos_sd = (est.cov[0][0] + est.cov[1][1] + est.cov[2][2]).max(0.0).sqrt();
+    let pos_sd = (est.cov[0][0] + est.cov[1][1] + est.cov[2][2])
+        .max(0.0)
+        .sqrt();
     let c = geo.speed_of_sound_m_s;
     let three_d = p.mode == TrackMode::ThreeD;
-    let spread = if three_d { 2.0 * pos_sd / c } else { 2.0 * pos_sd * geo.aperture_m() / c } as f32;
+    let spread = if three_d {
+        2.0 * pos_sd / c
+    } else {
+        2.0 * pos_sd * geo.aperture_m() / c
+    } as f32;
     let gate = 4.0 * m.sigma_s + spread;
     let wide = (6.0 * m.sigma_s).max(gate);
     let state = [0, 1, 2, 3, 4, 5].map(|i| est.mean[i] as f32);
-    let state = [state[0], state[1], state[2], state[3], state[4], state[5], est.turn_rate];
+    let state = [
+        state[0],
+        state[1],
+        state[2],
+        state[3],
+        state[4],
+        state[5],
+        est.turn_rate,
+    ];
     let mut pred = vec![0.0f32; p.pairs.len()];
-    predict_tdoas(p, &LikelihoodConsts::new(p, m.sigma_s), &state, lag_s, &mut pred);
+    predict_tdoas(
+        p,
+        &LikelihoodConsts::new(p, m.sigma_s),
+        &state,
+        lag_s,
+        &mut pred,
+    );
     let mut informative = 0;
     let mut hits = 0;
     for (pi, pr) in pred.iter().enumerate() {
@@ -545,7 +674,14 @@ fn support(p: &FilterParams, geo: &ArrayGeometry, m: &TdoaMeasurement, est: &Est
     (informative > 0).then(|| hits as f32 / informative as f32)
 }
 
-fn report(t: &Track, status: TrackStatus, seq: u64, t_frame_s: f64, support: Option<f32>, mode: TrackMode) -> TrackReport {
+fn report(
+    t: &Track,
+    status: TrackStatus,
+    seq: u64,
+    t_frame_s: f64,
+    support: Option<f32>,
+    mode: TrackMode,
+) -> TrackReport {
     let e = &t.est;
     let mut pos_cov = [[0.0; 3]; 3];
     for r in 0..3 {
@@ -562,7 +698,11 @@ fn report(t: &Track, status: TrackStatus, seq: u64, t_frame_s: f64, support: Opt
         position: [e.mean[0], e.mean[1], e.mean[2]],
         velocity: [e.mean[3], e.mean[4], e.mean[5]],
         pos_cov,
-        vel_std: [e.cov[3][3].max(0.0).sqrt(), e.cov[4][4].max(0.0).sqrt(), e.cov[5][5].max(0.0).sqrt()],
+        vel_std: [
+            e.cov[3][3].max(0.0).sqrt(),
+            e.cov[4][4].max(0.0).sqrt(),
+            e.cov[5][5].max(0.0).sqrt(),
+        ],
         model_probs: e.model_probs.clone(),
         turn_rate_rad_s: e.turn_rate,
         ess: e.ess,
@@ -579,7 +719,10 @@ pub fn cholesky6(cov: &[[f64; 6]; 6]) -> [[f64; 6]; 6] {
             m[(r, c)] = 0.5 * (cov[r][c] + cov[c][r]);
         }
     }
-    let scale = (0..6).map(|i| m[(i, i)].abs()).fold(0.0, f64::max).max(1e-12);
+    let scale = (0..6)
+        .map(|i| m[(i, i)].abs())
+        .fold(0.0, f64::max)
+        .max(1e-12);
     let mut eps = 1e-9 * scale;
     for _ in 0..20 {
         if let Some(ch) = (m + Matrix6::identity() * eps).cholesky() {

@@ -99,7 +99,9 @@ impl FilterParams {
             sensors: cfg.array.sensors_m.iter().map(|s| f3(*s)).collect(),
             pairs,
             bounds: match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
-                (Some(lo), Some(hi)) if cfg.array.mode == TrackMode::ThreeD => Some((f3(lo), f3(hi))),
+                (Some(lo), Some(hi)) if cfg.array.mode == TrackMode::ThreeD => {
+                    Some((f3(lo), f3(hi)))
+                }
                 _ => None,
             },
         }
@@ -246,7 +248,20 @@ pub trait ParticleFilter: Send {
     /// Draw a slot's particles from a prior.
     fn init_track(&mut self, init: &TrackInit) -> Result<(), BackendError>;
     /// One predict–update–estimate–resample step for each listed track.
-    fn step(&mut self, meas: &TdoaMeasurement, tracks: &[TrackStep], out: &mut [Estimate]) -> Result<(), BackendError>;
+    fn step(
+        &mut self,
+        meas: &TdoaMeasurement,
+        tracks: &[TrackStep],
+        out: &mut [Estimate],
+    ) -> Result<(), BackendError>;
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError>;
     fn write_particles(&mut self, slot: u32, particles: &Particles) -> Result<(), BackendError>;
+    /// Device time of the last `step` (GPU event timing); None for host backends.
+    fn last_device_time_s(&self) -> Option<f64> {
+        None
+    }
+    /// Bytes one step moves through device memory (for achieved-bandwidth figures).
+    fn bytes_per_step(&self) -> Option<u64> {
+        None
+    }
 }

@@ -5,58 +5,95 @@
 //! (three accelerations and one turn-rate increment) from the particle's Philox block.
 
 use crate::config::{ModelKind, TrackMode};
-use crate::track::MotionModel;
+use crate::fastmath;
+use crate::track::{MAX_MODELS, MotionModel};
 
 /// Advance one particle by `dt` under `model`. `n` are four standard normals.
 #[inline(always)]
 pub fn predict(model: &MotionModel, mode: TrackMode, dt: f32, s: &mut [f32; 7], n: [f32; 4]) {
-    let ax = model.accel_std * n[0];
-    let ay = model.accel_std * n[1];
-    let az = model.accel_std * n[2];
-    match model.kind {
-        ModelKind::Cv => {
-            // Piecewise-constant white acceleration over the step.
-            let h = 0.5 * dt * dt;
-            s[0] += s[3] * dt + ax * h;
-            s[1] += s[4] * dt + ay * h;
-            s[2] += s[5] * dt + az * h;
-            s[3] += ax * dt;
-            s[4] += ay * dt;
-            s[5] += az * dt;
-        }
-        ModelKind::Ct => {
-            // Coordinated turn in the horizontal plane at rate ω (a random walk), vertical CV.
-            let w = s[6] + model.turn_rate_std * dt.sqrt() * n[3];
-            let wt = w * dt;
-            let (sn, cs) = wt.sin_cos();
-            // sin(ωT)/ω and (1 - cos(ωT))/ω, by series near ω = 0.
-            let (a, b) = if wt.abs() < 1e-4 {
-                (dt * (1.0 - wt * wt / 6.0), dt * wt * 0.5)
-            } else {
-                (sn / w, (1.0 - cs) / w)
-            };
-            let (vx, vy) = (s[3], s[4]);
-            let h = 0.5 * dt * dt;
-            s[0] += a * vx - b * vy + ax * h;
-            s[1] += b * vx + a * vy + ay * h;
-            s[2] += s[5] * dt + az * h;
-            s[3] = cs * vx - sn * vy + ax * dt;
-            s[4] = sn * vx + cs * vy + ay * dt;
-            s[5] += az * dt;
-            s[6] = w;
-        }
-        ModelKind::Static => {
-            // Velocity relaxes to zero with time constant τ; a little velocity noise keeps the
-            // particles from collapsing onto one point.
-            let decay = (-dt / model.velocity_decay_s).exp();
-            s[3] = s[3] * decay + ax * dt;
-            s[4] = s[4] * decay + ay * dt;
-            s[5] = s[5] * decay + az * dt;
-            s[0] += s[3] * dt;
-            s[1] += s[4] * dt;
-            s[2] += s[5] * dt;
+    let c = StepCoeffs::new(model, dt);
+    advance(&c, mode, dt, s, n);
+}
+
+/// Per-model constants of one step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepCoeffs {
+    /// 0: constant velocity, 1: coordinated turn, 2: near-static.
+    pub kind: u32,
+    pub accel_std: f32,
+    /// Turn-rate increment scale, σ_ω √dt (turn model only).
+    pub turn_sd: f32,
+    /// Velocity decay over the step, e^(-dt/τ) (static model only; 1 otherwise).
+    pub decay: f32,
+}
+
+impl StepCoeffs {
+    pub fn new(m: &MotionModel, dt: f32) -> Self {
+        match m.kind {
+            ModelKind::Cv => Self {
+                kind: 0,
+                accel_std: m.accel_std,
+                turn_sd: 0.0,
+                decay: 1.0,
+            },
+            ModelKind::Ct => Self {
+                kind: 1,
+                accel_std: m.accel_std,
+                turn_sd: m.turn_rate_std * dt.sqrt(),
+                decay: 1.0,
+            },
+            ModelKind::Static => Self {
+                kind: 2,
+                accel_std: m.accel_std,
+                turn_sd: 0.0,
+                decay: fastmath::exp(-dt / m.velocity_decay_s),
+            },
         }
     }
+}
+
+/// One step of any motion model, written without branches (selects only) so that a loop over
+/// particles with different models still vectorises. Every model is "rotate and decay the
+/// velocity, then advance the position":
+///
+/// - constant velocity: p += v dt + a dt²/2, v += a dt;
+/// - coordinated turn at rate ω (a random walk): the horizontal velocity turns by ωT and the
+///   position follows the arc (sin ωT / ω, (1 - cos ωT) / ω); vertical as constant velocity;
+/// - near-static: v = d v + a dt, p += v dt, with d = e^(-dt/τ).
+#[inline(always)]
+pub fn advance(c: &StepCoeffs, mode: TrackMode, dt: f32, s: &mut [f32; 7], n: [f32; 4]) {
+    let is_ct = c.kind == 1;
+    let is_static = c.kind == 2;
+    let ax = c.accel_std * n[0];
+    let ay = c.accel_std * n[1];
+    let az = c.accel_std * n[2];
+    let w = s[6] + c.turn_sd * n[3];
+    let wt = w * dt;
+    let (sn, cs) = fastmath::sincos_2pi(wt * (0.5 / std::f32::consts::PI));
+    // sin(ωT)/ω and (1 - cos(ωT))/ω, by series near ω = 0.
+    let small = wt.abs() < 1e-4;
+    let a_ct = if small {
+        dt * (1.0 - wt * wt / 6.0)
+    } else {
+        sn / w
+    };
+    let b_ct = if small { dt * wt * 0.5 } else { (1.0 - cs) / w };
+    let d = if is_static { c.decay } else { 1.0 };
+    let (pxx, pxy, rc, rs) = if is_ct {
+        (a_ct, b_ct, cs, sn)
+    } else {
+        (d * dt, 0.0, d, 0.0)
+    };
+    let pz = d * dt;
+    let hp = if is_static { dt * dt } else { 0.5 * dt * dt };
+    let (vx, vy, vz) = (s[3], s[4], s[5]);
+    s[0] += pxx * vx - pxy * vy + ax * hp;
+    s[1] += pxy * vx + pxx * vy + ay * hp;
+    s[2] += pz * vz + az * hp;
+    s[3] = rc * vx - rs * vy + ax * dt;
+    s[4] = rs * vx + rc * vy + ay * dt;
+    s[5] = d * vz + az * dt;
+    s[6] = if is_ct { w } else { s[6] };
     if mode == TrackMode::Direction {
         // The "position" is a unit direction and the velocity its rate of change: project back
         // onto the sphere and its tangent plane.
@@ -69,6 +106,154 @@ pub fn predict(model: &MotionModel, mode: TrackMode, dt: f32, s: &mut [f32; 7], 
         s[4] -= radial * s[1];
         s[5] -= radial * s[2];
     }
+}
+
+/// The step coefficients of every model as fixed-size arrays indexed by the model number
+/// masked to [`MAX_MODELS`] - 1. The loops over particles vectorise only when the compiler can
+/// see that a lookup cannot fail, and a masked index into a fixed array is one it can see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoeffTable {
+    pub kind: [u32; MAX_MODELS],
+    pub accel_std: [f32; MAX_MODELS],
+    pub turn_sd: [f32; MAX_MODELS],
+    pub decay: [f32; MAX_MODELS],
+}
+
+/// Masks a model index into the fixed tables (MAX_MODELS is a power of two).
+pub const MODEL_MASK: usize = MAX_MODELS - 1;
+const _: () = assert!(MAX_MODELS.is_power_of_two());
+
+impl CoeffTable {
+    pub fn new(coeffs: &[StepCoeffs]) -> Self {
+        let mut t = Self {
+            kind: [0; MAX_MODELS],
+            accel_std: [0.0; MAX_MODELS],
+            turn_sd: [0.0; MAX_MODELS],
+            decay: [1.0; MAX_MODELS],
+        };
+        for (i, c) in coeffs.iter().take(MAX_MODELS).enumerate() {
+            t.kind[i] = c.kind;
+            t.accel_std[i] = c.accel_std;
+            t.turn_sd[i] = c.turn_sd;
+            t.decay[i] = c.decay;
+        }
+        t
+    }
+}
+
+/// A model transition table padded to MAX_MODELS × MAX_MODELS (see [`CoeffTable`]).
+pub fn padded_cdf(cdf: &[f32], n_models: usize) -> [f32; MAX_MODELS * MAX_MODELS] {
+    let mut t = [1.0f32; MAX_MODELS * MAX_MODELS];
+    for from in 0..n_models.min(MAX_MODELS) {
+        for to in 0..n_models.min(MAX_MODELS) {
+            t[from * MAX_MODELS + to] = cdf[from * n_models + to];
+        }
+    }
+    t
+}
+
+/// [`advance`] for a slice of particles (`s[c][i]`: component c of particle i), each with its
+/// own model's coefficients. One straight loop, which the compiler vectorises; the arithmetic
+/// per particle is exactly that of `advance`.
+#[inline(always)]
+pub fn advance_slice(
+    t: &CoeffTable,
+    m: &[u32],
+    mode: TrackMode,
+    dt: f32,
+    s: &mut [&mut [f32]; 7],
+    z: &[Vec<f32>; 4],
+) {
+    let n = m.len();
+    let h_cv = 0.5 * dt * dt;
+    let h_st = dt * dt;
+    let [s0, s1, s2, s3, s4, s5, s6] = s;
+    let (s0, s1, s2, s3, s4, s5, s6) = (
+        &mut s0[..n],
+        &mut s1[..n],
+        &mut s2[..n],
+        &mut s3[..n],
+        &mut s4[..n],
+        &mut s5[..n],
+        &mut s6[..n],
+    );
+    let (z0, z1, z2, z3) = (&z[0][..n], &z[1][..n], &z[2][..n], &z[3][..n]);
+    let m = &m[..n];
+    for i in 0..n {
+        let mi = m[i] as usize & MODEL_MASK;
+        let (kind, accel, turn_sd, decay) =
+            (t.kind[mi], t.accel_std[mi], t.turn_sd[mi], t.decay[mi]);
+        let is_ct = kind == 1;
+        let is_static = kind == 2;
+        let ax = accel * z0[i];
+        let ay = accel * z1[i];
+        let az = accel * z2[i];
+        let w = s6[i] + turn_sd * z3[i];
+        let wt = w * dt;
+        let (sn, cs) = fastmath::sincos_2pi(wt * (0.5 / std::f32::consts::PI));
+        let small = wt.abs() < 1e-4;
+        let a_ct = if small {
+            dt * (1.0 - wt * wt / 6.0)
+        } else {
+            sn / w
+        };
+        let b_ct = if small { dt * wt * 0.5 } else { (1.0 - cs) / w };
+        let d = if is_static { decay } else { 1.0 };
+        let pxx = if is_ct { a_ct } else { d * dt };
+        let pxy = if is_ct { b_ct } else { 0.0 };
+        let rc = if is_ct { cs } else { d };
+        let rs = if is_ct { sn } else { 0.0 };
+        let pz = d * dt;
+        let hp = if is_static { h_st } else { h_cv };
+        let (vx, vy, vz) = (s3[i], s4[i], s5[i]);
+        s0[i] += pxx * vx - pxy * vy + ax * hp;
+        s1[i] += pxy * vx + pxx * vy + ay * hp;
+        s2[i] += pz * vz + az * hp;
+        s3[i] = rc * vx - rs * vy + ax * dt;
+        s4[i] = rs * vx + rc * vy + ay * dt;
+        s5[i] = d * vz + az * dt;
+        s6[i] = if is_ct { w } else { s6[i] };
+    }
+    if mode == TrackMode::Direction {
+        for i in 0..n {
+            let norm = (s0[i] * s0[i] + s1[i] * s1[i] + s2[i] * s2[i])
+                .sqrt()
+                .max(1e-12);
+            s0[i] /= norm;
+            s1[i] /= norm;
+            s2[i] /= norm;
+            let radial = s3[i] * s0[i] + s4[i] * s1[i] + s5[i] * s2[i];
+            s3[i] -= radial * s0[i];
+            s4[i] -= radial * s1[i];
+            s5[i] -= radial * s2[i];
+        }
+    }
+}
+
+/// [`switch_model`] for a slice of particles: the new model is the number of cumulative
+/// thresholds at or below the uniform (the same answer as the scalar search, without its early
+/// exit). `cdf` is the table from [`padded_cdf`]; `scratch` is at least as long as `m`.
+#[inline(always)]
+pub fn switch_slice(
+    cdf: &[f32; MAX_MODELS * MAX_MODELS],
+    n_models: usize,
+    m: &mut [u32],
+    u: &[f32],
+    scratch: &mut [u32],
+) {
+    let n = m.len();
+    let out = &mut scratch[..n];
+    out.fill(0);
+    let u = &u[..n];
+    for j in 0..n_models.saturating_sub(1) {
+        let mm = &m[..n];
+        for i in 0..n {
+            let idx =
+                ((mm[i] as usize & MODEL_MASK) * MAX_MODELS + j) & (MAX_MODELS * MAX_MODELS - 1);
+            out[i] += u32::from(cdf[idx] <= u[i]);
+        }
+    }
+    m.copy_from_slice(out);
 }
 
 /// Next model index from the cumulative transition row of `from`, given a uniform in (0, 1).
@@ -99,7 +284,13 @@ mod tests {
     #[test]
     fn cv_without_noise_moves_straight() {
         let mut s = [1.0, 2.0, 3.0, 0.5, -1.0, 0.25, 0.0];
-        predict(&model(ModelKind::Cv), TrackMode::ThreeD, 2.0, &mut s, [0.0; 4]);
+        predict(
+            &model(ModelKind::Cv),
+            TrackMode::ThreeD,
+            2.0,
+            &mut s,
+            [0.0; 4],
+        );
         assert_eq!(&s[..6], &[2.0, 0.0, 3.5, 0.5, -1.0, 0.25]);
     }
 
@@ -110,18 +301,33 @@ mod tests {
         let steps = 1000;
         let dt = (std::f32::consts::FRAC_PI_2 / 0.1) / steps as f32;
         for _ in 0..steps {
-            predict(&model(ModelKind::Ct), TrackMode::ThreeD, dt, &mut s, [0.0; 4]);
+            predict(
+                &model(ModelKind::Ct),
+                TrackMode::ThreeD,
+                dt,
+                &mut s,
+                [0.0; 4],
+            );
         }
         assert!(s[3].abs() < 1e-3 && (s[4] - 2.0).abs() < 1e-3, "{s:?}");
         // Radius v/ω = 20 m: the quarter circle ends at (20, 20).
-        assert!((s[0] - 20.0).abs() < 0.01 && (s[1] - 20.0).abs() < 0.01, "{s:?}");
+        assert!(
+            (s[0] - 20.0).abs() < 0.01 && (s[1] - 20.0).abs() < 0.01,
+            "{s:?}"
+        );
     }
 
     #[test]
     fn static_model_stops() {
         let mut s = [0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0];
         for _ in 0..100 {
-            predict(&model(ModelKind::Static), TrackMode::ThreeD, 0.05, &mut s, [0.0; 4]);
+            predict(
+                &model(ModelKind::Static),
+                TrackMode::ThreeD,
+                0.05,
+                &mut s,
+                [0.0; 4],
+            );
         }
         assert!(s[3].abs() < 1e-4);
         // Discrete decay: sum_k v dt e^(-k dt/τ) = v dt e^(-dt/τ) / (1 - e^(-dt/τ)) ≈ 0.475 m.
@@ -136,10 +342,97 @@ mod tests {
         let mut m = model(ModelKind::Cv);
         m.accel_std = 1.0;
         for k in 0..50 {
-            predict(&m, TrackMode::Direction, 0.1, &mut s, [0.1 * k as f32, -0.5, 0.3, 0.0]);
+            predict(
+                &m,
+                TrackMode::Direction,
+                0.1,
+                &mut s,
+                [0.1 * k as f32, -0.5, 0.3, 0.0],
+            );
             let n = (s[0] * s[0] + s[1] * s[1] + s[2] * s[2]).sqrt();
             assert!((n - 1.0).abs() < 1e-5);
             assert!((s[0] * s[3] + s[1] * s[4] + s[2] * s[5]).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn slices_match_the_scalar_model() {
+        let models = [
+            MotionModel {
+                kind: ModelKind::Cv,
+                accel_std: 0.3,
+                turn_rate_std: 0.0,
+                velocity_decay_s: 0.0,
+            },
+            MotionModel {
+                kind: ModelKind::Ct,
+                accel_std: 0.1,
+                turn_rate_std: 0.2,
+                velocity_decay_s: 0.0,
+            },
+            MotionModel {
+                kind: ModelKind::Static,
+                accel_std: 0.05,
+                turn_rate_std: 0.0,
+                velocity_decay_s: 0.7,
+            },
+        ];
+        let dt = 0.043;
+        let coeffs: Vec<StepCoeffs> = models.iter().map(|m| StepCoeffs::new(m, dt)).collect();
+        let n = 11;
+        let m: Vec<u32> = (0..n).map(|i| (i * 7 % 3) as u32).collect();
+        let st: Vec<Vec<f32>> = (0..7)
+            .map(|c| {
+                (0..n)
+                    .map(|i| {
+                        if c == 6 {
+                            if i % 3 == 0 { 1e-7 } else { 0.2 * i as f32 }
+                        } else {
+                            (c * 8 + i) as f32 * 0.37 - 3.0
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let z: [Vec<f32>; 4] = std::array::from_fn(|c| {
+            (0..n)
+                .map(|i| ((c + 1) * (i + 2)) as f32 * 0.13 - 1.0)
+                .collect()
+        });
+        for mode in [TrackMode::ThreeD, TrackMode::Direction] {
+            let mut lanes = st.clone();
+            {
+                let mut it = lanes.iter_mut();
+                let mut refs: [&mut [f32]; 7] =
+                    std::array::from_fn(|_| it.next().unwrap().as_mut_slice());
+                advance_slice(&CoeffTable::new(&coeffs), &m, mode, dt, &mut refs, &z);
+            }
+            for i in 0..n {
+                let mut s: [f32; 7] = std::array::from_fn(|c| st[c][i]);
+                advance(
+                    &coeffs[m[i] as usize],
+                    mode,
+                    dt,
+                    &mut s,
+                    [z[0][i], z[1][i], z[2][i], z[3][i]],
+                );
+                for c in 0..7 {
+                    assert_eq!(
+                        s[c].to_bits(),
+                        lanes[c][i].to_bits(),
+                        "particle {i} component {c}"
+                    );
+                }
+            }
+        }
+        let cdf = [0.9, 0.95, 1.0, 0.05, 0.9, 1.0, 0.1, 0.2, 1.0];
+        let u = [0.5, 0.92, 0.99, 0.01, 0.5, 0.95, 0.15, 0.9];
+        let mut ml = vec![0u32, 0, 0, 1, 1, 1, 2, 2];
+        let from = ml.clone();
+        let mut scratch = vec![0u32; 8];
+        switch_slice(&padded_cdf(&cdf, 3), 3, &mut ml, &u, &mut scratch);
+        for i in 0..8 {
+            assert_eq!(ml[i], switch_model(&cdf, 3, from[i], u[i]));
         }
     }
 

@@ -1,26 +1,33 @@
 //! The CPU particle-filter bank: the reference twin of `kernels/pf.cu`.
 //!
-//! Work is split into fixed chunks of [`CHUNK`] particles (run on the rayon pool) and every sum
-//! is combined in chunk order, so the result does not depend on the number of threads: the
-//! same seed gives byte-identical output on any machine with the same float behaviour.
+//! Particles are stored as structure-of-arrays, like on the GPU: for each track slot, seven
+//! component arrays (position, velocity, turn rate), the model index and the log weight. Work
+//! is split into fixed chunks of [`CHUNK`] particles on the rayon pool, and within a chunk
+//! particles go through the filter [`LANES`] at a time in straight-line code that the compiler
+//! vectorises (AVX2 when the processor has it, detected at run time; NEON on the boards). Every
+//! sum is combined in chunk order and no fused multiply-add is used, so the result depends on
+//! neither the thread count nor the vector width: the same seed gives byte-identical output.
 
 use rayon::prelude::*;
 
 use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
+use crate::fastmath::{self, F, LANES, U};
 use crate::philox::{self, Stream};
-use crate::track::likelihood::{LikelihoodConsts, inside, log_likelihood, predict_tdoas};
-use crate::track::models::{predict, switch_model};
+use crate::track::likelihood::{LikScratch, LikelihoodConsts, log_likelihood_slice, predict_tdoas};
+use crate::track::models::{
+    CoeffTable, StepCoeffs, advance_slice, padded_cdf, predict, switch_slice,
+};
 use crate::track::resample;
 use crate::track::{
-    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, STATE_DIM, TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement,
-    TrackInit, TrackStep,
+    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, STATE_DIM,
+    TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement, TrackInit, TrackStep,
 };
 
-/// Particles per unit of parallel work.
-pub const CHUNK: usize = 2048;
+/// Particles per unit of parallel work (a multiple of [`LANES`]).
+pub const CHUNK: usize = 1024;
 
-/// Weighted sums over one chunk (e = exp(log w - max)).
+/// Weighted sums over one chunk, relative to a reference state (e = exp(log w - max)).
 #[derive(Debug, Clone)]
 struct ChunkSums {
     s: f64,
@@ -42,94 +49,370 @@ impl ChunkSums {
             turn: 0.0,
         }
     }
+}
 
-    fn add(&mut self, o: &ChunkSums) {
-        self.s += o.s;
-        self.s2 += o.s2;
+/// Mutable views of one chunk of one slot.
+struct ChunkMut<'a> {
+    start: usize,
+    s: [&'a mut [f32]; STATE_DIM],
+    model: &'a mut [u32],
+    log_w: &'a mut [f32],
+    /// This step's log-likelihoods (kept for tempering).
+    ll: &'a mut [f32],
+    /// exp(log_w - the chunk's largest log_w).
+    e: &'a mut [f32],
+}
+
+/// The per-slot arrays a step works on.
+struct SlotArrays<'a> {
+    state: &'a mut [f32],
+    model: &'a mut [u32],
+    log_w: &'a mut [f32],
+    ll: &'a mut [f32],
+    e: &'a mut [f32],
+}
+
+/// One slot's views of the bank's arrays (a free function, so that the caller can borrow other
+/// fields at the same time).
+fn slot_arrays<'a>(
+    state: &'a mut [f32],
+    model: &'a mut [u32],
+    log_w: &'a mut [f32],
+    ll: &'a mut [f32],
+    e: &'a mut [f32],
+    n: usize,
+    slot: usize,
+) -> SlotArrays<'a> {
+    SlotArrays {
+        state: &mut state[slot * STATE_DIM * n..(slot + 1) * STATE_DIM * n],
+        model: &mut model[slot * n..(slot + 1) * n],
+        log_w: &mut log_w[slot * n..(slot + 1) * n],
+        ll,
+        e,
+    }
+}
+
+/// Split a slot's arrays into chunks (all arrays `n` long per component).
+fn split(a: SlotArrays<'_>, n: usize) -> Vec<ChunkMut<'_>> {
+    let mut comps: Vec<std::slice::ChunksMut<'_, f32>> =
+        a.state.chunks_mut(n).map(|c| c.chunks_mut(CHUNK)).collect();
+    let mut m = a.model.chunks_mut(CHUNK);
+    let mut w = a.log_w.chunks_mut(CHUNK);
+    let mut l = a.ll.chunks_mut(CHUNK);
+    let mut e = a.e.chunks_mut(CHUNK);
+    (0..n.div_ceil(CHUNK))
+        .map(|ci| ChunkMut {
+            start: ci * CHUNK,
+            s: std::array::from_fn(|c| comps[c].next().unwrap_or_default()),
+            model: m.next().unwrap_or_default(),
+            log_w: w.next().unwrap_or_default(),
+            ll: l.next().unwrap_or_default(),
+            e: e.next().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// Everything pass 1 needs besides the chunk.
+struct StepCtx<'a> {
+    p: &'a FilterParams,
+    k: &'a LikelihoodConsts,
+    meas: &'a TdoaMeasurement,
+    t: &'a TrackStep,
+    forced: Option<u32>,
+    offset: f32,
+    coeffs: &'a CoeffTable,
+    cdf: &'a [f32; MAX_MODELS * MAX_MODELS],
+    reference: [f32; 6],
+}
+
+/// Load lanes `b..b+LANES` of a chunk (lanes past the end repeat the first).
+#[inline(always)]
+fn load(s: &[&mut [f32]; STATE_DIM], b: usize, cnt: usize) -> [F; STATE_DIM] {
+    std::array::from_fn(|c| std::array::from_fn(|i| s[c][b + if i < cnt { i } else { 0 }]))
+}
+
+/// Pass 1 on one chunk: switch model, predict, weight (each stage one loop over the chunk),
+/// then the weighted sums relative to the chunk's own largest log weight. Returns (that
+/// maximum, the sums).
+#[inline(always)]
+fn pass1_impl(
+    x: &StepCtx,
+    ch: &mut ChunkMut,
+    u: &[f32],
+    z: &[Vec<f32>; 4],
+    sc: &mut LikScratch,
+    sw: &mut [u32],
+) -> (f32, ChunkSums) {
+    let p = x.p;
+    let len = ch.log_w.len();
+    match x.forced {
+        Some(f) => ch.model.fill(f),
+        None => switch_slice(x.cdf, p.n_models(), ch.model, u, sw),
+    }
+    advance_slice(x.coeffs, ch.model, p.mode, x.t.dt_s, &mut ch.s, z);
+    log_likelihood_slice(p, x.k, x.meas, &ch.s, x.t.lag_s, sc, ch.ll);
+    if let Some((lo, hi)) = p.bounds {
+        let (sx, sy, sz) = (&ch.s[0][..len], &ch.s[1][..len], &ch.s[2][..len]);
+        for (i, ll) in ch.ll[..len].iter_mut().enumerate() {
+            let inside = sx[i] >= lo[0]
+                && sx[i] <= hi[0]
+                && sy[i] >= lo[1]
+                && sy[i] <= hi[1]
+                && sz[i] >= lo[2]
+                && sz[i] <= hi[2];
+            *ll = if inside { *ll } else { f32::NEG_INFINITY };
+        }
+    }
+    for (w, ll) in ch.log_w[..len].iter_mut().zip(ch.ll[..len].iter_mut()) {
+        if ll.is_nan() {
+            *ll = f32::NEG_INFINITY;
+        }
+        *w = *w - x.offset + *ll;
+    }
+    sums_impl(ch, &x.reference)
+}
+
+/// The chunk's largest log weight `m` and the weighted sums with e = exp(log w - m) (also left
+/// in `e`), relative to `reference`.
+#[inline(always)]
+fn sums_impl(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
+    let len = ch.log_w.len();
+    let mx = ch.log_w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut out = ChunkSums::zero();
+    if !mx.is_finite() {
+        ch.e.fill(0.0);
+        return (mx, out);
+    }
+    let mut x = [[0.0f64; LANES]; 6];
+    let mut xx = [[0.0f64; LANES]; 21];
+    let mut s = [0.0f64; LANES];
+    let mut s2 = [0.0f64; LANES];
+    let mut turn = [0.0f64; LANES];
+    let mut b = 0;
+    while b < len {
+        let cnt = (len - b).min(LANES);
+        let mut e = [0.0f32; LANES];
+        for i in 0..cnt {
+            e[i] = fastmath::exp(ch.log_w[b + i] - mx);
+            ch.e[b + i] = e[i];
+        }
+        let st = load(&ch.s, b, cnt);
+        for i in 0..LANES {
+            let w = f64::from(e[i]);
+            s[i] += w;
+            s2[i] += w * w;
+            let d: [f64; 6] = std::array::from_fn(|c| f64::from(st[c][i] - reference[c]));
+            let mut idx = 0;
+            for a in 0..6 {
+                x[a][i] += w * d[a];
+                for bb in a..6 {
+                    xx[idx][i] += w * d[a] * d[bb];
+                    idx += 1;
+                }
+            }
+            turn[i] += w * f64::from(st[6][i]);
+        }
+        for i in 0..cnt {
+            out.models[ch.model[b + i] as usize] += f64::from(e[i]);
+        }
+        b += LANES;
+    }
+    for i in 0..LANES {
+        out.s += s[i];
+        out.s2 += s2[i];
+        out.turn += turn[i];
+        for a in 0..6 {
+            out.x[a] += x[a][i];
+        }
+        for a in 0..21 {
+            out.xx[a] += xx[a][i];
+        }
+    }
+    (mx, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pass1_avx2(
+    x: &StepCtx,
+    ch: &mut ChunkMut,
+    u: &[f32],
+    z: &[Vec<f32>; 4],
+    sc: &mut LikScratch,
+    sw: &mut [u32],
+) -> (f32, ChunkSums) {
+    pass1_impl(x, ch, u, z, sc, sw)
+}
+
+/// Pass 1 with its random numbers generated first (see `fastmath::step_noise`).
+fn pass1(x: &StepCtx, ch: &mut ChunkMut, avx2: bool) -> (f32, ChunkSums) {
+    let len = ch.log_w.len();
+    let mut u = vec![0.0f32; len];
+    let mut z: [Vec<f32>; 4] = std::array::from_fn(|_| vec![0.0f32; len]);
+    let mut sc = LikScratch::default();
+    let mut sw = vec![0u32; len];
+    fastmath::step_noise(
+        x.p.seed,
+        x.meas.frame,
+        x.t.slot,
+        ch.start,
+        &mut u,
+        &mut z,
+        avx2,
+    );
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: `avx2` is true only when the processor reported AVX2 at start-up.
+        return unsafe { pass1_avx2(x, ch, &u, &z, &mut sc, &mut sw) };
+    }
+    pass1_impl(x, ch, &u, &z, &mut sc, &mut sw)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sums_avx2(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
+    sums_impl(ch, reference)
+}
+
+fn sums(ch: &mut ChunkMut, reference: &[f32; 6], avx2: bool) -> (f32, ChunkSums) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: `avx2` is true only when the processor reported AVX2 at start-up.
+        return unsafe { sums_avx2(ch, reference) };
+    }
+    let _ = avx2;
+    sums_impl(ch, reference)
+}
+
+/// Combine per-chunk (max, sums) into sums relative to the overall maximum, which is returned;
+/// `scales[c]` receives exp(max_c - max) for rescaling the chunk's `e` values.
+fn combine(parts: &[(f32, ChunkSums)], scales: &mut Vec<f64>) -> (f32, ChunkSums) {
+    let mx = parts.iter().map(|p| p.0).fold(f32::NEG_INFINITY, f32::max);
+    scales.clear();
+    let mut tot = ChunkSums::zero();
+    for (m, c) in parts {
+        let f = if m.is_finite() {
+            f64::from(m - mx).exp()
+        } else {
+            0.0
+        };
+        scales.push(f);
+        tot.s += f * c.s;
+        tot.s2 += f * f * c.s2;
         for i in 0..6 {
-            self.x[i] += o.x[i];
+            tot.x[i] += f * c.x[i];
         }
         for i in 0..21 {
-            self.xx[i] += o.xx[i];
+            tot.xx[i] += f * c.xx[i];
         }
         for i in 0..MAX_MODELS {
-            self.models[i] += o.models[i];
+            tot.models[i] += f * c.models[i];
         }
-        self.turn += o.turn;
+        tot.turn += f * c.turn;
     }
+    (mx, tot)
 }
 
 pub struct CpuParticleFilter {
     p: FilterParams,
     n: usize,
-    /// slots × n particles; `[0..7]` is the state, `[7]` padding.
-    particles: Vec<[f32; 8]>,
+    /// `state[(slot * STATE_DIM + c) * n + i]`: component c of particle i of a slot.
+    state: Vec<f32>,
     model: Vec<u32>,
     log_w: Vec<f32>,
-    /// This step's log-likelihood of each particle (for tempering), one slot's worth.
-    ll: Vec<f32>,
     /// Per slot: log of the sum of exp(log_w); subtracting it normalises the weights.
     log_norm: Vec<f64>,
-    scratch_p: Vec<[f32; 8]>,
-    scratch_m: Vec<u32>,
-    e: Vec<f64>,
+    /// One slot's worth of this step's log-likelihoods.
+    ll: Vec<f32>,
+    /// One slot's worth of exp(log_w - chunk maximum).
+    e: Vec<f32>,
+    /// Per chunk: exp(chunk maximum - overall maximum).
+    scales: Vec<f64>,
+    scratch_state: Vec<f32>,
+    scratch_model: Vec<u32>,
     cdf: Vec<f64>,
     anc: Vec<u32>,
+    avx2: bool,
 }
 
 impl CpuParticleFilter {
     pub fn new(p: FilterParams) -> Self {
         let n = p.particles;
-        let total = n * p.slots;
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = std::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = false;
         Self {
             n,
-            particles: vec![[0.0; 8]; total],
-            model: vec![0; total],
-            log_w: vec![0.0; total],
-            ll: vec![0.0; n],
+            state: vec![0.0; p.slots * STATE_DIM * n],
+            model: vec![0; p.slots * n],
+            log_w: vec![0.0; p.slots * n],
             log_norm: vec![(n as f64).ln(); p.slots],
-            scratch_p: vec![[0.0; 8]; n],
-            scratch_m: vec![0; n],
+            ll: vec![0.0; n],
             e: vec![0.0; n],
+            scales: Vec::new(),
+            scratch_state: vec![0.0; STATE_DIM * n],
+            scratch_model: vec![0; n],
             cdf: Vec::with_capacity(n),
             anc: vec![0; n],
+            avx2,
             p,
         }
     }
 
     fn check_slot(&self, slot: u32) -> Result<usize, BackendError> {
         if (slot as usize) < self.p.slots {
-            Ok(slot as usize * self.n)
+            Ok(slot as usize)
         } else {
-            Err(BackendError::new("cpu", format!("track slot {slot} out of range ({} slots)", self.p.slots)))
+            Err(BackendError::new(
+                "cpu",
+                format!("track slot {slot} out of range ({} slots)", self.p.slots),
+            ))
         }
+    }
+
+    fn state_range(&self, slot: usize) -> std::ops::Range<usize> {
+        slot * STATE_DIM * self.n..(slot + 1) * STATE_DIM * self.n
+    }
+
+    fn particle(&self, slot: usize, i: usize) -> [f32; 7] {
+        let base = slot * STATE_DIM * self.n;
+        std::array::from_fn(|c| self.state[base + c * self.n + i])
     }
 
     /// The paper's rule: the model whose weighted-mean predicted TDOAs lie closest (L1) to the
     /// strongest peak of each usable pair.
-    fn nearest_model(&self, base: usize, meas: &TdoaMeasurement, t: &TrackStep) -> usize {
+    fn nearest_model(
+        &self,
+        slot: usize,
+        meas: &TdoaMeasurement,
+        t: &TrackStep,
+        k: &LikelihoodConsts,
+    ) -> u32 {
         let np = self.p.pairs.len();
         let kk = meas.peaks_per_pair;
-        let offset = self.log_norm[t.slot as usize];
-        let mut best = (f64::INFINITY, 0usize);
-        let k = &LikelihoodConsts::new(&self.p, meas.sigma_s);
-        for (mi, model) in self.p.models.iter().enumerate() {
-            let p = &self.p;
-            let sums: Vec<(f64, Vec<f64>)> = self.particles[base..base + self.n]
-                .par_chunks(CHUNK)
-                .zip(self.log_w[base..base + self.n].par_chunks(CHUNK))
-                .enumerate()
-                .map(|(ci, (pc, wc))| {
+        let offset = self.log_norm[slot];
+        let p = &self.p;
+        let mut best = (f64::INFINITY, 0u32);
+        for (mi, model) in p.models.iter().enumerate() {
+            let sums: Vec<(f64, Vec<f64>)> = (0..self.n.div_ceil(CHUNK))
+                .into_par_iter()
+                .map(|ci| {
                     let mut acc = vec![0.0f64; np];
                     let mut sw = 0.0f64;
                     let mut pred = vec![0.0f32; np];
-                    for (j, (part, &lw)) in pc.iter().zip(wc).enumerate() {
-                        let g = (ci * CHUNK + j) as u32;
-                        let mut s: [f32; 7] = part[..7].try_into().unwrap_or([0.0; 7]);
-                        let z = philox::normals4(philox::draw(p.seed, meas.frame, t.slot, g, Stream::Predict));
+                    for i in ci * CHUNK..((ci + 1) * CHUNK).min(self.n) {
+                        let mut s = self.particle(slot, i);
+                        let z = philox::normals4(philox::draw(
+                            p.seed,
+                            meas.frame,
+                            t.slot,
+                            i as u32,
+                            Stream::Predict,
+                        ));
                         predict(model, p.mode, t.dt_s, &mut s, z);
                         predict_tdoas(p, k, &s, t.lag_s, &mut pred);
-                        let w = (f64::from(lw) - offset).exp();
+                        let w = (f64::from(self.log_w[slot * self.n + i]) - offset).exp();
                         sw += w;
                         for (a, v) in acc.iter_mut().zip(&pred) {
                             *a += w * f64::from(*v);
@@ -153,88 +436,70 @@ impl CpuParticleFilter {
                 }
             }
             if err < best.0 {
-                best = (err, mi);
+                best = (err, mi as u32);
             }
         }
         best.1
     }
 
-    /// Pass 2: weighted sums for the estimate, e = exp(log_w - mx) (also kept in `self.e`).
-    fn weighted_sums(&mut self, base: usize, mx: f32) -> ChunkSums {
+    fn arrays(&mut self, slot: usize) -> SlotArrays<'_> {
+        slot_arrays(
+            &mut self.state,
+            &mut self.model,
+            &mut self.log_w,
+            &mut self.ll,
+            &mut self.e,
+            self.n,
+            slot,
+        )
+    }
+
+    /// Weighted sums of one slot's current log weights (e left in `self.e`, chunk scales in
+    /// `self.scales`). Returns the overall maximum and the sums relative to it.
+    fn weighted_sums(&mut self, slot: usize, reference: &[f32; 6]) -> (f32, ChunkSums) {
         let n = self.n;
-        let chunks: Vec<ChunkSums> = self.particles[base..base + n]
-            .par_chunks(CHUNK)
-            .zip(self.model[base..base + n].par_chunks(CHUNK))
-            .zip(self.log_w[base..base + n].par_chunks(CHUNK))
-            .zip(self.e.par_chunks_mut(CHUNK))
-            .map(|(((pc, mc), wc), ec)| {
-                let mut c = ChunkSums::zero();
-                for (((part, &m), &lw), e) in pc.iter().zip(mc).zip(wc).zip(ec.iter_mut()) {
-                    // f32 exp of a value <= 0 is exact enough for a weight; the sums are f64.
-                    let w = f64::from((lw - mx).exp());
-                    *e = w;
-                    c.s += w;
-                    c.s2 += w * w;
-                    let x = [
-                        f64::from(part[0]),
-                        f64::from(part[1]),
-                        f64::from(part[2]),
-                        f64::from(part[3]),
-                        f64::from(part[4]),
-                        f64::from(part[5]),
-                    ];
-                    let mut idx = 0;
-                    for a in 0..6 {
-                        c.x[a] += w * x[a];
-                        for b in a..6 {
-                            c.xx[idx] += w * x[a] * x[b];
-                            idx += 1;
-                        }
-                    }
-                    c.models[m as usize] += w;
-                    c.turn += w * f64::from(part[6]);
-                }
-                c
-            })
+        let avx2 = self.avx2;
+        let chunks = split(self.arrays(slot), n);
+        let parts: Vec<(f32, ChunkSums)> = chunks
+            .into_par_iter()
+            .map(|mut ch| sums(&mut ch, reference, avx2))
             .collect();
-        let mut tot = ChunkSums::zero();
-        for c in &chunks {
-            tot.add(c);
-        }
-        tot
+        combine(&parts, &mut self.scales)
     }
 
     /// The largest β = 2^-k (k = 0..=TEMPER_GRID) whose tempered update keeps an effective
-    /// sample size of at least TEMPER_MIN_ESS × N. Every grid point is evaluated (one pass),
-    /// as the GPU does, so both pick the same β.
-    fn choose_temper(&self, base: usize) -> f32 {
+    /// sample size of at least TEMPER_MIN_ESS × N. Every grid point is evaluated in one pass
+    /// (as on the GPU), with e^(β b) for the halving βs by repeated squaring.
+    fn choose_temper(&self, slot: usize) -> f32 {
         let n = self.n;
         const G: usize = TEMPER_GRID + 1;
+        let lw = &self.log_w[slot * n..(slot + 1) * n];
         // prev_i = log_w_i - ll_i; bound the exponent by max(prev) + β max(ll).
         let (mut mp, mut ml) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
-        for (lw, ll) in self.log_w[base..base + n].iter().zip(&self.ll) {
+        for (w, ll) in lw.iter().zip(&self.ll) {
             if ll.is_finite() {
-                mp = mp.max(lw - ll);
+                mp = mp.max(w - ll);
                 ml = ml.max(*ll);
             }
         }
-        let parts: Vec<([f64; G], [f64; G])> = self.log_w[base..base + n]
+        let parts: Vec<([f64; G], [f64; G])> = lw
             .par_chunks(CHUNK)
             .zip(self.ll.par_chunks(CHUNK))
             .map(|(wc, lc)| {
                 let mut s = [0.0f64; G];
                 let mut s2 = [0.0f64; G];
-                for (&lw, &ll) in wc.iter().zip(lc) {
+                for (&w, &ll) in wc.iter().zip(lc) {
                     if !ll.is_finite() {
                         continue;
                     }
-                    let a = f64::from(lw - ll - mp);
-                    let b = f64::from(ll - ml);
-                    for g in 0..G {
-                        let beta = (-(g as f64)).exp2();
-                        let e = (a + beta * b).exp();
+                    let a = f64::from(w - ll - mp).exp();
+                    // y = e^(b 2^-G+1), squared up to e^b.
+                    let mut y = (f64::from(ll - ml) * (-(TEMPER_GRID as f64)).exp2()).exp();
+                    for g in (0..G).rev() {
+                        let e = a * y;
                         s[g] += e;
                         s2[g] += e * e;
+                        y *= y;
                     }
                 }
                 (s, s2)
@@ -256,90 +521,103 @@ impl CpuParticleFilter {
         (-(TEMPER_GRID as f32)).exp2()
     }
 
-    fn step_one(&mut self, meas: &TdoaMeasurement, t: &TrackStep, out: &mut Estimate) -> Result<(), BackendError> {
-        let base = self.check_slot(t.slot)?;
+    fn step_one(
+        &mut self,
+        meas: &TdoaMeasurement,
+        t: &TrackStep,
+        out: &mut Estimate,
+    ) -> Result<(), BackendError> {
+        let slot = self.check_slot(t.slot)?;
         let n = self.n;
         let l = self.p.n_models();
+        let k = LikelihoodConsts::new(&self.p, meas.sigma_s);
         let forced = match self.p.selection {
             ModelSelection::Markov => None,
-            ModelSelection::Nearest => Some(self.nearest_model(base, meas, t)),
+            ModelSelection::Nearest => Some(self.nearest_model(slot, meas, t, &k)),
         };
-        let offset = self.log_norm[t.slot as usize] as f32;
-        let k = &LikelihoodConsts::new(&self.p, meas.sigma_s);
-        let p = &self.p;
-        // Pass 1: switch, predict, weight. Returns each chunk's largest log weight.
-        let maxes: Vec<f32> = self.particles[base..base + n]
-            .par_chunks_mut(CHUNK)
-            .zip(self.model[base..base + n].par_chunks_mut(CHUNK))
-            .zip(self.log_w[base..base + n].par_chunks_mut(CHUNK))
-            .zip(self.ll.par_chunks_mut(CHUNK))
-            .enumerate()
-            .map(|(ci, (((pc, mc), wc), lc))| {
-                let mut mx = f32::NEG_INFINITY;
-                let ns = p.sensors.len();
-                let mut rho = vec![0.0f32; ns];
-                let mut rate = vec![0.0f32; ns];
-                for (j, (((part, m), lw), llo)) in pc.iter_mut().zip(mc.iter_mut()).zip(wc.iter_mut()).zip(lc.iter_mut()).enumerate() {
-                    let g = (ci * CHUNK + j) as u32;
-                    *m = match forced {
-                        Some(f) => f as u32,
-                        None => {
-                            let u = philox::uniform(philox::draw(p.seed, meas.frame, t.slot, g, Stream::Switch)[0]);
-                            switch_model(&p.transition_cdf, l, *m, u)
-                        }
-                    };
-                    let z = philox::normals4(philox::draw(p.seed, meas.frame, t.slot, g, Stream::Predict));
-                    let mut s: [f32; 7] = [part[0], part[1], part[2], part[3], part[4], part[5], part[6]];
-                    predict(&p.models[*m as usize], p.mode, t.dt_s, &mut s, z);
-                    part[..7].copy_from_slice(&s);
-                    let ll = if inside(&p.bounds, &s) {
-                        log_likelihood(p, k, meas, &s, t.lag_s, &mut rho, &mut rate)
-                    } else {
-                        f32::NEG_INFINITY
-                    };
-                    let ll = if ll.is_nan() { f32::NEG_INFINITY } else { ll };
-                    *llo = ll;
-                    *lw = *lw - offset + ll;
-                    mx = mx.max(*lw);
-                }
-                mx
-            })
+        let coeffs = CoeffTable::new(
+            &self
+                .p
+                .models
+                .iter()
+                .map(|m| StepCoeffs::new(m, t.dt_s))
+                .collect::<Vec<_>>(),
+        );
+        let cdf = padded_cdf(&self.p.transition_cdf, self.p.n_models());
+        // Sums are taken relative to a particle of the cloud, so that covariances of a cloud
+        // far from the origin keep their precision.
+        let p0 = self.particle(slot, 0);
+        let reference: [f32; 6] = std::array::from_fn(|c| p0[c]);
+        let avx2 = self.avx2;
+        let offset = self.log_norm[slot] as f32;
+        let ctx = StepCtx {
+            p: &self.p,
+            k: &k,
+            meas,
+            t,
+            forced,
+            offset,
+            coeffs: &coeffs,
+            cdf: &cdf,
+            reference,
+        };
+        let chunks = split(
+            slot_arrays(
+                &mut self.state,
+                &mut self.model,
+                &mut self.log_w,
+                &mut self.ll,
+                &mut self.e,
+                n,
+                slot,
+            ),
+            n,
+        );
+        let parts: Vec<(f32, ChunkSums)> = chunks
+            .into_par_iter()
+            .map(|mut ch| pass1(&ctx, &mut ch, avx2))
             .collect();
-        let mut mx = maxes.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let (mut mx, mut tot) = combine(&parts, &mut self.scales);
         let degenerate = !mx.is_finite();
         if degenerate {
             // Every particle left the search volume or matched nothing at all: keep the cloud
             // with equal weights and report no evidence; the manager decides what to do.
-            self.log_w[base..base + n].fill(0.0);
-            mx = 0.0;
+            self.log_w[slot * n..(slot + 1) * n].fill(0.0);
+            (mx, tot) = self.weighted_sums(slot, &reference);
         }
-        let mut sums = self.weighted_sums(base, mx);
         let mut temper = 1.0f32;
-        if !degenerate && sums.s * sums.s < TEMPER_MIN_ESS * n as f64 * sums.s2 {
-            temper = self.choose_temper(base);
+        if !degenerate && tot.s * tot.s < TEMPER_MIN_ESS * n as f64 * tot.s2 {
+            temper = self.choose_temper(slot);
             // log_w - ll is the previous (normalised) weight; apply the tempered likelihood.
-            let mut m2 = f32::NEG_INFINITY;
-            for (lw, ll) in self.log_w[base..base + n].iter_mut().zip(&self.ll) {
-                let prev = if ll.is_finite() { *lw - ll } else { f32::NEG_INFINITY };
-                *lw = if ll.is_finite() { prev + temper * ll } else { f32::NEG_INFINITY };
-                m2 = m2.max(*lw);
+            for (lw, ll) in self.log_w[slot * n..(slot + 1) * n]
+                .iter_mut()
+                .zip(&self.ll)
+            {
+                *lw = if ll.is_finite() {
+                    *lw - ll + temper * ll
+                } else {
+                    f32::NEG_INFINITY
+                };
             }
-            mx = m2;
-            sums = self.weighted_sums(base, mx);
+            (mx, tot) = self.weighted_sums(slot, &reference);
         }
-        let tot = sums;
-        let p = &self.p;
         let s = tot.s.max(1e-300);
         let log_norm = f64::from(mx) + s.ln();
-        out.log_evidence = if degenerate { f32::NEG_INFINITY } else { log_norm as f32 };
+        out.log_evidence = if degenerate {
+            f32::NEG_INFINITY
+        } else {
+            log_norm as f32
+        };
         out.ess = (tot.s * tot.s / tot.s2.max(1e-300)) as f32;
+        let mut d = [0.0f64; 6];
+        for a in 0..6 {
+            d[a] = tot.x[a] / s;
+            out.mean[a] = f64::from(reference[a]) + d[a];
+        }
         let mut idx = 0;
         for a in 0..6 {
-            out.mean[a] = tot.x[a] / s;
-        }
-        for a in 0..6 {
             for b in a..6 {
-                let c = tot.xx[idx] / s - out.mean[a] * out.mean[b];
+                let c = tot.xx[idx] / s - d[a] * d[b];
                 out.cov[a][b] = c;
                 out.cov[b][a] = c;
                 idx += 1;
@@ -350,42 +628,98 @@ impl CpuParticleFilter {
             *pr = (tot.models[m] / s) as f32;
         }
         out.turn_rate = (tot.turn / s) as f32;
-        out.chosen_model = forced;
+        out.chosen_model = forced.map(|f| f as usize);
         out.temper = temper;
-        // Resample when the effective sample size is too low.
+        let p = &self.p;
         out.resampled = f64::from(out.ess) < f64::from(p.ess_fraction) * n as f64;
-        if out.resampled {
-            resample::cumulative(self.e.iter().copied(), &mut self.cdf);
-            let u0 = f64::from(philox::uniform(philox::draw(p.seed, meas.frame, t.slot, 0, Stream::Resample)[0]));
-            resample::systematic(&self.cdf, u0, &mut self.anc);
-            let (src_p, src_m) = (&self.particles[base..base + n], &self.model[base..base + n]);
-            self.scratch_p
-                .par_chunks_mut(CHUNK)
-                .zip(self.scratch_m.par_chunks_mut(CHUNK))
-                .zip(self.anc.par_chunks(CHUNK))
-                .for_each(|((dp, dm), ac)| {
-                    for ((d, m), &a) in dp.iter_mut().zip(dm.iter_mut()).zip(ac) {
-                        *d = src_p[a as usize];
-                        *m = src_m[a as usize];
-                    }
-                });
-            self.particles[base..base + n].copy_from_slice(&self.scratch_p);
-            self.model[base..base + n].copy_from_slice(&self.scratch_m);
-            self.log_w[base..base + n].fill(0.0);
-            self.log_norm[t.slot as usize] = (n as f64).ln();
-            if temper < 1.0 {
-                let l = roughen_factor(&out.cov);
-                let (seed, frame, slot, mode) = (p.seed, meas.frame, t.slot, p.mode);
-                self.particles[base..base + n].par_chunks_mut(CHUNK).enumerate().for_each(|(ci, pc)| {
-                    for (j, part) in pc.iter_mut().enumerate() {
-                        roughen(part, &l, seed, frame, slot, (ci * CHUNK + j) as u32, mode);
-                    }
-                });
-            }
-        } else {
-            self.log_norm[t.slot as usize] = log_norm;
+        if !out.resampled {
+            self.log_norm[slot] = log_norm;
+            return Ok(());
+        }
+        // Systematic resampling on the chunk-rescaled weights.
+        let scales = &self.scales;
+        resample::cumulative(
+            self.e
+                .iter()
+                .enumerate()
+                .map(|(i, &e)| f64::from(e) * scales[i / CHUNK]),
+            &mut self.cdf,
+        );
+        let u0 = f64::from(philox::uniform(
+            philox::draw(p.seed, meas.frame, t.slot, 0, Stream::Resample)[0],
+        ));
+        resample::systematic(&self.cdf, u0, &mut self.anc);
+        let base = slot * STATE_DIM * n;
+        let src = &self.state[base..base + STATE_DIM * n];
+        let src_m = &self.model[slot * n..(slot + 1) * n];
+        let anc = &self.anc;
+        self.scratch_state
+            .par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(c, dst)| {
+                let comp = &src[c * n..(c + 1) * n];
+                for (d, &a) in dst.iter_mut().zip(anc) {
+                    *d = comp[a as usize];
+                }
+            });
+        for (d, &a) in self.scratch_model.iter_mut().zip(anc) {
+            *d = src_m[a as usize];
+        }
+        self.state[base..base + STATE_DIM * n].copy_from_slice(&self.scratch_state);
+        self.model[slot * n..(slot + 1) * n].copy_from_slice(&self.scratch_model);
+        self.log_w[slot * n..(slot + 1) * n].fill(0.0);
+        self.log_norm[slot] = (n as f64).ln();
+        if temper < 1.0 {
+            let lchol = roughen_factor(&out.cov);
+            let (seed, frame, track, mode) = (self.p.seed, meas.frame, t.slot, self.p.mode);
+            split(self.arrays(slot), n)
+                .into_par_iter()
+                .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
         }
         Ok(())
+    }
+}
+
+/// Regularise one chunk after a tempered resampling (lanes of Philox normals).
+fn roughen_chunk(
+    ch: ChunkMut,
+    l: &[[f32; 6]; 6],
+    seed: u64,
+    frame: u64,
+    track: u32,
+    mode: TrackMode,
+) {
+    let len = ch.log_w.len();
+    let mut b = 0;
+    while b < len {
+        let cnt = (len - b).min(LANES);
+        let idx: U = std::array::from_fn(|i| (ch.start + b + if i < cnt { i } else { 0 }) as u32);
+        let za = fastmath::normals4_lanes(&fastmath::draw_lanes(
+            seed,
+            frame,
+            track,
+            &idx,
+            Stream::Roughen,
+        ));
+        let zb = fastmath::normals4_lanes(&fastmath::draw_lanes(
+            seed,
+            frame,
+            track,
+            &idx,
+            Stream::Roughen2,
+        ));
+        for i in 0..cnt {
+            let z = [za[0][i], za[1][i], za[2][i], za[3][i], zb[0][i], zb[1][i]];
+            let mut part = [0.0f32; 8];
+            for c in 0..STATE_DIM {
+                part[c] = ch.s[c][b + i];
+            }
+            jitter(&mut part, l, &z, mode);
+            for c in 0..STATE_DIM {
+                ch.s[c][b + i] = part[c];
+            }
+        }
+        b += LANES;
     }
 }
 
@@ -396,11 +730,22 @@ pub fn roughen_factor(cov: &[[f64; 6]; 6]) -> [[f32; 6]; 6] {
 }
 
 /// Move one particle by `l z` with z six standard normals from its Philox blocks.
-#[inline(always)]
-pub fn roughen(part: &mut [f32; 8], l: &[[f32; 6]; 6], seed: u64, frame: u64, slot: u32, i: u32, mode: TrackMode) {
+pub fn roughen(
+    part: &mut [f32; 8],
+    l: &[[f32; 6]; 6],
+    seed: u64,
+    frame: u64,
+    slot: u32,
+    i: u32,
+    mode: TrackMode,
+) {
     let a = philox::normals4(philox::draw(seed, frame, slot, i, Stream::Roughen));
     let b = philox::normals4(philox::draw(seed, frame, slot, i, Stream::Roughen2));
-    let z = [a[0], a[1], a[2], a[3], b[0], b[1]];
+    jitter(part, l, &[a[0], a[1], a[2], a[3], b[0], b[1]], mode);
+}
+
+#[inline(always)]
+fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], mode: TrackMode) {
     for r in 0..6 {
         let mut acc = 0.0f32;
         for (c, zc) in z.iter().enumerate().take(r + 1) {
@@ -409,7 +754,9 @@ pub fn roughen(part: &mut [f32; 8], l: &[[f32; 6]; 6], seed: u64, frame: u64, sl
         part[r] += acc;
     }
     if mode == TrackMode::Direction {
-        let n = (part[0] * part[0] + part[1] * part[1] + part[2] * part[2]).sqrt().max(1e-12);
+        let n = (part[0] * part[0] + part[1] * part[1] + part[2] * part[2])
+            .sqrt()
+            .max(1e-12);
         for v in part.iter_mut().take(3) {
             *v /= n;
         }
@@ -418,8 +765,20 @@ pub fn roughen(part: &mut [f32; 8], l: &[[f32; 6]; 6], seed: u64, frame: u64, sl
 
 /// Draw one particle of a prior (shared with the GPU's init kernel).
 pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u32) {
-    let z0 = philox::normals4(philox::draw(p.seed, init.frame, init.slot, i, Stream::InitPosition));
-    let z1 = philox::normals4(philox::draw(p.seed, init.frame, init.slot, i, Stream::InitVelocity));
+    let z0 = philox::normals4(philox::draw(
+        p.seed,
+        init.frame,
+        init.slot,
+        i,
+        Stream::InitPosition,
+    ));
+    let z1 = philox::normals4(philox::draw(
+        p.seed,
+        init.frame,
+        init.slot,
+        i,
+        Stream::InitVelocity,
+    ));
     let w = philox::draw(p.seed, init.frame, init.slot, i, Stream::Switch);
     let z = [z0[0], z0[1], z0[2], z0[3], z1[0], z1[1]];
     let mut x = init.mean;
@@ -479,31 +838,50 @@ impl ParticleFilter for CpuParticleFilter {
     }
 
     fn init_track(&mut self, init: &TrackInit) -> Result<(), BackendError> {
-        let base = self.check_slot(init.slot)?;
+        let slot = self.check_slot(init.slot)?;
         let n = self.n;
         let p = &self.p;
-        self.particles[base..base + n]
-            .par_chunks_mut(CHUNK)
-            .zip(self.model[base..base + n].par_chunks_mut(CHUNK))
-            .enumerate()
-            .for_each(|(ci, (pc, mc))| {
-                for (j, (part, m)) in pc.iter_mut().zip(mc.iter_mut()).enumerate() {
-                    let (s, model) = init_particle(p, init, (ci * CHUNK + j) as u32);
-                    part[..7].copy_from_slice(&s);
-                    part[7] = 0.0;
-                    *m = model;
+        split(
+            slot_arrays(
+                &mut self.state,
+                &mut self.model,
+                &mut self.log_w,
+                &mut self.ll,
+                &mut self.e,
+                n,
+                slot,
+            ),
+            n,
+        )
+        .into_par_iter()
+        .for_each(|ch| {
+            for j in 0..ch.log_w.len() {
+                let (s, model) = init_particle(p, init, (ch.start + j) as u32);
+                for c in 0..STATE_DIM {
+                    ch.s[c][j] = s[c];
                 }
-            });
-        self.log_w[base..base + n].fill(0.0);
-        self.log_norm[init.slot as usize] = (n as f64).ln();
+                ch.model[j] = model;
+                ch.log_w[j] = 0.0;
+            }
+        });
+        self.log_norm[slot] = (n as f64).ln();
         Ok(())
     }
 
-    fn step(&mut self, meas: &TdoaMeasurement, tracks: &[TrackStep], out: &mut [Estimate]) -> Result<(), BackendError> {
+    fn step(
+        &mut self,
+        meas: &TdoaMeasurement,
+        tracks: &[TrackStep],
+        out: &mut [Estimate],
+    ) -> Result<(), BackendError> {
         if meas.pairs() != self.p.pairs.len() {
             return Err(BackendError::new(
                 "cpu",
-                format!("measurement has {} pairs, the filter {}", meas.pairs(), self.p.pairs.len()),
+                format!(
+                    "measurement has {} pairs, the filter {}",
+                    meas.pairs(),
+                    self.p.pairs.len()
+                ),
             ));
         }
         for (t, o) in tracks.iter().zip(out.iter_mut()) {
@@ -513,36 +891,36 @@ impl ParticleFilter for CpuParticleFilter {
     }
 
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
-        let base = self.check_slot(slot)?;
+        let s = self.check_slot(slot)?;
         let n = self.n;
-        let mut state = vec![0.0f32; STATE_DIM * n];
-        for i in 0..n {
-            for c in 0..STATE_DIM {
-                state[c * n + i] = self.particles[base + i][c];
-            }
-        }
-        let off = self.log_norm[slot as usize] as f32;
+        let off = self.log_norm[s] as f32;
         Ok(Particles {
-            state,
-            model: self.model[base..base + n].to_vec(),
-            log_weight: self.log_w[base..base + n].iter().map(|w| w - off).collect(),
+            state: self.state[self.state_range(s)].to_vec(),
+            model: self.model[s * n..(s + 1) * n].to_vec(),
+            log_weight: self.log_w[s * n..(s + 1) * n]
+                .iter()
+                .map(|w| w - off)
+                .collect(),
         })
     }
 
     fn write_particles(&mut self, slot: u32, parts: &Particles) -> Result<(), BackendError> {
-        let base = self.check_slot(slot)?;
+        let s = self.check_slot(slot)?;
         let n = self.n;
-        if parts.state.len() != STATE_DIM * n || parts.model.len() != n || parts.log_weight.len() != n {
-            return Err(BackendError::new("cpu", "particle arrays do not match the filter size"));
+        if parts.state.len() != STATE_DIM * n
+            || parts.model.len() != n
+            || parts.log_weight.len() != n
+        {
+            return Err(BackendError::new(
+                "cpu",
+                "particle arrays do not match the filter size",
+            ));
         }
-        for i in 0..n {
-            for c in 0..STATE_DIM {
-                self.particles[base + i][c] = parts.state[c * n + i];
-            }
-        }
-        self.model[base..base + n].copy_from_slice(&parts.model);
-        self.log_w[base..base + n].copy_from_slice(&parts.log_weight);
-        self.log_norm[slot as usize] = 0.0;
+        let range = self.state_range(s);
+        self.state[range].copy_from_slice(&parts.state);
+        self.model[s * n..(s + 1) * n].copy_from_slice(&parts.model);
+        self.log_w[s * n..(s + 1) * n].copy_from_slice(&parts.log_weight);
+        self.log_norm[s] = 0.0;
         Ok(())
     }
 }
@@ -589,7 +967,13 @@ mod tests {
         let p = f.params();
         let k = LikelihoodConsts::new(p, p.tdoa_std_s);
         let mut pred = vec![0.0; p.pairs.len()];
-        predict_tdoas(p, &k, &[at[0], at[1], at[2], 0.0, 0.0, 0.0, 0.0], 0.0, &mut pred);
+        predict_tdoas(
+            p,
+            &k,
+            &[at[0], at[1], at[2], 0.0, 0.0, 0.0, 0.0],
+            0.0,
+            &mut pred,
+        );
         let mut m = TdoaMeasurement::empty(frame, p.pairs.len(), 1, p.tdoa_std_s);
         for (i, t) in pred.iter().enumerate() {
             m.tdoa_s[i] = *t;
@@ -605,16 +989,32 @@ mod tests {
         f.init_track(&init(0)).unwrap();
         let parts = f.read_particles(0).unwrap();
         let n = 20_000;
-        let mean = |c: usize| parts.state[c * n..(c + 1) * n].iter().map(|v| f64::from(*v)).sum::<f64>() / n as f64;
+        let mean = |c: usize| {
+            parts.state[c * n..(c + 1) * n]
+                .iter()
+                .map(|v| f64::from(*v))
+                .sum::<f64>()
+                / n as f64
+        };
         assert!((mean(0) + 16.0).abs() < 0.02);
         assert!((mean(3) - 1.0).abs() < 0.03);
-        let var0 = parts.state[..n].iter().map(|v| (f64::from(*v) + 16.0).powi(2)).sum::<f64>() / n as f64;
+        let var0 = parts.state[..n]
+            .iter()
+            .map(|v| (f64::from(*v) + 16.0).powi(2))
+            .sum::<f64>()
+            / n as f64;
         assert!((var0 - 0.25).abs() < 0.02, "{var0}");
         // Velocity spread: 0.2² Gaussian plus a uniform direction with speed uniform in [0, 2]
         // (variance E[s²]/3 = (4/3)/3 per axis).
-        let var4 = parts.state[4 * n..5 * n].iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / n as f64;
+        let var4 = parts.state[4 * n..5 * n]
+            .iter()
+            .map(|v| f64::from(*v).powi(2))
+            .sum::<f64>()
+            / n as f64;
         assert!((var4 - (0.04 + 4.0 / 9.0)).abs() < 0.04, "{var4}");
-        let counts = (0..4).map(|m| parts.model.iter().filter(|&&x| x == m).count()).collect::<Vec<_>>();
+        let counts = (0..4)
+            .map(|m| parts.model.iter().filter(|&&x| x == m).count())
+            .collect::<Vec<_>>();
         for c in counts {
             assert!((c as f64 / n as f64 - 0.25).abs() < 0.02);
         }
@@ -628,7 +1028,16 @@ mod tests {
         let mut est = vec![Estimate::new(4)];
         for frame in 1..=30 {
             let m = measurement(&f, frame, target);
-            f.step(&m, &[TrackStep { slot: 0, dt_s: 0.05, lag_s: 0.0 }], &mut est).unwrap();
+            f.step(
+                &m,
+                &[TrackStep {
+                    slot: 0,
+                    dt_s: 0.05,
+                    lag_s: 0.0,
+                }],
+                &mut est,
+            )
+            .unwrap();
             let parts = f.read_particles(0).unwrap();
             let total: f64 = parts.log_weight.iter().map(|w| f64::from(*w).exp()).sum();
             assert!((total - 1.0).abs() < 1e-3, "weights sum to {total}");
@@ -637,7 +1046,10 @@ mod tests {
             assert!(est[0].ess > 0.0 && est[0].ess <= 8192.5);
         }
         let e = &est[0];
-        let err = ((e.mean[0] - f64::from(target[0])).powi(2) + (e.mean[1] - f64::from(target[1])).powi(2) + (e.mean[2] - f64::from(target[2])).powi(2)).sqrt();
+        let err = ((e.mean[0] - f64::from(target[0])).powi(2)
+            + (e.mean[1] - f64::from(target[1])).powi(2)
+            + (e.mean[2] - f64::from(target[2])).powi(2))
+        .sqrt();
         assert!(err < 0.05, "error {err}");
     }
 
@@ -648,7 +1060,16 @@ mod tests {
             f.init_track(&init(slot)).unwrap();
             let m = measurement(&f, 1, [-15.0, 3.0, -12.0]);
             let mut est = vec![Estimate::new(4)];
-            f.step(&m, &[TrackStep { slot, dt_s: 0.05, lag_s: 0.01 }], &mut est).unwrap();
+            f.step(
+                &m,
+                &[TrackStep {
+                    slot,
+                    dt_s: 0.05,
+                    lag_s: 0.01,
+                }],
+                &mut est,
+            )
+            .unwrap();
             (f.read_particles(slot).unwrap(), est)
         };
         assert_eq!(run(0), run(0));
@@ -664,7 +1085,16 @@ mod tests {
         f.init_track(&init(0)).unwrap();
         let m = measurement(&f, 1, [-15.9, 3.0, -12.0]);
         let mut est = vec![Estimate::new(4)];
-        f.step(&m, &[TrackStep { slot: 0, dt_s: 0.05, lag_s: 0.0 }], &mut est).unwrap();
+        f.step(
+            &m,
+            &[TrackStep {
+                slot: 0,
+                dt_s: 0.05,
+                lag_s: 0.0,
+            }],
+            &mut est,
+        )
+        .unwrap();
         let chosen = est[0].chosen_model.unwrap();
         assert!((est[0].model_probs[chosen] - 1.0).abs() < 1e-6);
     }

@@ -1,0 +1,320 @@
+//! `sonotrack bench`: per-stage timings on synthetic input, for every backend that is available,
+//! through the same traits the pipeline uses. CPU stages are timed with the wall clock; GPU
+//! stages report device-event times (see `Correlator::last_device_time_s`). Medians are quoted.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::config::{BackendChoice, Config, ModelKind, Weighting, Window};
+use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame, GccParams};
+use crate::dsp::geometry::{ArrayGeometry, PairMode};
+use crate::error::Result;
+use crate::frame::Frame;
+use crate::philox::{PhiloxStream, Stream};
+use crate::track::pf::CpuParticleFilter;
+use crate::track::{Estimate, FilterParams, ParticleFilter, TdoaMeasurement, TrackInit, TrackStep};
+
+/// One measured cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub stage: String,
+    pub backend: String,
+    pub params: String,
+    /// Median time per call, microseconds.
+    pub median_us: f64,
+    /// What that means per unit (µs per frame, ns per particle-step, ...).
+    pub per_unit: f64,
+    pub unit: String,
+    /// Achieved device-memory bandwidth, GB/s (GPU rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gb_s: Option<f64>,
+    pub reps: usize,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub backend: BackendChoice,
+    pub gcc: bool,
+    pub pf: bool,
+    /// Smaller grids (CI, quick looks).
+    pub quick: bool,
+    /// Seconds to spend per cell (at least 3 repetitions).
+    pub budget_s: f64,
+}
+
+/// Median of repeated timings of `f` (seconds), after one warm-up call.
+pub fn time_median(
+    budget_s: f64,
+    min_reps: usize,
+    mut f: impl FnMut() -> Result<f64>,
+) -> Result<(f64, usize)> {
+    f()?;
+    let start = Instant::now();
+    let mut v = Vec::new();
+    while v.len() < min_reps || (start.elapsed().as_secs_f64() < budget_s && v.len() < 2000) {
+        v.push(f()?);
+    }
+    v.sort_by(f64::total_cmp);
+    Ok((v[v.len() / 2], v.len()))
+}
+
+/// A compact array: `channels` sensors on a 0.5 m sphere, in air, at 48 kHz (every frame size
+/// in the grid can hold its lags).
+pub fn bench_geometry(channels: usize) -> ArrayGeometry {
+    let golden = std::f64::consts::PI * (3.0 - 5f64.sqrt());
+    let sensors = (0..channels)
+        .map(|i| {
+            let y = 1.0 - 2.0 * (i as f64 + 0.5) / channels as f64;
+            let r = (1.0 - y * y).sqrt();
+            let th = golden * i as f64;
+            [0.5 * r * th.cos(), 0.5 * y, 0.5 * r * th.sin()]
+        })
+        .collect();
+    ArrayGeometry::new(sensors, 343.0)
+}
+
+pub fn gcc_params(channels: usize, frame: usize) -> GccParams {
+    let geo = bench_geometry(channels);
+    let pairs = geo.pairs(PairMode::All, 0);
+    GccParams::new(
+        48_000.0,
+        channels,
+        frame,
+        false,
+        Window::Hann,
+        [100.0, 20_000.0],
+        Weighting::Phat,
+        1.0,
+        1e-3,
+        4,
+        3.0,
+        true,
+        &pairs,
+    )
+}
+
+/// Frames of noise with each channel a delayed copy of one source.
+pub fn noise_frames(channels: usize, frame: usize, count: usize, seed: u64) -> Vec<Frame> {
+    let mut r = PhiloxStream::new(seed, 0, Stream::Simulate);
+    (0..count)
+        .map(|k| {
+            let src: Vec<f32> = (0..frame + 64).map(|_| r.normal_f64() as f32).collect();
+            let mut f = Frame::new(channels, frame, 48_000.0);
+            f.seq = k as u64;
+            for c in 0..channels {
+                let d = (c * 7) % 50;
+                for (i, v) in f.channel_mut(c).iter_mut().enumerate() {
+                    *v = src[i + d] + 0.3 * r.normal_f64() as f32;
+                }
+            }
+            f
+        })
+        .collect()
+}
+
+/// Filter parameters for `models` motion models (the defaults repeated) on a 5-hydrophone array.
+pub fn pf_params(particles: usize, models: usize) -> FilterParams {
+    let mut cfg = Config::for_array(
+        vec![
+            [0.0, 0.0, -6.0],
+            [24.0, -3.0, -14.0],
+            [6.0, 21.0, -9.0],
+            [-14.0, 9.0, -20.0],
+            [9.0, 6.0, -28.0],
+        ],
+        1500.0,
+        48_000,
+    );
+    let base = crate::config::default_models();
+    cfg.tracker.models = (0..models)
+        .map(|i| {
+            let mut m = base[i % base.len()].clone();
+            m.name = format!("{}{}", m.name, i);
+            if m.kind == ModelKind::Cv {
+                m.accel_std_m_s2 *= 1.0 + i as f64 * 0.1;
+            }
+            m
+        })
+        .collect();
+    cfg.tracker.particles = particles;
+    FilterParams::from_config(&cfg)
+}
+
+pub fn pf_init() -> TrackInit {
+    let mut chol = [[0.0; 6]; 6];
+    for (i, row) in chol.iter_mut().enumerate() {
+        row[i] = if i < 3 { 0.05 } else { 0.1 };
+    }
+    TrackInit {
+        slot: 0,
+        frame: 0,
+        mean: [-16.0, 3.0, -12.0, 2.0, 0.0, 0.0],
+        chol,
+        speed_ball_m_s: 0.0,
+        model_probs: Vec::new(),
+    }
+}
+
+/// A measurement near a source at (-16, 3, -12) + 0.1 m per frame in x.
+pub fn pf_measurement(p: &FilterParams, frame: u64) -> TdoaMeasurement {
+    let k = 4;
+    let x = [-16.0 + 0.1 * frame as f32, 3.0, -12.0, 2.0, 0.0, 0.0, 0.0];
+    let lk = crate::track::likelihood::LikelihoodConsts::new(p, p.tdoa_std_s);
+    let mut pred = vec![0.0; p.pairs.len()];
+    crate::track::likelihood::predict_tdoas(p, &lk, &x, 0.01, &mut pred);
+    let mut m = TdoaMeasurement::empty(frame, p.pairs.len(), k, p.tdoa_std_s);
+    let mut r = PhiloxStream::new(frame, 1, Stream::Simulate);
+    for (pi, t) in pred.iter().enumerate() {
+        for j in 0..k {
+            m.tdoa_s[pi * k + j] = if j == 0 {
+                *t
+            } else {
+                *t + (r.uniform_f64() as f32 - 0.5) * 0.01
+            };
+            m.amp[pi * k + j] = if j == 0 { 300.0 } else { 50.0 };
+        }
+        m.floor[pi] = 0.1;
+    }
+    m
+}
+
+/// Time one correlator over a batch of frames. Returns (median µs per call, reps).
+pub fn time_gcc(cor: &mut dyn Correlator, frames: &[Frame], budget_s: f64) -> Result<(f64, usize)> {
+    let refs: Vec<&Frame> = frames.iter().collect();
+    let mut out: Vec<GccFrame> = frames.iter().map(|_| GccFrame::new(cor.params())).collect();
+    time_median(budget_s, 3, || {
+        let t = Instant::now();
+        cor.correlate(&refs, &mut out, false)?;
+        Ok(cor
+            .last_device_time_s()
+            .unwrap_or_else(|| t.elapsed().as_secs_f64()))
+    })
+}
+
+/// Time one filter step. Returns (median µs per step, reps).
+pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, usize)> {
+    let p = pf.params().clone();
+    let mut init = pf_init();
+    init.model_probs = vec![1.0 / p.n_models() as f32; p.n_models()];
+    pf.init_track(&init)?;
+    let meas: Vec<TdoaMeasurement> = (1..=8).map(|f| pf_measurement(&p, f)).collect();
+    let mut est = vec![Estimate::new(p.n_models())];
+    let mut k = 0usize;
+    time_median(budget_s, 3, || {
+        let m = &meas[k % meas.len()];
+        k += 1;
+        let t = Instant::now();
+        pf.step(
+            m,
+            &[TrackStep {
+                slot: 0,
+                dt_s: 0.05,
+                lag_s: 0.01,
+            }],
+            &mut est,
+        )?;
+        Ok(pf
+            .last_device_time_s()
+            .unwrap_or_else(|| t.elapsed().as_secs_f64()))
+    })
+}
+
+/// Run the grids. Rows come back in the order printed.
+pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let backends: Vec<&str> = match opts.backend {
+        BackendChoice::Cpu => vec!["cpu"],
+        BackendChoice::Cuda => vec!["cuda"],
+        BackendChoice::Auto => {
+            if crate::gpu::available().is_ok() {
+                vec!["cuda", "cpu"]
+            } else {
+                vec!["cpu"]
+            }
+        }
+    };
+    if opts.gcc {
+        let (channels, frames): (&[usize], &[usize]) = if opts.quick {
+            (&[4, 16], &[1024, 4096])
+        } else {
+            (&[4, 8, 16, 64], &[1024, 4096, 16384])
+        };
+        for &ch in channels {
+            for &n in frames {
+                let params = gcc_params(ch, n);
+                for &b in &backends {
+                    let frames = noise_frames(ch, n, 1, 3);
+                    let mut cor: Box<dyn Correlator> = match b {
+                        "cuda" => crate::gpu::correlator(params.clone(), 1)?,
+                        _ => Box::new(CpuCorrelator::new(params.clone())),
+                    };
+                    let (s, reps) = time_gcc(cor.as_mut(), &frames, opts.budget_s)?;
+                    rows.push(Row {
+                        stage: "gcc".into(),
+                        backend: b.into(),
+                        params: format!("{ch} ch x {n}, {} pairs", params.pairs.len()),
+                        median_us: s * 1e6,
+                        per_unit: s * 1e6,
+                        unit: "us/frame".into(),
+                        gb_s: cor.bytes_per_call().map(|by| by as f64 / s / 1e9),
+                        reps,
+                    });
+                }
+            }
+        }
+    }
+    if opts.pf {
+        let (parts, models): (&[usize], &[usize]) = if opts.quick {
+            (&[2048, 16_384], &[1, 4])
+        } else {
+            (&[2048, 16_384, 262_144, 1 << 20, 1 << 22], &[1, 4, 16])
+        };
+        for &n in parts {
+            for &l in models {
+                let p = pf_params(n, l);
+                for &b in &backends {
+                    let mut pf: Box<dyn ParticleFilter> = match b {
+                        "cuda" => crate::gpu::particle_filter(p.clone())?,
+                        _ => Box::new(CpuParticleFilter::new(p.clone())),
+                    };
+                    let (s, reps) = time_pf(pf.as_mut(), opts.budget_s)?;
+                    rows.push(Row {
+                        stage: "pf".into(),
+                        backend: b.into(),
+                        params: format!("{n} particles x {l} models"),
+                        median_us: s * 1e6,
+                        per_unit: s * 1e9 / n as f64,
+                        unit: "ns/particle".into(),
+                        gb_s: pf.bytes_per_step().map(|by| by as f64 / s / 1e9),
+                        reps,
+                    });
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+pub fn print(rows: &[Row]) {
+    println!(
+        "{:<6} {:<6} {:<36} {:>12} {:>14} {:>10} {:>6}",
+        "stage", "back", "size", "median us", "per unit", "GB/s", "reps"
+    );
+    for r in rows {
+        println!(
+            "{:<6} {:<6} {:<36} {:>12.1} {:>9.2} {:<5} {:>10} {:>6}",
+            r.stage,
+            r.backend,
+            r.params,
+            r.median_us,
+            r.per_unit,
+            r.unit.split('/').next_back().unwrap_or(""),
+            r.gb_s
+                .map(|g| format!("{g:.0}"))
+                .unwrap_or_else(|| "-".into()),
+            r.reps
+        );
+    }
+}
