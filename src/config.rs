@@ -89,6 +89,7 @@ pub enum SampleFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AudioConfig {
+    #[serde(default = "default_rate")]
     pub sample_rate_hz: u32,
     /// Channels in the input (WAV file or capture device). Defaults to the number of sensors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,6 +111,9 @@ pub struct AudioConfig {
     pub ring_seconds: f64,
 }
 
+fn default_rate() -> u32 {
+    48_000
+}
 fn default_device() -> String {
     "default".into()
 }
@@ -123,7 +127,7 @@ fn default_ring_s() -> f64 {
 impl Default for AudioConfig {
     fn default() -> Self {
         Self {
-            sample_rate_hz: 48_000,
+            sample_rate_hz: default_rate(),
             channels: None,
             channel_map: None,
             device: default_device(),
@@ -506,12 +510,26 @@ impl Config {
 
     /// Load a file (and its includes), parse and validate it.
     pub fn load(path: &Path) -> Result<Self> {
-        let table = load_table(path, &mut Vec::new())?;
         let file = path.display().to_string();
+        let (table, merged) = load_table(path, &mut Vec::new())?;
+        if !merged {
+            // Parse the user's own text, so that errors point at their lines.
+            let text = std::fs::read_to_string(path).at(path)?;
+            return Ok(Self::parse_str(&text, &file)?);
+        }
         let text = toml::to_string(&table).map_err(|e| {
             ConfigError::new(&file, "(file)", e.to_string(), "check the TOML syntax")
         })?;
-        let cfg = Self::parse_str(&text, &file)?;
+        let file = format!("{file} (with its includes)");
+        let cfg: Config = toml::from_str(&text).map_err(|e| {
+            let mut err = toml_error(&file, &text, &e);
+            // Lines of the merged text mean nothing to the user; the key says where.
+            if let Some(i) = err.problem.rfind(" (line ") {
+                err.problem.truncate(i);
+            }
+            err
+        })?;
+        cfg.validate(&file)?;
         Ok(cfg)
     }
 
@@ -1206,8 +1224,9 @@ impl Config {
     }
 }
 
-/// Read a TOML file into a table, merging its `include`s underneath it.
-fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<toml::Table> {
+/// Read a TOML file into a table, merging its `include`s underneath it. The flag says whether
+/// anything was merged.
+fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<(toml::Table, bool)> {
     let file = path.display().to_string();
     let canon = path.canonicalize().at(path)?;
     if stack.contains(&canon) {
@@ -1249,18 +1268,34 @@ fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<toml::Table> {
     };
     table.remove("include");
     if includes.is_empty() {
-        return Ok(table);
+        return Ok((table, false));
     }
     stack.push(canon);
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut base = toml::Table::new();
     for inc in includes {
-        let sub = load_table(&dir.join(&inc), stack)?;
+        let (sub, _) = load_table(&dir.join(&inc), stack)?;
         merge(&mut base, sub);
     }
     stack.pop();
     merge(&mut base, table);
-    Ok(base)
+    Ok((base, true))
+}
+
+/// Edit distance, for suggesting the key a user probably meant.
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 /// Merge `over` into `base`: tables merge key by key, everything else (arrays too) replaces.
@@ -1307,16 +1342,40 @@ fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
         (Some(s), None) => s.clone(),
         (None, None) => "(file)".into(),
     };
+    let missing = msg.starts_with("missing field");
+    // For a misspelt key, the accepted key closest to it.
+    let suggestion = field.as_ref().and_then(|f| {
+        let expected = msg.split("expected").nth(1)?;
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|k| (levenshtein(f, k), k))
+            .filter(|(d, _)| *d <= 3)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, k)| k.to_string())
+    });
+    let unknown_fix;
     let fix = if msg.starts_with("unknown field") {
-        "remove the key or correct its spelling (the message lists the keys this table accepts)"
-    } else if msg.starts_with("missing field") {
+        unknown_fix = match &suggestion {
+            Some(k) => format!("did you mean `{k}`? (the message lists the keys this table accepts)"),
+            None => "remove the key or correct its spelling (the message lists the keys this table accepts)".to_string(),
+        };
+        unknown_fix.as_str()
+    } else if missing && key == "array" {
+        "add an [array] table (sensor positions and speed of sound); a board file is not a configuration by itself: include it from one, e.g. include = [\"boards/orin-nx.toml\"] (see boards/examples/)"
+    } else if missing {
         "add the key (see the configuration reference in README.md)"
     } else if msg.starts_with("unknown variant") {
         "use one of the values the message lists"
     } else {
         "correct the value's type or the TOML syntax at that line"
     };
-    let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
+    // A missing key has no line of its own (the parser points at the table's start).
+    let at = line
+        .filter(|_| !missing)
+        .map(|l| format!(" (line {l})"))
+        .unwrap_or_default();
     ConfigError::new(file, key, format!("{msg}{at}"), fix)
 }
 

@@ -139,11 +139,9 @@ pub fn replay_source(
     let reason = backends.reason.clone();
     let mut sinks = SinkSet::open(&cfg.output.sinks, true)?;
     if let Some(out) = &opts.out {
-        sinks.add(
-            format!("jsonl:{out}"),
-            Box::new(JsonlSink::open(out)?),
-            true,
-        );
+        // Named without the path: the stream reports on its outputs, and the same replay written
+        // to two different files must still be byte-identical.
+        sinks.add("replay-out".into(), Box::new(JsonlSink::open(out)?), true);
     }
     let mut pipe = Pipeline::new(
         cfg,

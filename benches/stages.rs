@@ -1,0 +1,19 @@
+//! `cargo bench`: the same stage timings as `sonotrack bench --quick`, on every backend that is
+//! available (the full grids are `sonotrack bench`).
+
+fn main() {
+    let opts = sonotrack::bench::BenchOptions {
+        backend: sonotrack::config::BackendChoice::Auto,
+        gcc: true,
+        pf: true,
+        quick: true,
+        budget_s: 0.5,
+    };
+    match sonotrack::bench::run(&opts) {
+        Ok(rows) => sonotrack::bench::print(&rows),
+        Err(e) => {
+            eprintln!("bench failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}

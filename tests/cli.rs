@@ -1,0 +1,173 @@
+//! The command line as a user meets it.
+
+mod common;
+
+use std::process::Command;
+
+fn sonotrack() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sonotrack"))
+}
+
+#[test]
+fn demo_runs_without_files_gpu_or_audio_hardware() {
+    let out = sonotrack()
+        .args(["-q", "demo", "--duration", "6", "--backend", "cpu"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("accuracy:"), "{text}");
+    assert!(text.contains("RMSE"), "{text}");
+}
+
+#[test]
+fn every_shipped_configuration_checks() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("boards");
+    let mut checked = 0;
+    for sub in ["arrays", "examples"] {
+        for e in std::fs::read_dir(root.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let out = sonotrack().args(["-q", "check"]).arg(&p).output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}: {}",
+                    p.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 6);
+    // A board file alone is not a configuration, and says how to use it.
+    let out = sonotrack()
+        .args(["-q", "check"])
+        .arg(root.join("orin-nx.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("include it from one"));
+}
+
+#[test]
+fn bad_config_exits_2_with_the_key() {
+    let dir = common::tmp_dir("cli-bad");
+    let p = dir.join("bad.toml");
+    std::fs::write(
+        &p,
+        "[array]\nsensors_m = [[0,0,0],[1,0,0],[0,1,0],[1,1,0]]\nspeed_of_sound_m_s = 343\n",
+    )
+    .unwrap();
+    let out = sonotrack().args(["-q", "check"]).arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("array.sensors_m") && err.contains("coplanar") && err.contains("fix:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn simulate_then_replay_from_the_command_line() {
+    let dir = common::tmp_dir("cli-sim");
+    let scene = dir.join("scene");
+    let out = sonotrack()
+        .args([
+            "-q",
+            "simulate",
+            "--preset",
+            "tetra",
+            "--duration",
+            "3",
+            "--out",
+        ])
+        .arg(&scene)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "audio.wav",
+        "array.json",
+        "truth.csv",
+        "meta.json",
+        "scene.toml",
+    ] {
+        assert!(scene.join(f).exists(), "{f}");
+    }
+    let tracks = dir.join("t.jsonl");
+    let summary = dir.join("s.json");
+    let out = sonotrack()
+        .args([
+            "-q",
+            "replay",
+            "--no-progress",
+            "--backend",
+            "cpu",
+            "--set",
+            "tracker.particles=4096",
+            "--out",
+        ])
+        .arg(&tracks)
+        .arg("--summary-json")
+        .arg(&summary)
+        .arg(&scene)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("accuracy:") && err.contains("frames:"),
+        "{err}"
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["frames_in"], s["frames_processed"]);
+    assert!(s["accuracy"]["rmse_m"].as_f64().unwrap() < 0.5);
+    assert!(std::fs::read_to_string(&tracks).unwrap().lines().count() > 20);
+    // A spec file round-trips through --print-preset.
+    let spec = dir.join("spec.toml");
+    let out = sonotrack()
+        .args(["simulate", "--print-preset", "room"])
+        .output()
+        .unwrap();
+    std::fs::write(&spec, &out.stdout).unwrap();
+    let out = sonotrack()
+        .args(["-q", "simulate", "--duration", "1", "--spec"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(dir.join("s2"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn unknown_set_key_is_refused() {
+    let Some(scene) = common::shared_scene("office_talker") else {
+        return;
+    };
+    let out = sonotrack()
+        .args(["-q", "replay", "--no-progress", "--set", "gcc.frames=1"])
+        .arg(&scene)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gcc.frames"));
+}
