@@ -97,6 +97,11 @@ impl SincTable {
         }
     }
 
+    /// The whole table: (phases + 1) rows of 2·half_width taps (uploaded to the GPU as is).
+    pub fn data(&self) -> &[f32] {
+        &self.table
+    }
+
     /// Taps for fractional part `frac` in [0, 1], nearest tabulated phase.
     #[inline]
     pub fn taps(&self, frac: f64) -> &[f32] {

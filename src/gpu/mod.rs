@@ -1,6 +1,9 @@
-//! The CUDA backend (cargo feature `cuda`). Without the feature this module keeps the same name
-//! and API, and every entry point says why no GPU backend is available, so callers carry no
-//! `cfg`.
+//! The CUDA backend (cargo feature `cuda`, on by default; it needs no CUDA to build). Without the
+//! feature, or on a machine without the NVIDIA libraries, this module keeps the same API and
+//! every entry point says why no GPU backend is available, so callers carry no `cfg`.
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
 
 use crate::backend::Backends;
 use crate::config::Config;
@@ -8,33 +11,60 @@ use crate::dsp::gcc::{Correlator, GccParams};
 use crate::error::{BackendError, Error, Result};
 use crate::track::{FilterParams, ParticleFilter};
 
-/// Why the GPU cannot be used, or a description of it.
+/// Frames transformed per call when the pipeline batches (replay).
+pub const REPLAY_BATCH: usize = 64;
+
+/// A description of the GPU, or why there is none.
 pub fn available() -> std::result::Result<String, String> {
-    if cfg!(feature = "cuda") {
-        Err("the CUDA backend is not part of this build yet".into())
-    } else {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::gpu().map(|g| g.describe())
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
         Err("built without the `cuda` feature".into())
     }
 }
 
-fn unavailable() -> Error {
-    Error::Backend(BackendError::new(
-        "cuda",
-        available().err().unwrap_or_default(),
-    ))
+fn unavailable(why: String) -> Error {
+    Error::Backend(BackendError::new("cuda", why))
 }
 
-/// Open the CUDA backend for a configuration: (correlator, particle filter, description).
-pub fn open(_cfg: &Config) -> std::result::Result<Backends, String> {
-    Err(available().err().unwrap_or_default())
+/// Open the CUDA backend for a configuration; the error says why it cannot be used.
+pub fn open(cfg: &Config) -> std::result::Result<Backends, String> {
+    let correlator = correlator(GccParams::from_config(cfg), REPLAY_BATCH).map_err(|e| e.to_string())?;
+    let filter = particle_filter(FilterParams::from_config(cfg)).map_err(|e| e.to_string())?;
+    Ok(Backends {
+        correlator,
+        filter,
+        reason: available().unwrap_or_default(),
+    })
 }
 
-/// A CUDA correlator for `batch` frames per call.
-pub fn correlator(_params: GccParams, _batch: usize) -> Result<Box<dyn Correlator>> {
-    Err(unavailable())
+/// A CUDA correlator for up to `batch` frames per call.
+pub fn correlator(params: GccParams, batch: usize) -> Result<Box<dyn Correlator>> {
+    #[cfg(feature = "cuda")]
+    {
+        let gpu = cuda::gpu().map_err(unavailable)?;
+        Ok(Box::new(cuda::gcc::CudaCorrelator::new(gpu, params, batch)?))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (params, batch);
+        Err(unavailable(available().err().unwrap_or_default()))
+    }
 }
 
 /// A CUDA particle-filter bank.
-pub fn particle_filter(_params: FilterParams) -> Result<Box<dyn ParticleFilter>> {
-    Err(unavailable())
+pub fn particle_filter(params: FilterParams) -> Result<Box<dyn ParticleFilter>> {
+    #[cfg(feature = "cuda")]
+    {
+        let gpu = cuda::gpu().map_err(unavailable)?;
+        Ok(Box::new(cuda::pf::CudaParticleFilter::new(gpu, params)?))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = params;
+        Err(unavailable(available().err().unwrap_or_default()))
+    }
 }

@@ -27,19 +27,20 @@ use crate::track::{
 /// Particles per unit of parallel work (a multiple of [`LANES`]).
 pub const CHUNK: usize = 1024;
 
-/// Weighted sums over one chunk, relative to a reference state (e = exp(log w - max)).
-#[derive(Debug, Clone)]
-struct ChunkSums {
-    s: f64,
-    s2: f64,
-    x: [f64; 6],
-    xx: [f64; 21],
-    models: [f64; MAX_MODELS],
-    turn: f64,
+/// Weighted sums over particles, relative to a reference state (e = exp(log w - max)). Both
+/// backends produce these and turn them into an estimate with [`finish_estimate`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkSums {
+    pub s: f64,
+    pub s2: f64,
+    pub x: [f64; 6],
+    pub xx: [f64; 21],
+    pub models: [f64; MAX_MODELS],
+    pub turn: f64,
 }
 
 impl ChunkSums {
-    fn zero() -> Self {
+    pub fn zero() -> Self {
         Self {
             s: 0.0,
             s2: 0.0,
@@ -284,6 +285,52 @@ fn sums(ch: &mut ChunkMut, reference: &[f32; 6], avx2: bool) -> (f32, ChunkSums)
     sums_impl(ch, reference)
 }
 
+/// The estimate from combined sums (relative to the largest log weight `mx` and to
+/// `reference`): weighted mean and covariance, model probabilities, turn rate, effective sample
+/// size and evidence. Returns log of the sum of the weights (the new normaliser).
+pub fn finish_estimate(mx: f32, tot: &ChunkSums, reference: &[f32; 6], n_models: usize, degenerate: bool, out: &mut Estimate) -> f64 {
+    let s = tot.s.max(1e-300);
+    let log_norm = f64::from(mx) + s.ln();
+    out.log_evidence = if degenerate { f32::NEG_INFINITY } else { log_norm as f32 };
+    out.ess = (tot.s * tot.s / tot.s2.max(1e-300)) as f32;
+    let mut d = [0.0f64; 6];
+    for a in 0..6 {
+        d[a] = tot.x[a] / s;
+        out.mean[a] = f64::from(reference[a]) + d[a];
+    }
+    let mut idx = 0;
+    for a in 0..6 {
+        for b in a..6 {
+            let c = tot.xx[idx] / s - d[a] * d[b];
+            out.cov[a][b] = c;
+            out.cov[b][a] = c;
+            idx += 1;
+        }
+    }
+    out.model_probs.resize(n_models, 0.0);
+    for (m, pr) in out.model_probs.iter_mut().enumerate() {
+        *pr = (tot.models[m] / s) as f32;
+    }
+    out.turn_rate = (tot.turn / s) as f32;
+    log_norm
+}
+
+/// Whether an update with these sums leaves too few effective particles (tempering is needed).
+pub fn needs_temper(tot: &ChunkSums, n: usize) -> bool {
+    tot.s * tot.s < TEMPER_MIN_ESS * n as f64 * tot.s2
+}
+
+/// The tempering rule on the grid sums: the largest β = 2^-g whose update keeps at least
+/// TEMPER_MIN_ESS × N effective particles.
+pub fn temper_from_grid(s: &[f64], s2: &[f64], n: usize) -> f32 {
+    for g in 0..=TEMPER_GRID {
+        if s2[g] > 0.0 && s[g] * s[g] >= TEMPER_MIN_ESS * n as f64 * s2[g] {
+            return (-(g as f32)).exp2();
+        }
+    }
+    (-(TEMPER_GRID as f32)).exp2()
+}
+
 /// Combine per-chunk (max, sums) into sums relative to the overall maximum, which is returned;
 /// `scales[c]` receives exp(max_c - max) for rescaling the chunk's `e` values.
 fn combine(parts: &[(f32, ChunkSums)], scales: &mut Vec<f64>) -> (f32, ChunkSums) {
@@ -513,12 +560,7 @@ impl CpuParticleFilter {
                 s2[g] += b[g];
             }
         }
-        for g in 0..G {
-            if s2[g] > 0.0 && s[g] * s[g] >= TEMPER_MIN_ESS * n as f64 * s2[g] {
-                return (-(g as f32)).exp2();
-            }
-        }
-        (-(TEMPER_GRID as f32)).exp2()
+        temper_from_grid(&s, &s2, n)
     }
 
     fn step_one(
@@ -586,7 +628,7 @@ impl CpuParticleFilter {
             (mx, tot) = self.weighted_sums(slot, &reference);
         }
         let mut temper = 1.0f32;
-        if !degenerate && tot.s * tot.s < TEMPER_MIN_ESS * n as f64 * tot.s2 {
+        if !degenerate && needs_temper(&tot, n) {
             temper = self.choose_temper(slot);
             // log_w - ll is the previous (normalised) weight; apply the tempered likelihood.
             for (lw, ll) in self.log_w[slot * n..(slot + 1) * n]
@@ -601,37 +643,11 @@ impl CpuParticleFilter {
             }
             (mx, tot) = self.weighted_sums(slot, &reference);
         }
-        let s = tot.s.max(1e-300);
-        let log_norm = f64::from(mx) + s.ln();
-        out.log_evidence = if degenerate {
-            f32::NEG_INFINITY
-        } else {
-            log_norm as f32
-        };
-        out.ess = (tot.s * tot.s / tot.s2.max(1e-300)) as f32;
-        let mut d = [0.0f64; 6];
-        for a in 0..6 {
-            d[a] = tot.x[a] / s;
-            out.mean[a] = f64::from(reference[a]) + d[a];
-        }
-        let mut idx = 0;
-        for a in 0..6 {
-            for b in a..6 {
-                let c = tot.xx[idx] / s - d[a] * d[b];
-                out.cov[a][b] = c;
-                out.cov[b][a] = c;
-                idx += 1;
-            }
-        }
-        out.model_probs.resize(l, 0.0);
-        for (m, pr) in out.model_probs.iter_mut().enumerate() {
-            *pr = (tot.models[m] / s) as f32;
-        }
-        out.turn_rate = (tot.turn / s) as f32;
+        let log_norm = finish_estimate(mx, &tot, &reference, l, degenerate, out);
         out.chosen_model = forced.map(|f| f as usize);
         out.temper = temper;
+        out.resampled = f64::from(out.ess) < f64::from(self.p.ess_fraction) * n as f64;
         let p = &self.p;
-        out.resampled = f64::from(out.ess) < f64::from(p.ess_fraction) * n as f64;
         if !out.resampled {
             self.log_norm[slot] = log_norm;
             return Ok(());
@@ -790,10 +806,7 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
     // A velocity with a uniform random direction (three normals) and a speed uniform in
     // [0, max]: as wide as a uniform ball, but without the ball's bias towards fast sources
     // (a uniform ball of 5 m/s puts 99% of its mass above 1 m/s).
-    let dz = {
-        let (u1, u2) = (philox::uniform(w[1]), philox::uniform(w[2]));
-        (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
-    };
+    let dz = fastmath::box_muller(philox::uniform(w[1]), philox::uniform(w[2])).0;
     let d = [z1[2], z1[3], dz];
     let dn = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt().max(1e-12);
     let radius = init.speed_ball_m_s as f32 * philox::uniform(w[3]);

@@ -1,0 +1,310 @@
+// Shared device code: Philox4x32-10, the branch-free fast math, the motion models and the TDOA
+// likelihood. Each function mirrors its Rust twin operation for operation (src/philox.rs,
+// src/fastmath.rs, src/track/models.rs, src/track/likelihood.rs). The module is compiled with
+// --fmad=false (no contraction into fused multiply-adds) and IEEE division and square root, so a
+// particle's prediction and log-likelihood come out as on the CPU.
+//
+// The files in kernels/ are compiled as one NVRTC program: common.cuh, then gcc.cu, then pf.cu.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define MAX_MODELS 16
+#define MODEL_MASK (MAX_MODELS - 1)
+#define MAX_SENSORS 64
+#define PAIR_GROUP 4
+#define STATE_DIM 7
+
+// ---------------------------------------------------------------------------------------------
+// Philox4x32-10 (Salmon et al., SC'11), keyed as in src/philox.rs.
+
+enum Stream { S_PREDICT = 0, S_SWITCH = 1, S_INIT_POS = 2, S_INIT_VEL = 3, S_RESAMPLE = 4,
+              S_SIMULATE = 5, S_ROUGHEN = 6, S_ROUGHEN2 = 7 };
+
+__device__ __forceinline__ uint4 philox(uint4 c, u32 k0, u32 k1) {
+    for (int round = 0; round < 10; ++round) {
+        if (round > 0) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        u64 p0 = (u64)0xD2511F53u * (u64)c.x;
+        u64 p1 = (u64)0xCD9E8D57u * (u64)c.z;
+        u32 hi0 = (u32)(p0 >> 32), lo0 = (u32)p0;
+        u32 hi1 = (u32)(p1 >> 32), lo1 = (u32)p1;
+        c = make_uint4(hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0);
+    }
+    return c;
+}
+
+__device__ __forceinline__ uint4 draw(u64 seed, u64 frame, u32 track, u32 particle, u32 stream) {
+    uint4 ctr = make_uint4(particle, (track & 0xFFFFu) | (stream << 16), (u32)frame,
+                           (u32)(frame >> 32));
+    return philox(ctr, (u32)seed, (u32)(seed >> 32));
+}
+
+// A uniform in (0, 1) from the top 23 bits: exact in f32.
+__device__ __forceinline__ float uniform(u32 w) {
+    return (float)(w >> 9) * (1.0f / 8388608.0f) + (0.5f / 8388608.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fast math (src/fastmath.rs).
+
+__device__ __forceinline__ float f_round(float x) { return roundf(x); }
+
+__device__ __forceinline__ float fm_exp(float x) {
+    x = fminf(fmaxf(x, -87.3f), 88.7f);
+    float n = f_round(x * 1.44269504088896340736f);
+    float r = x - n * 0.69314575f - n * 1.4286068e-6f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6.0f + r * (1.0f / 24.0f +
+              r * (1.0f / 120.0f + r * (1.0f / 720.0f))))));
+    u32 biased = __float_as_uint(n + 8388735.0f) & 0xffu;
+    return p * __uint_as_float(biased << 23);
+}
+
+__device__ __forceinline__ float fm_ln(float x) {
+    x = fmaxf(x, 1.17549435e-38f);
+    u32 bits = __float_as_uint(x);
+    int e = (int)((bits >> 23) & 0xffu) - 127;
+    float m = __uint_as_float((bits & 0x007fffffu) | 0x3f800000u);
+    bool big = m > 1.41421356237309504880f;
+    m = big ? m * 0.5f : m;
+    e += big ? 1 : 0;
+    float s = (m - 1.0f) / (m + 1.0f);
+    float s2 = s * s;
+    float p = 2.0f * s * (1.0f + s2 * (1.0f / 3.0f + s2 * (1.0f / 5.0f + s2 * (1.0f / 7.0f +
+              s2 * (1.0f / 9.0f)))));
+    return p + (float)e * 0.693147180559945309417f;
+}
+
+// (sin 2 pi u, cos 2 pi u).
+__device__ __forceinline__ void fm_sincos_2pi(float u, float* sn, float* cs) {
+    float y = 2.0f * (u - f_round(u));
+    float s = y > 0.5f ? 1.0f : (y < -0.5f ? -1.0f : 0.0f);
+    float z = s != 0.0f ? s - y : y;
+    float cos_sign = s != 0.0f ? -1.0f : 1.0f;
+    float t = 3.14159265358979323846f * z;
+    float t2 = t * t;
+    float sin_ = t * (1.0f - t2 * (1.0f / 6.0f - t2 * (1.0f / 120.0f - t2 * (1.0f / 5040.0f -
+                 t2 * (1.0f / 362880.0f - t2 / 39916800.0f)))));
+    float cos_ = 1.0f - t2 * (0.5f - t2 * (1.0f / 24.0f - t2 * (1.0f / 720.0f -
+                 t2 * (1.0f / 40320.0f - t2 * (1.0f / 3628800.0f - t2 / 479001600.0f)))));
+    *sn = sin_;
+    *cs = cos_sign * cos_;
+}
+
+__device__ __forceinline__ void box_muller(float u1, float u2, float* a, float* b) {
+    float r = sqrtf(-2.0f * fm_ln(u1));
+    float s, c;
+    fm_sincos_2pi(u2, &s, &c);
+    *a = r * c;
+    *b = r * s;
+}
+
+__device__ __forceinline__ float4 normals4(uint4 w) {
+    float4 z;
+    box_muller(uniform(w.x), uniform(w.y), &z.x, &z.y);
+    box_muller(uniform(w.z), uniform(w.w), &z.z, &z.w);
+    return z;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step parameters shared by every track of a step (uploaded once per step).
+
+struct StepParams {
+    u64 seed;
+    u64 frame;
+    u32 n;            // particles per track
+    u32 n_models;
+    u32 n_sensors;
+    u32 n_pairs;
+    u32 k;            // peaks per pair
+    u32 mode;         // 0: 3-D, 1: direction
+    u32 has_bounds;
+    u32 forced_model; // 0xffffffff: Markov switching
+    float inv_c;
+    float inv_two_var;
+    float gate;
+    float pad0;
+    float lo[3];
+    float hi[3];
+    // Cumulative transition rows, padded to MAX_MODELS x MAX_MODELS.
+    float cdf[MAX_MODELS * MAX_MODELS];
+};
+
+// Motion-model coefficients of one track's step (they depend on the track's dt), indexed by
+// model & MODEL_MASK (src/track/models.rs: CoeffTable).
+struct Coeffs {
+    u32 kind[MAX_MODELS];
+    float accel_std[MAX_MODELS];
+    float turn_sd[MAX_MODELS];
+    float decay[MAX_MODELS];
+};
+
+// Per-track inputs of a step.
+struct TrackParams {
+    u32 slot;     // track slot (part of the random-number key)
+    u32 cur;      // which state buffer holds the slot's particles (0 or 1)
+    float dt;
+    float lag;
+    float offset; // log of the sum of exp(log w) before the step
+    float u0;     // systematic-resampling offset
+    float pad0, pad1;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Motion models (src/track/models.rs: advance).
+
+__device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float dt, float* s,
+                                        float4 z) {
+    u32 mi = m & MODEL_MASK;
+    u32 kind = cf->kind[mi];
+    float accel = cf->accel_std[mi];
+    float turn_sd = cf->turn_sd[mi];
+    float decay = cf->decay[mi];
+    bool is_ct = kind == 1;
+    bool is_static = kind == 2;
+    float ax = accel * z.x;
+    float ay = accel * z.y;
+    float az = accel * z.z;
+    float w = s[6] + turn_sd * z.w;
+    float wt = w * dt;
+    float sn, cs;
+    fm_sincos_2pi(wt * (0.5f / 3.14159265358979323846f), &sn, &cs);
+    bool small = fabsf(wt) < 1e-4f;
+    float a_ct = small ? dt * (1.0f - wt * wt / 6.0f) : sn / w;
+    float b_ct = small ? dt * wt * 0.5f : (1.0f - cs) / w;
+    float d = is_static ? decay : 1.0f;
+    float pxx = is_ct ? a_ct : d * dt;
+    float pxy = is_ct ? b_ct : 0.0f;
+    float rc = is_ct ? cs : d;
+    float rs = is_ct ? sn : 0.0f;
+    float pz = d * dt;
+    float hp = is_static ? dt * dt : 0.5f * dt * dt;
+    float vx = s[3], vy = s[4], vz = s[5];
+    s[0] += pxx * vx - pxy * vy + ax * hp;
+    s[1] += pxy * vx + pxx * vy + ay * hp;
+    s[2] += pz * vz + az * hp;
+    s[3] = rc * vx - rs * vy + ax * dt;
+    s[4] = rs * vx + rc * vy + ay * dt;
+    s[5] = d * vz + az * dt;
+    s[6] = is_ct ? w : s[6];
+    if (mode == 1) {
+        float norm = fmaxf(sqrtf(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]), 1e-12f);
+        s[0] /= norm;
+        s[1] /= norm;
+        s[2] /= norm;
+        float radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
+        s[3] -= radial * s[0];
+        s[4] -= radial * s[1];
+        s[5] -= radial * s[2];
+    }
+}
+
+// Model switching: the number of cumulative thresholds at or below u (src/track/models.rs:
+// switch_slice).
+__device__ __forceinline__ u32 switch_model(const StepParams* sp, u32 from, float u) {
+    u32 out = 0;
+    u32 row = (from & MODEL_MASK) * MAX_MODELS;
+    for (u32 j = 0; j + 1 < sp->n_models; ++j) {
+        out += sp->cdf[(row + j) & (MAX_MODELS * MAX_MODELS - 1)] <= u ? 1u : 0u;
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TDOA likelihood (src/track/likelihood.rs: log_likelihood_slice, per particle).
+
+__device__ __forceinline__ float log_likelihood(const StepParams* sp, const float* sensors,
+                                                const u32* pairs, const float* tdoa,
+                                                const float* amp, const float* floor_,
+                                                const float* s, float lag) {
+    float rho[MAX_SENSORS];
+    float rate[MAX_SENSORS];
+    u32 ns = sp->n_sensors < MAX_SENSORS ? sp->n_sensors : MAX_SENSORS;
+    for (u32 a = 0; a < ns; ++a) {
+        float mx = sensors[3 * a], my = sensors[3 * a + 1], mz = sensors[3 * a + 2];
+        if (sp->mode == 0) {
+            float dx = s[0] - mx;
+            float dy = s[1] - my;
+            float dz = s[2] - mz;
+            float d = fmaxf(sqrtf(dx * dx + dy * dy + dz * dz), 1e-6f);
+            rho[a] = d;
+            rate[a] = (dx * s[3] + dy * s[4] + dz * s[5]) / d;
+        } else {
+            rho[a] = -(mx * s[0] + my * s[1] + mz * s[2]);
+            rate[a] = 0.0f;
+        }
+    }
+    bool three_d = sp->mode == 0;
+    float total = 0.0f;
+    float prod = 1.0f;
+    for (u32 pi = 0; pi < sp->n_pairs; ++pi) {
+        u32 a = pairs[2 * pi], b = pairs[2 * pi + 1];
+        float delta = three_d ? lag - 0.5f * (rho[a] + rho[b]) * sp->inv_c : 0.0f;
+        float pred = (rho[a] - rho[b] + (rate[a] - rate[b]) * delta) * sp->inv_c;
+        float l = floor_[pi];
+        for (u32 j = 0; j < sp->k; ++j) {
+            float am = amp[pi * sp->k + j];
+            if (am <= 0.0f) continue;
+            float d = tdoa[pi * sp->k + j] - pred;
+            float e = fm_exp(-d * d * sp->inv_two_var);
+            l += fabsf(d) < sp->gate ? am * e : 0.0f;
+        }
+        prod *= l;
+        if (pi % PAIR_GROUP == PAIR_GROUP - 1) {
+            total += fm_ln(prod);
+            prod = 1.0f;
+        }
+    }
+    return total + fm_ln(prod);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block reductions.
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in
+// thread 0. `scratch` holds 32 floats.
+__device__ float block_sum(float v, float* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    v = threadIdx.x < nw ? scratch[threadIdx.x] : 0.0f;
+    if (warp == 0) v = warp_sum(v);
+    return v;
+}
+
+// Maximum over the block, valid in every thread.
+__device__ float block_max_all(float v, float* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    v = threadIdx.x < nw ? scratch[threadIdx.x] : -INFINITY;
+    if (warp == 0) v = warp_max(v);
+    if (threadIdx.x == 0) scratch[0] = v;
+    __syncthreads();
+    v = scratch[0];
+    __syncthreads();
+    return v;
+}

@@ -1,0 +1,248 @@
+// GCC-PHAT kernels: the CUDA twin of src/dsp/gcc.rs. Frames are windowed into the FFT input,
+// cuFFT transforms all channels of all frames in one batched R2C, gcc_cross weights every
+// pair's cross-spectrum (one block per frame and pair), one batched C2R gives the curves, and
+// gcc_peaks finds and refines each pair's peaks. Only the peaks (and curves when asked for)
+// leave the device.
+
+#define GCC_BLOCK 256
+#define GCC_NEG_INF __int_as_float(0xff800000)
+#define PEAK_HALF 16     // PEAK_INTERP_HALF_WIDTH
+#define PEAK_GRID 16     // PEAK_GRID: offsets -0.5..=0.5 in steps of 1/16
+#define MAX_PEAKS 16
+#define MAX_EXCLUDED 128
+
+// Window and zero-pad: in[row][frame_len] -> out[row][fft_len], rows = frames x channels.
+extern "C" __global__ void gcc_window(const float* in, const float* window, float* out,
+                                      u32 frame_len, u32 fft_len) {
+    u32 row = blockIdx.y;
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= fft_len) return;
+    out[(size_t)row * fft_len + i] = i < frame_len ? in[(size_t)row * frame_len + i] * window[i] : 0.0f;
+}
+
+__device__ __forceinline__ float mag(float2 x, float beta) {
+    float a = sqrtf(x.x * x.x + x.y * x.y);
+    return beta == 1.0f ? a : powf(a, beta);
+}
+
+// One pair of one frame: weighted cross-spectrum and its normalisation (as weight_pair).
+extern "C" __global__ void __launch_bounds__(GCC_BLOCK)
+gcc_cross(const float2* spectra, const u32* pairs, const float* taper, u32 channels, u32 n_pairs,
+          u32 nb, u32 lo, u32 hi, u32 phat, float beta, float regularisation, float2* cross,
+          float* norms) {
+    __shared__ float scratch[32];
+    __shared__ float shared_reg;
+    u32 p = blockIdx.x, f = blockIdx.y;
+    u32 a = pairs[2 * p], b = pairs[2 * p + 1];
+    const float2* xa = spectra + ((size_t)f * channels + a) * nb;
+    const float2* xb = spectra + ((size_t)f * channels + b) * nb;
+    float2* out = cross + ((size_t)f * n_pairs + p) * nb;
+    float reg = 1.17549435e-38f;
+    if (phat) {
+        float sum = 0.0f;
+        for (u32 k = lo + threadIdx.x; k <= hi; k += blockDim.x) sum += mag(xa[k], beta) * mag(xb[k], beta);
+        sum = block_sum(sum, scratch);
+        if (threadIdx.x == 0) shared_reg = regularisation * (sum / (float)(hi - lo + 1)) + 1.17549435e-38f;
+        __syncthreads();
+        reg = shared_reg;
+    }
+    float norm = 0.0f;
+    u32 n_half = nb - 1;
+    for (u32 k = threadIdx.x; k < nb; k += blockDim.x) {
+        float2 gw = make_float2(0.0f, 0.0f);
+        if (k >= lo && k <= hi) {
+            float2 x = xa[k], y = xb[k];
+            float2 g = make_float2(x.x * y.x + x.y * y.y, x.y * y.x - x.x * y.y);
+            float t = taper[k];
+            float w = phat ? t / (mag(x, beta) * mag(y, beta) + reg) : t;
+            gw = make_float2(g.x * w, g.y * w);
+            float mult = (k == 0 || k == n_half) ? 1.0f : 2.0f;
+            norm += mult * sqrtf(gw.x * gw.x + gw.y * gw.y);
+        }
+        // The inverse transform wants purely real end bins (after the norm, as on the CPU).
+        if (k == 0 || k == n_half) gw.y = 0.0f;
+        out[k] = gw;
+    }
+    norm = block_sum(norm, scratch);
+    if (threadIdx.x == 0) norms[(size_t)f * n_pairs + p] = norm;
+}
+
+struct PeakOut {
+    float lag;
+    float value;
+    float quality;
+};
+
+// One pair of one frame: curve, statistics over the physical lags, the best peaks at least
+// min_sep apart (best first), each refined on a 17-point grid of the band-limited interpolant
+// and a parabola (as find_peaks and refine_peak).
+extern "C" __global__ void __launch_bounds__(GCC_BLOCK)
+gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
+          u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
+          float* curves, PeakOut* peaks) {
+    __shared__ float scratch[32];
+    __shared__ float best_v[32];
+    __shared__ int best_l[32];
+    __shared__ int excluded[MAX_EXCLUDED];
+    __shared__ int n_excluded;
+    __shared__ PeakOut accepted[MAX_PEAKS];
+    __shared__ int n_accepted;
+    __shared__ double grid[PEAK_GRID + 1];
+    __shared__ int cand_lag;
+    __shared__ float cand_v;
+    __shared__ int stop;
+    u32 p = blockIdx.x, f = blockIdx.y;
+    size_t row = (size_t)f * n_pairs + p;
+    const float* c = corr + row * fft_len;
+    float nrm = norms[row];
+    float inv = (nrm > 0.0f && isfinite(nrm)) ? 1.0f / nrm : 0.0f;
+    int ch = (int)curve_half;
+    int n = (int)fft_len;
+    // Curve value at a lag (negative lags wrap to the end of the circular correlation).
+#define CURVE(l) ((nrm > 0.0f && isfinite(nrm)) ? c[(((l) % n) + n) % n] * inv : 0.0f)
+    if (want_curves) {
+        float* out = curves + row * (2 * curve_half + 1);
+        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) out[i] = CURVE(i - ch);
+    }
+    PeakOut* po = peaks + row * k_peaks;
+    float ml = max_lag[p];
+    int bound = min((int)floorf(ml), ch);
+    if (threadIdx.x == 0) {
+        n_excluded = 0;
+        n_accepted = 0;
+        stop = 0;
+    }
+    if (bound < 0) {
+        for (u32 j = threadIdx.x; j < k_peaks; j += blockDim.x) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        return;
+    }
+    float s = 0.0f, s2 = 0.0f;
+    for (int l = -bound + (int)threadIdx.x; l <= bound; l += blockDim.x) {
+        float v = CURVE(l);
+        s += v;
+        s2 += v * v;
+    }
+    s = block_sum(s, scratch);
+    s2 = block_sum(s2, scratch);
+    __shared__ float mean_sh, std_sh;
+    __shared__ int flat;
+    if (threadIdx.x == 0) {
+        float cnt = (float)(2 * bound + 1);
+        float mean = s / cnt;
+        float var = s2 / cnt - mean * mean;
+        flat = !(var > 1e-18f);
+        mean_sh = mean;
+        std_sh = sqrtf(fmaxf(var, 0.0f));
+    }
+    __syncthreads();
+    if (flat) {
+        for (u32 j = threadIdx.x; j < k_peaks; j += blockDim.x) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        return;
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int iter = 0; iter < (int)k_peaks + MAX_EXCLUDED - MAX_PEAKS; ++iter) {
+        // The best local maximum not yet excluded (ties: the smaller lag).
+        float bv = GCC_NEG_INF;
+        int bl = 0x7fffffff;
+        for (int l = -bound + (int)threadIdx.x; l <= bound; l += blockDim.x) {
+            float v = CURVE(l);
+            float left = l > -bound ? CURVE(l - 1) : GCC_NEG_INF;
+            float right = l < bound ? CURVE(l + 1) : GCC_NEG_INF;
+            if (!(v >= left && v > right && isfinite(v))) continue;
+            bool ex = false;
+            for (int e = 0; e < n_excluded; ++e) ex |= excluded[e] == l;
+            if (ex) continue;
+            if (v > bv || (v == bv && l < bl)) {
+                bv = v;
+                bl = l;
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_down_sync(0xffffffffu, bv, o);
+            int ol = __shfl_down_sync(0xffffffffu, bl, o);
+            if (ov > bv || (ov == bv && ol < bl)) {
+                bv = ov;
+                bl = ol;
+            }
+        }
+        if (lane == 0) {
+            best_v[warp] = bv;
+            best_l[warp] = bl;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float v = GCC_NEG_INF;
+            int l = 0x7fffffff;
+            for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
+                if (best_v[w] > v || (best_v[w] == v && best_l[w] < l)) {
+                    v = best_v[w];
+                    l = best_l[w];
+                }
+            }
+            cand_v = v;
+            cand_lag = l;
+            stop = !(v > GCC_NEG_INF) || n_accepted >= (int)k_peaks || n_excluded >= MAX_EXCLUDED;
+            if (!stop) {
+                excluded[n_excluded++] = l;
+                for (int a = 0; a < n_accepted; ++a) {
+                    if (fabsf(accepted[a].lag - (float)l) < min_sep) cand_v = GCC_NEG_INF;
+                }
+            }
+        }
+        __syncthreads();
+        if (stop) break;
+        if (!(cand_v > GCC_NEG_INF)) continue;
+        // Refinement: grid point g at offset (g - 8) / 16.
+        if (threadIdx.x <= PEAK_GRID) {
+            int g = threadIdx.x;
+            int centre = cand_lag + ch;
+            double t = (double)centre + (double)(g - PEAK_GRID / 2) / (double)PEAK_GRID;
+            double i0 = floor(t);
+            double frac = t - i0;
+            int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
+            const float* tw = taps + phase * 2 * PEAK_HALF;
+            int first = (int)i0 - PEAK_HALF + 1;
+            double acc = 0.0;
+            for (int k = 0; k < 2 * PEAK_HALF; ++k) {
+                int j = first + k;
+                if (j >= 0 && j < 2 * ch + 1) acc += (double)CURVE(j - ch) * (double)tw[k];
+            }
+            grid[g] = acc;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int best = 0;
+            for (int g = 1; g <= PEAK_GRID; ++g) if (grid[g] > grid[best]) best = g;
+            double h = 1.0 / (double)PEAK_GRID;
+            double offset = (double)(best - PEAK_GRID / 2) * h;
+            double value = grid[best];
+            if (best > 0 && best < PEAK_GRID) {
+                double a = grid[best - 1], b = grid[best], cc = grid[best + 1];
+                double den = a - 2.0 * b + cc;
+                if (den < 0.0) {
+                    double d = 0.5 * (a - cc) / den;
+                    offset += d * h;
+                    value = b - 0.25 * (a - cc) * d;
+                }
+            }
+            float lag_f = fminf(fmaxf((float)cand_lag + (float)offset, -ml), ml);
+            float q = (float)(((double)(float)value - (double)mean_sh) / (double)std_sh);
+            accepted[n_accepted++] = PeakOut{lag_f, (float)value, q};
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        // Best first by refined value.
+        for (int a = 1; a < n_accepted; ++a) {
+            PeakOut x = accepted[a];
+            int b = a - 1;
+            while (b >= 0 && accepted[b].value < x.value) {
+                accepted[b + 1] = accepted[b];
+                --b;
+            }
+            accepted[b + 1] = x;
+        }
+        for (int j = 0; j < (int)k_peaks; ++j) po[j] = j < n_accepted ? accepted[j] : PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+    }
+#undef CURVE
+}

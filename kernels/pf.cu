@@ -1,0 +1,465 @@
+// The particle-filter kernels: the CUDA twin of src/track/pf.rs. Every stage runs for every
+// track of the step in one launch (blockIdx.y is the track), particles stay on the device, and
+// only per-track sums come back. Weighted sums are taken per block relative to the block's own
+// largest log weight and combined in f64 by pf_finalize (all sums are linear in the weights).
+//
+// Layout: state[buf][slot][c][i] for buf in {0, 1} (double buffer for resampling), model[buf]
+// [slot][i], log_w[slot][i], ll[slot][i], e[slot][i]. Per-block partials: PART values per block.
+
+#define PF_BLOCK 256
+#define NEG_INF __int_as_float(0xff800000)
+
+// Partial sums per block: [0] max, [1] s, [2] s2, [3..9] x, [9..30] xx, [30..46] models,
+// [46] turn, [47] unused.
+#define PART 48
+
+__device__ __forceinline__ float* slot_state(float* s0, float* s1, u32 cur, u32 slot, u32 n) {
+    return (cur ? s1 : s0) + (size_t)slot * STATE_DIM * n;
+}
+
+__device__ __forceinline__ u32* slot_model(u32* m0, u32* m1, u32 cur, u32 slot, u32 n) {
+    return (cur ? m1 : m0) + (size_t)slot * n;
+}
+
+// The reference state of each track (its particle 0 before the step): sums are taken relative
+// to it so that covariances of a cloud far from the origin keep their precision.
+extern "C" __global__ void pf_ref(const TrackParams* tracks, u32 n_tracks, u32 n, float* s0,
+                                  float* s1, float* ref) {
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_tracks) return;
+    const float* st = slot_state(s0, s1, tracks[t].cur, tracks[t].slot, n);
+    for (int c = 0; c < 6; ++c) ref[t * 8 + c] = st[(size_t)c * n];
+}
+
+// Weighted sums of one block of particles (thread i holds particle i, `valid` false past the
+// end), relative to the block's largest log weight; thread 0 writes them to `out`.
+__device__ void block_sums(float lw, bool valid, const float* st, u32 model, float turn,
+                           const float* ref, float* e_out, float* out) {
+    __shared__ float scratch[32];
+    __shared__ float warp_parts[PF_BLOCK / 32][PART];
+    float mx = block_max_all(valid ? lw : NEG_INF, scratch);
+    float e = (valid && mx > NEG_INF) ? fm_exp(lw - mx) : 0.0f;
+    if (valid) *e_out = e;
+    float d[6];
+    for (int c = 0; c < 6; ++c) d[c] = valid ? st[c] - ref[c] : 0.0f;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float v;
+    v = warp_sum(e);
+    if (lane == 0) warp_parts[warp][1] = v;
+    v = warp_sum(e * e);
+    if (lane == 0) warp_parts[warp][2] = v;
+    int idx = 9;
+    for (int a = 0; a < 6; ++a) {
+        v = warp_sum(e * d[a]);
+        if (lane == 0) warp_parts[warp][3 + a] = v;
+        for (int b = a; b < 6; ++b) {
+            v = warp_sum(e * d[a] * d[b]);
+            if (lane == 0) warp_parts[warp][idx] = v;
+            ++idx;
+        }
+    }
+    for (int m = 0; m < MAX_MODELS; ++m) {
+        v = warp_sum(model == (u32)m ? e : 0.0f);
+        if (lane == 0) warp_parts[warp][30 + m] = v;
+    }
+    v = warp_sum(e * turn);
+    if (lane == 0) warp_parts[warp][46] = v;
+    __syncthreads();
+    if (threadIdx.x < PART) {
+        float acc = 0.0f;
+        for (int w = 0; w < PF_BLOCK / 32; ++w) acc += warp_parts[w][threadIdx.x];
+        out[threadIdx.x] = acc;
+    }
+    if (threadIdx.x == 0) out[0] = mx;
+}
+
+// Switch model, predict, weigh, and the block's weighted sums.
+extern "C" __global__ void __launch_bounds__(PF_BLOCK)
+pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
+        const float* sensors, const u32* pairs, const float* tdoa, const float* amp,
+        const float* floor_, float* s0, float* s1, u32* m0, u32* m1, float* log_w, float* ll_out,
+        float* e_out, const float* ref, float* partials, u32 n_blocks) {
+    u32 t = blockIdx.y;
+    const TrackParams tp = tracks[t];
+    u32 n = sp->n;
+    u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
+    bool valid = i < n;
+    float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
+    u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
+    size_t base = (size_t)tp.slot * n;
+    float s[STATE_DIM];
+    float lw = NEG_INF;
+    u32 m = 0;
+    if (valid) {
+        for (int c = 0; c < STATE_DIM; ++c) s[c] = st[(size_t)c * n + i];
+        m = md[i];
+        if (sp->forced_model != 0xffffffffu) {
+            m = sp->forced_model;
+        } else {
+            uint4 w = draw(sp->seed, sp->frame, tp.slot, i, S_SWITCH);
+            m = switch_model(sp, m, uniform(w.x));
+        }
+        float4 z = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT));
+        advance(&coeffs[t], sp->mode, m, tp.dt, s, z);
+        float l = log_likelihood(sp, sensors, pairs, tdoa, amp, floor_, s, tp.lag);
+        if (sp->has_bounds) {
+            bool inside = s[0] >= sp->lo[0] && s[0] <= sp->hi[0] && s[1] >= sp->lo[1] &&
+                          s[1] <= sp->hi[1] && s[2] >= sp->lo[2] && s[2] <= sp->hi[2];
+            if (!inside) l = NEG_INF;
+        }
+        if (l != l) l = NEG_INF;
+        for (int c = 0; c < STATE_DIM; ++c) st[(size_t)c * n + i] = s[c];
+        md[i] = m;
+        ll_out[base + i] = l;
+        lw = log_w[base + i] - tp.offset + l;
+        log_w[base + i] = lw;
+    }
+    block_sums(lw, valid, s, m, valid ? s[6] : 0.0f, ref + t * 8, e_out + base + i,
+               partials + ((size_t)t * n_blocks + blockIdx.x) * PART);
+}
+
+// The block sums alone, from the current weights (after tempering or a reset).
+extern "C" __global__ void __launch_bounds__(PF_BLOCK)
+pf_sums(const StepParams* sp, const TrackParams* tracks, float* s0, float* s1, u32* m0, u32* m1,
+        const float* log_w, float* e_out, const float* ref, float* partials, u32 n_blocks) {
+    u32 t = blockIdx.y;
+    const TrackParams tp = tracks[t];
+    u32 n = sp->n;
+    u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
+    bool valid = i < n;
+    const float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
+    const u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
+    size_t base = (size_t)tp.slot * n;
+    float s[STATE_DIM];
+    float lw = NEG_INF;
+    u32 m = 0;
+    if (valid) {
+        for (int c = 0; c < STATE_DIM; ++c) s[c] = st[(size_t)c * n + i];
+        m = md[i];
+        lw = log_w[base + i];
+    }
+    block_sums(lw, valid, s, m, valid ? s[6] : 0.0f, ref + t * 8, e_out + base + i,
+               partials + ((size_t)t * n_blocks + blockIdx.x) * PART);
+}
+
+// Combine a track's block partials in f64 (one block per track): out[t] = [max, s, s2, x(6),
+// xx(21), models(16), turn] relative to the overall maximum.
+extern "C" __global__ void __launch_bounds__(256)
+pf_finalize(const float* partials, u32 n_blocks, double* out) {
+    __shared__ float scratch[32];
+    __shared__ double warp_parts[8][PART];
+    u32 t = blockIdx.x;
+    const float* p = partials + (size_t)t * n_blocks * PART;
+    float mx = NEG_INF;
+    for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) mx = fmaxf(mx, p[(size_t)b * PART]);
+    mx = block_max_all(mx, scratch);
+    double acc[PART - 1];
+    for (int k = 0; k < PART - 1; ++k) acc[k] = 0.0;
+    for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) {
+        float bm = p[(size_t)b * PART];
+        if (!(bm > NEG_INF)) continue;
+        double f = exp((double)bm - (double)mx);
+        acc[0] += f * (double)p[(size_t)b * PART + 1];
+        acc[1] += f * f * (double)p[(size_t)b * PART + 2];
+        for (int k = 2; k < PART - 1; ++k) acc[k] += f * (double)p[(size_t)b * PART + 1 + k];
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int k = 0; k < PART - 1; ++k) {
+        double v = warp_sum_d(acc[k]);
+        if (lane == 0) warp_parts[warp][k] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < PART - 1) {
+        double v = 0.0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) v += warp_parts[w][threadIdx.x];
+        out[(size_t)t * PART + 1 + threadIdx.x] = v;
+    }
+    if (threadIdx.x == 0) out[(size_t)t * PART] = (double)mx;
+}
+
+// Tempering, step 1: per block, max(log_w - ll) and max(ll) over particles with finite ll.
+extern "C" __global__ void __launch_bounds__(PF_BLOCK)
+pf_temper_bounds(const StepParams* sp, const TrackParams* tracks, const float* log_w,
+                 const float* ll, float* out, u32 n_blocks) {
+    __shared__ float scratch[32];
+    u32 t = blockIdx.y;
+    u32 n = sp->n;
+    u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
+    size_t base = (size_t)tracks[t].slot * n;
+    float mp = NEG_INF, ml = NEG_INF;
+    if (i < n) {
+        float l = ll[base + i];
+        if (isfinite(l)) {
+            mp = log_w[base + i] - l;
+            ml = l;
+        }
+    }
+    mp = block_max_all(mp, scratch);
+    ml = block_max_all(ml, scratch);
+    if (threadIdx.x == 0) {
+        out[((size_t)t * n_blocks + blockIdx.x) * 2] = mp;
+        out[((size_t)t * n_blocks + blockIdx.x) * 2 + 1] = ml;
+    }
+}
+
+// Tempering, step 2: per block, s[g] and s2[g] for beta = 2^-g, g = 0..grid (as
+// CpuParticleFilter::choose_temper: e^(beta b) by repeated squaring).
+extern "C" __global__ void __launch_bounds__(PF_BLOCK)
+pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const float* log_w,
+               const float* ll, const float* bounds, u32 grid, double* out, u32 n_blocks) {
+    __shared__ double warp_parts[PF_BLOCK / 32][2 * 17];
+    u32 t = blockIdx.y;
+    u32 n = sp->n;
+    u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
+    size_t base = (size_t)tracks[t].slot * n;
+    float mp = bounds[t * 2], ml = bounds[t * 2 + 1];
+    double s[17], s2[17];
+    for (u32 g = 0; g <= grid && g < 17; ++g) s[g] = s2[g] = 0.0;
+    if (i < n) {
+        float l = ll[base + i];
+        if (isfinite(l)) {
+            double a = exp((double)(log_w[base + i] - l - mp));
+            double y = exp((double)(l - ml) * exp2(-(double)grid));
+            for (int g = (int)grid; g >= 0; --g) {
+                double e = a * y;
+                s[g] += e;
+                s2[g] += e * e;
+                y *= y;
+            }
+        }
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (u32 g = 0; g <= grid && g < 17; ++g) {
+        double v = warp_sum_d(s[g]);
+        if (lane == 0) warp_parts[warp][2 * g] = v;
+        v = warp_sum_d(s2[g]);
+        if (lane == 0) warp_parts[warp][2 * g + 1] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < 2 * (grid + 1)) {
+        double acc = 0.0;
+        for (int w = 0; w < PF_BLOCK / 32; ++w) acc += warp_parts[w][threadIdx.x];
+        out[((size_t)t * n_blocks + blockIdx.x) * 34 + threadIdx.x] = acc;
+    }
+}
+
+// Tempering, step 3: apply the chosen exponent: log w = prev + beta ll.
+extern "C" __global__ void pf_reweight(const StepParams* sp, const TrackParams* tracks,
+                                       const float* betas, float* log_w, const float* ll) {
+    u32 t = blockIdx.y;
+    u32 n = sp->n;
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    size_t base = (size_t)tracks[t].slot * n;
+    float l = ll[base + i];
+    float beta = betas[t];
+    log_w[base + i] = isfinite(l) ? log_w[base + i] - l + beta * l : NEG_INF;
+}
+
+// Set every log weight of the listed tracks to `value`.
+extern "C" __global__ void pf_fill_log_w(const StepParams* sp, const TrackParams* tracks,
+                                         float* log_w, float value) {
+    u32 t = blockIdx.y;
+    u32 n = sp->n;
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) log_w[(size_t)tracks[t].slot * n + i] = value;
+}
+
+// Resampling, step 1: inclusive scan (f64) of e * scale within blocks of SCAN_BLOCK particles;
+// scale = exp(block max - overall max) from the step's partials and finalize output.
+#define SCAN_BLOCK 1024
+extern "C" __global__ void __launch_bounds__(SCAN_BLOCK)
+pf_scan_local(const StepParams* sp, const TrackParams* tracks, const float* e,
+              const float* partials, u32 n_blocks, const double* sums, double* cdf,
+              double* block_tot) {
+    __shared__ double warp_tot[32];
+    u32 t = blockIdx.y;
+    u32 n = sp->n;
+    u32 i = blockIdx.x * SCAN_BLOCK + threadIdx.x;
+    size_t base = (size_t)tracks[t].slot * n;
+    double v = 0.0;
+    if (i < n) {
+        float bm = partials[((size_t)t * n_blocks + i / PF_BLOCK) * PART];
+        double mx = sums[(size_t)t * PART];
+        double f = bm > NEG_INF ? exp((double)bm - mx) : 0.0;
+        v = (double)e[base + i] * f;
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int o = 1; o < 32; o <<= 1) {
+        double y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += y;
+    }
+    if (lane == 31) warp_tot[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        double w = lane < (int)(blockDim.x >> 5) ? warp_tot[lane] : 0.0;
+        for (int o = 1; o < 32; o <<= 1) {
+            double y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) w += y;
+        }
+        warp_tot[lane] = w;
+    }
+    __syncthreads();
+    if (warp > 0) v += warp_tot[warp - 1];
+    if (i < n) cdf[base + i] = v;
+    // The last thread holds the block's total (particles past the end contribute nothing).
+    if (threadIdx.x == blockDim.x - 1) {
+        u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
+        block_tot[(size_t)t * (nb + 1) + blockIdx.x] = v;
+    }
+}
+
+// Resampling, step 2: exclusive scan of the block totals (one block per track); the total goes
+// after the last entry.
+extern "C" __global__ void __launch_bounds__(1024)
+pf_scan_totals(const StepParams* sp, double* block_tot) {
+    __shared__ double part[1024];
+    u32 n = sp->n;
+    u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
+    double* bt = block_tot + (size_t)blockIdx.y * (nb + 1);
+    // Each thread sums a run of consecutive totals, the runs are scanned, then written back.
+    u32 per = (nb + blockDim.x - 1) / blockDim.x;
+    u32 lo = threadIdx.x * per, hi = min(nb, lo + per);
+    double s = 0.0;
+    for (u32 k = lo; k < hi; ++k) s += bt[k];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double acc = 0.0;
+        for (u32 k = 0; k < blockDim.x; ++k) {
+            double x = part[k];
+            part[k] = acc;
+            acc += x;
+        }
+        bt[nb] = acc;
+    }
+    __syncthreads();
+    double acc = part[threadIdx.x];
+    for (u32 k = lo; k < hi; ++k) {
+        double x = bt[k];
+        bt[k] = acc;
+        acc += x;
+    }
+}
+
+// Resampling, step 3: output slot j takes the particle whose cumulative interval contains
+// (u0 + j) / N of the total (binary search: one thread per slot, balanced work). Copies into
+// the other buffer and resets the weights.
+extern "C" __global__ void __launch_bounds__(PF_BLOCK)
+pf_resample(const StepParams* sp, const TrackParams* tracks, const double* cdf,
+            const double* block_tot, float* s0, float* s1, u32* m0, u32* m1, float* log_w) {
+    u32 t = blockIdx.y;
+    const TrackParams tp = tracks[t];
+    u32 n = sp->n;
+    u32 j = blockIdx.x * PF_BLOCK + threadIdx.x;
+    if (j >= n) return;
+    u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
+    const double* bt = block_tot + (size_t)t * (nb + 1);
+    size_t base = (size_t)tp.slot * n;
+    double total = bt[nb];
+    double target = ((double)tp.u0 + (double)j) / (double)n * total;
+    // First index whose cumulative weight exceeds the target: over block offsets, then within.
+    u32 lo = 0, hi = nb;
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) / 2;
+        if (bt[mid] <= target) lo = mid; else hi = mid;
+    }
+    u32 a0 = lo * SCAN_BLOCK, a1 = min(n, a0 + SCAN_BLOCK);
+    double off = bt[lo];
+    u32 l = a0, h = a1;
+    while (l < h) {
+        u32 mid = (l + h) / 2;
+        if (off + cdf[base + mid] <= target) l = mid + 1; else h = mid;
+    }
+    u32 a = min(l, n - 1);
+    const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
+    float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
+    for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = src[(size_t)c * n + a];
+    slot_model(m0, m1, 1 - tp.cur, tp.slot, n)[j] = slot_model(m0, m1, tp.cur, tp.slot, n)[a];
+    log_w[base + j] = 0.0f;
+}
+
+// Regularisation after a tempered resampling: particle += L z (L lower-triangular, per track,
+// z six normals), in the buffer the particles are now in.
+extern "C" __global__ void pf_roughen(const StepParams* sp, const TrackParams* tracks,
+                                      const float* chol, float* s0, float* s1) {
+    u32 t = blockIdx.y;
+    const TrackParams tp = tracks[t];
+    u32 n = sp->n;
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
+    float4 a = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_ROUGHEN));
+    float4 b = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_ROUGHEN2));
+    float z[6] = {a.x, a.y, a.z, a.w, b.x, b.y};
+    const float* l = chol + t * 36;
+    float part[6];
+    for (int r = 0; r < 6; ++r) {
+        float acc = 0.0f;
+        for (int c = 0; c <= r; ++c) acc += l[r * 6 + c] * z[c];
+        part[r] = st[(size_t)r * n + i] + acc;
+    }
+    if (sp->mode == 1) {
+        float nn = fmaxf(sqrtf(part[0] * part[0] + part[1] * part[1] + part[2] * part[2]), 1e-12f);
+        part[0] /= nn;
+        part[1] /= nn;
+        part[2] /= nn;
+    }
+    for (int r = 0; r < 6; ++r) st[(size_t)r * n + i] = part[r];
+}
+
+// A track's prior (as src/track/pf.rs: init_particle).
+struct InitParams {
+    double mean[6];
+    double chol[36];
+    double speed_ball;
+    float model_cdf[MAX_MODELS];
+    u32 n_model_probs;
+    u32 slot;
+    u32 cur;
+    u32 pad;
+    u64 frame;
+};
+
+extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, float* s0,
+                                   float* s1, u32* m0, u32* m1, float* log_w) {
+    u32 n = sp->n;
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float4 z0 = normals4(draw(sp->seed, ip->frame, ip->slot, i, S_INIT_POS));
+    float4 z1 = normals4(draw(sp->seed, ip->frame, ip->slot, i, S_INIT_VEL));
+    uint4 w = draw(sp->seed, ip->frame, ip->slot, i, S_SWITCH);
+    float z[6] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y};
+    double x[6];
+    for (int r = 0; r < 6; ++r) {
+        x[r] = ip->mean[r];
+        for (int c = 0; c <= r; ++c) x[r] += ip->chol[r * 6 + c] * (double)z[c];
+    }
+    float dz, unused;
+    box_muller(uniform(w.y), uniform(w.z), &dz, &unused);
+    float d[3] = {z1.z, z1.w, dz};
+    float dn = fmaxf(sqrtf(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]), 1e-12f);
+    float radius = (float)ip->speed_ball * uniform(w.w);
+    float s[7];
+    for (int a = 0; a < 6; ++a) s[a] = (float)x[a];
+    s[6] = 0.0f;
+    for (int a = 0; a < 3; ++a) s[3 + a] += d[a] / dn * radius;
+    if (sp->mode == 1) {
+        float nrm = fmaxf(sqrtf(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]), 1e-12f);
+        for (int a = 0; a < 3; ++a) s[a] /= nrm;
+        float radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
+        for (int a = 0; a < 3; ++a) s[3 + a] -= radial * s[a];
+    }
+    float u = uniform(w.x);
+    u32 model = ip->n_model_probs > 0 ? ip->n_model_probs - 1 : 0;
+    for (u32 m = 0; m < ip->n_model_probs; ++m) {
+        if (u < ip->model_cdf[m]) {
+            model = m;
+            break;
+        }
+    }
+    float* st = slot_state(s0, s1, ip->cur, ip->slot, n);
+    for (int c = 0; c < STATE_DIM; ++c) st[(size_t)c * n + i] = s[c];
+    slot_model(m0, m1, ip->cur, ip->slot, n)[i] = model;
+    log_w[(size_t)ip->slot * n + i] = 0.0f;
+}

@@ -1,0 +1,332 @@
+//! GCC-PHAT on the GPU: the [`Correlator`] twin of `CpuCorrelator`.
+//!
+//! Per call, for up to `batch` frames: copy the frames in, window them (`gcc_window`), one
+//! batched R2C for every channel of every frame, `gcc_cross` for every pair of every frame, one
+//! batched C2R, `gcc_peaks`, and copy the peaks (and curves when asked for) back.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::cufft::{result as fft, sys as fft_sys};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+
+use super::{Gpu, err};
+use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
+use crate::error::BackendError;
+use crate::frame::Frame;
+
+struct Plans {
+    r2c: fft_sys::cufftHandle,
+    c2r: fft_sys::cufftHandle,
+}
+
+pub struct CudaCorrelator {
+    gpu: Arc<Gpu>,
+    params: GccParams,
+    batch: usize,
+    f_window: CudaFunction,
+    f_cross: CudaFunction,
+    f_peaks: CudaFunction,
+    d_in: CudaSlice<f32>,
+    d_window: CudaSlice<f32>,
+    d_fft_in: CudaSlice<f32>,
+    d_spec: CudaSlice<f32>,
+    d_pairs: CudaSlice<u32>,
+    d_taper: CudaSlice<f32>,
+    d_maxlag: CudaSlice<f32>,
+    d_taps: CudaSlice<f32>,
+    d_cross: CudaSlice<f32>,
+    d_norms: CudaSlice<f32>,
+    d_corr: CudaSlice<f32>,
+    d_curves: CudaSlice<f32>,
+    d_peaks: CudaSlice<f32>,
+    plans: HashMap<usize, Plans>,
+    host_in: Vec<f32>,
+    host_peaks: Vec<f32>,
+    host_curves: Vec<f32>,
+    ev_start: CudaEvent,
+    ev_end: CudaEvent,
+    last_s: Option<f64>,
+    last_bytes: u64,
+}
+
+impl CudaCorrelator {
+    /// A correlator that transforms up to `batch` frames per call.
+    pub fn new(gpu: Arc<Gpu>, params: GccParams, batch: usize) -> Result<Self, BackendError> {
+        let batch = batch.max(1);
+        let s = gpu.stream.clone();
+        let (c, p, nb) = (params.channels, params.pairs.len(), params.n_bins());
+        let alloc = |n: usize| s.alloc_zeros::<f32>(n.max(1)).map_err(err("allocating GCC buffers"));
+        let pairs: Vec<u32> = params.pairs.iter().flat_map(|q| [q.a as u32, q.b as u32]).collect();
+        let maxlag: Vec<f32> = params.pairs.iter().map(|q| q.max_lag_samples).collect();
+        let taps = peak_interpolator();
+        let mut d_pairs = s.alloc_zeros::<u32>(pairs.len().max(1)).map_err(err("allocating GCC buffers"))?;
+        s.memcpy_htod(&pairs, &mut d_pairs).map_err(err("uploading pairs"))?;
+        let mut d_window = alloc(params.frame_len)?;
+        s.memcpy_htod(&params.window_coefficients(), &mut d_window).map_err(err("uploading the window"))?;
+        let mut d_taper = alloc(nb)?;
+        s.memcpy_htod(&params.band_taper, &mut d_taper).map_err(err("uploading the band taper"))?;
+        let mut d_maxlag = alloc(p)?;
+        s.memcpy_htod(&maxlag, &mut d_maxlag).map_err(err("uploading lag bounds"))?;
+        let mut d_taps = alloc(taps.data().len())?;
+        s.memcpy_htod(taps.data(), &mut d_taps).map_err(err("uploading interpolator taps"))?;
+        let me = Self {
+            f_window: gpu.function("gcc_window")?,
+            f_cross: gpu.function("gcc_cross")?,
+            f_peaks: gpu.function("gcc_peaks")?,
+            d_in: alloc(batch * c * params.frame_len)?,
+            d_fft_in: alloc(batch * c * params.fft_len)?,
+            d_spec: alloc(batch * c * nb * 2)?,
+            d_cross: alloc(batch * p * nb * 2)?,
+            d_norms: alloc(batch * p)?,
+            d_corr: alloc(batch * p * params.fft_len)?,
+            d_curves: alloc(batch * p * params.curve_len())?,
+            d_peaks: alloc(batch * p * params.peaks_per_pair * 3)?,
+            d_window,
+            d_pairs,
+            d_taper,
+            d_maxlag,
+            d_taps,
+            plans: HashMap::new(),
+            host_in: vec![0.0; batch * c * params.frame_len],
+            host_peaks: vec![0.0; batch * p * params.peaks_per_pair * 3],
+            host_curves: Vec::new(),
+            ev_start: gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(err("creating an event"))?,
+            ev_end: gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(err("creating an event"))?,
+            last_s: None,
+            last_bytes: 0,
+            batch,
+            params,
+            gpu,
+        };
+        Ok(me)
+    }
+
+    fn plans(&mut self, frames: usize) -> Result<&Plans, BackendError> {
+        if !self.plans.contains_key(&frames) {
+            let n = self.params.fft_len as i32;
+            let nb = self.params.n_bins() as i32;
+            let mut dims = [n];
+            // SAFETY: plan_many reads `dims` (rank 1) and null embeddings (contiguous data);
+            // set_stream gets a live plan and our stream.
+            let plans = unsafe {
+                let r2c = fft::plan_many(
+                    1,
+                    dims.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                    1,
+                    n,
+                    std::ptr::null_mut(),
+                    1,
+                    nb,
+                    fft_sys::cufftType::CUFFT_R2C,
+                    (frames * self.params.channels) as i32,
+                )
+                .map_err(err("cuFFT R2C plan"))?;
+                let c2r = fft::plan_many(
+                    1,
+                    dims.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                    1,
+                    nb,
+                    std::ptr::null_mut(),
+                    1,
+                    n,
+                    fft_sys::cufftType::CUFFT_C2R,
+                    (frames * self.params.pairs.len()).max(1) as i32,
+                )
+                .map_err(err("cuFFT C2R plan"))?;
+                let st = self.gpu.stream.cu_stream() as fft_sys::cudaStream_t;
+                fft::set_stream(r2c, st).map_err(err("cuFFT stream"))?;
+                fft::set_stream(c2r, st).map_err(err("cuFFT stream"))?;
+                Plans { r2c, c2r }
+            };
+            self.plans.insert(frames, plans);
+        }
+        self.plans
+            .get(&frames)
+            .ok_or_else(|| BackendError::new("cuda", "cuFFT plan missing"))
+    }
+
+    fn run_batch(&mut self, frames: &[&Frame], out: &mut [GccFrame], want_curves: bool) -> Result<(), BackendError> {
+        let b = frames.len();
+        let p = self.params.clone();
+        let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
+        for (i, f) in frames.iter().enumerate() {
+            if f.channels != c || f.len != p.frame_len {
+                return Err(BackendError::new("cuda", format!("frame of {} x {} does not match the plan's {} x {}", f.channels, f.len, c, p.frame_len)));
+            }
+            self.host_in[i * c * p.frame_len..(i + 1) * c * p.frame_len].copy_from_slice(&f.data);
+        }
+        let plans = self.plans(b)?;
+        let (r2c, c2r) = (plans.r2c, plans.c2r);
+        let s = self.gpu.stream.clone();
+        self.ev_start.record(&s).map_err(err("recording an event"))?;
+        s.memcpy_htod(&self.host_in[..b * c * p.frame_len], &mut self.d_in).map_err(err("copying frames to the device"))?;
+        let (frame_len, fft_len) = (p.frame_len as u32, p.fft_len as u32);
+        // SAFETY (all launches below): argument types and order match the kernel signatures in
+        // kernels/gcc.cu, and every buffer was allocated for `batch` frames.
+        unsafe {
+            s.launch_builder(&self.f_window)
+                .arg(&self.d_in)
+                .arg(&self.d_window)
+                .arg(&mut self.d_fft_in)
+                .arg(&frame_len)
+                .arg(&fft_len)
+                .launch(LaunchConfig {
+                    grid_dim: (fft_len.div_ceil(256), (b * c) as u32, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("gcc_window"))?;
+        }
+        {
+            let (src, _g1) = self.d_fft_in.device_ptr(&s);
+            let (dst, _g2) = self.d_spec.device_ptr_mut(&s);
+            // SAFETY: the plan was made for b x channels transforms of fft_len reals into
+            // fft_len/2+1 complex values, which is what the two buffers hold.
+            unsafe { fft::exec_r2c(r2c, src as *mut f32, dst as *mut fft_sys::cufftComplex) }.map_err(err("cuFFT R2C"))?;
+        }
+        let (channels, n_pairs, nbu) = (c as u32, np as u32, nb as u32);
+        let (lo, hi) = (p.band_bins.0 as u32, p.band_bins.1 as u32);
+        let phat = u32::from(p.weighting == crate::config::Weighting::Phat);
+        if np > 0 {
+            unsafe {
+                s.launch_builder(&self.f_cross)
+                    .arg(&self.d_spec)
+                    .arg(&self.d_pairs)
+                    .arg(&self.d_taper)
+                    .arg(&channels)
+                    .arg(&n_pairs)
+                    .arg(&nbu)
+                    .arg(&lo)
+                    .arg(&hi)
+                    .arg(&phat)
+                    .arg(&p.beta)
+                    .arg(&p.regularisation)
+                    .arg(&mut self.d_cross)
+                    .arg(&mut self.d_norms)
+                    .launch(LaunchConfig {
+                        grid_dim: (n_pairs, b as u32, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                    .map_err(err("gcc_cross"))?;
+            }
+            {
+                let (src, _g1) = self.d_cross.device_ptr(&s);
+                let (dst, _g2) = self.d_corr.device_ptr_mut(&s);
+                // SAFETY: the plan was made for b x pairs inverse transforms matching the buffers.
+                unsafe { fft::exec_c2r(c2r, src as *mut fft_sys::cufftComplex, dst as *mut f32) }.map_err(err("cuFFT C2R"))?;
+            }
+            let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
+            unsafe {
+                s.launch_builder(&self.f_peaks)
+                    .arg(&self.d_corr)
+                    .arg(&self.d_norms)
+                    .arg(&self.d_maxlag)
+                    .arg(&self.d_taps)
+                    .arg(&n_pairs)
+                    .arg(&fft_len)
+                    .arg(&ch)
+                    .arg(&ku)
+                    .arg(&p.min_separation_samples)
+                    .arg(&wc)
+                    .arg(&mut self.d_curves)
+                    .arg(&mut self.d_peaks)
+                    .launch(LaunchConfig {
+                        grid_dim: (n_pairs, b as u32, 1),
+                        block_dim: (256, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                    .map_err(err("gcc_peaks"))?;
+            }
+        }
+        self.ev_end.record(&s).map_err(err("recording an event"))?;
+        let np_k3 = b * np * k * 3;
+        s.memcpy_dtoh(&self.d_peaks, &mut self.host_peaks).map_err(err("copying peaks back"))?;
+        let cl = p.curve_len();
+        if want_curves {
+            self.host_curves.resize(self.batch * np * cl, 0.0);
+            s.memcpy_dtoh(&self.d_curves, &mut self.host_curves).map_err(err("copying curves back"))?;
+        }
+        s.synchronize().map_err(err("running the GCC kernels"))?;
+        self.last_s = self.ev_start.elapsed_ms(&self.ev_end).ok().map(|ms| f64::from(ms) * 1e-3);
+        // Bytes through device memory: frames in, FFT input written and read, spectra written
+        // and read twice per pair they take part in (bounded by once per pair), cross-spectra
+        // written and read, curves written and read, peaks out.
+        let f4 = 4u64;
+        self.last_bytes = f4
+            * (b * c * p.frame_len
+                + 2 * b * c * p.fft_len
+                + 2 * b * c * nb * 2
+                + 2 * b * np * nb * 2 * 2
+                + 2 * b * np * p.fft_len
+                + np_k3) as u64;
+        for (i, o) in out.iter_mut().enumerate().take(b) {
+            o.seq = frames[i].seq;
+            o.peaks.resize(np * k, Peak::NONE);
+            for (j, pk) in o.peaks.iter_mut().enumerate() {
+                let at = (i * np * k + j) * 3;
+                *pk = Peak {
+                    lag_samples: self.host_peaks[at],
+                    value: self.host_peaks[at + 1],
+                    quality: self.host_peaks[at + 2],
+                };
+            }
+            if want_curves {
+                o.curves.clear();
+                o.curves.extend_from_slice(&self.host_curves[i * np * cl..(i + 1) * np * cl]);
+            } else {
+                o.curves.clear();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Correlator for CudaCorrelator {
+    fn backend(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn params(&self) -> &GccParams {
+        &self.params
+    }
+
+    fn correlate(&mut self, frames: &[&Frame], out: &mut [GccFrame], want_curves: bool) -> Result<(), BackendError> {
+        if frames.len() != out.len() {
+            return Err(BackendError::new("cuda", "frames and outputs differ in number"));
+        }
+        let mut total_s = 0.0;
+        let mut total_bytes = 0;
+        for (fr, o) in frames.chunks(self.batch).zip(out.chunks_mut(self.batch)) {
+            self.run_batch(fr, o, want_curves)?;
+            total_s += self.last_s.unwrap_or(0.0);
+            total_bytes += self.last_bytes;
+        }
+        self.last_s = Some(total_s);
+        self.last_bytes = total_bytes;
+        Ok(())
+    }
+
+    fn last_device_time_s(&self) -> Option<f64> {
+        self.last_s
+    }
+
+    fn bytes_per_call(&self) -> Option<u64> {
+        Some(self.last_bytes)
+    }
+}
+
+impl Drop for CudaCorrelator {
+    fn drop(&mut self) {
+        for (_, p) in self.plans.drain() {
+            // SAFETY: each plan was created by plan_many and is destroyed once.
+            unsafe {
+                let _ = fft::destroy(p.r2c);
+                let _ = fft::destroy(p.c2r);
+            }
+        }
+    }
+}

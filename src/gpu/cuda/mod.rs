@@ -1,0 +1,295 @@
+//! The CUDA backend: one context, stream and kernel module per process, shared by the
+//! correlator and the particle-filter bank.
+//!
+//! Loading. cudarc opens libcuda, libnvrtc and libcufft at run time and *panics* when one is
+//! missing, or present but lacking a symbol (an older driver than the CUDA version it was built
+//! for). Every first touch of the libraries therefore runs under `catch_unwind`, and a panic
+//! becomes the reason the CPU is used instead. cudarc is built for CUDA 12.2 (JetPack 6); newer
+//! drivers and NVRTCs (CUDA 13 on a workstation) load fine.
+//!
+//! Kernels. `kernels/*.cu` are compiled at start-up by NVRTC into a CUBIN for the device's own
+//! architecture (sm_XY), with `--fmad=false` so device arithmetic matches the CPU twin. The CUBIN
+//! is cached on disk, keyed by the source, the options, the architecture and the NVRTC and driver
+//! versions, so a restart loads it without NVRTC. Cache directory: `$SONOTRACK_CACHE_DIR`, else
+//! `$CACHE_DIRECTORY` (set by systemd's `CacheDirectory=`), else `$XDG_CACHE_HOME/sonotrack`,
+//! else `~/.cache/sonotrack`.
+
+pub mod gcc;
+pub mod pf;
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+use crate::error::BackendError;
+
+/// The kernel sources, compiled as one program.
+pub const KERNEL_SOURCE: &str = concat!(
+    include_str!("../../../kernels/common.cuh"),
+    "\n",
+    include_str!("../../../kernels/gcc.cu"),
+    "\n",
+    include_str!("../../../kernels/pf.cu"),
+);
+
+/// NVRTC options; part of the cache key.
+const OPTIONS: &[&str] = &["--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--std=c++17"];
+
+/// A started CUDA device.
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub module: Arc<CudaModule>,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub multiprocessors: i32,
+    /// How the kernels were obtained (compiled, or loaded from the cache), for the logs.
+    pub kernels: String,
+}
+
+impl Gpu {
+    pub fn function(&self, name: &str) -> Result<CudaFunction, BackendError> {
+        self.module
+            .load_function(name)
+            .map_err(|e| BackendError::new("cuda", format!("kernel `{name}`: {e}")))
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "CUDA backend: {} (sm_{}{}, {} SMs); kernels {}",
+            self.name, self.compute_capability.0, self.compute_capability.1, self.multiprocessors, self.kernels
+        )
+    }
+}
+
+static GPU: OnceLock<Result<Arc<Gpu>, String>> = OnceLock::new();
+
+/// The process's GPU, started on first use; the error says why there is none.
+pub fn gpu() -> Result<Arc<Gpu>, String> {
+    GPU.get_or_init(|| {
+        std::panic::catch_unwind(start)
+            .unwrap_or_else(|p| Err(panic_text(&p)))
+    })
+    .clone()
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    let msg = p
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown failure".into());
+    format!("the CUDA libraries could not be used ({msg})")
+}
+
+fn start() -> Result<Arc<Gpu>, String> {
+    // SAFETY: these only try to dlopen the libraries; a missing symbol panics, which the caller
+    // catches.
+    let (driver, nvrtc, cufft) = unsafe {
+        (
+            cudarc::driver::sys::is_culib_present(),
+            cudarc::nvrtc::sys::is_culib_present(),
+            cudarc::cufft::sys::is_culib_present(),
+        )
+    };
+    let missing: Vec<&str> = [(driver, "libcuda (NVIDIA driver)"), (nvrtc, "libnvrtc"), (cufft, "libcufft")]
+        .iter()
+        .filter(|(ok, _)| !ok)
+        .map(|(_, n)| *n)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("{} not found", missing.join(", ")));
+    }
+    let ctx = CudaContext::new(0).map_err(|e| format!("no usable CUDA device: {e}"))?;
+    let name = ctx.name().unwrap_or_else(|_| "CUDA device".into());
+    let cc = ctx
+        .compute_capability()
+        .map_err(|e| format!("{name}: cannot read the compute capability: {e}"))?;
+    let sms = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap_or(0);
+    let (image, how) = kernels_for(cc, cache_dir().as_deref()).map_err(|e| format!("{name}: {e}"))?;
+    let module = ctx
+        .load_module(image)
+        .map_err(|e| format!("{name}: cannot load the compiled kernels: {e}"))?;
+    // SAFETY: all of sonotrack's device work runs on this one stream, so cudarc's tracking of
+    // uses across streams is not needed (see its docs: no buffer is used on another stream).
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.default_stream();
+    Ok(Arc::new(Gpu {
+        ctx,
+        stream,
+        module,
+        name,
+        compute_capability: cc,
+        multiprocessors: sms,
+        kernels: how,
+    }))
+}
+
+/// Where compiled kernels are kept (None: compile at every start).
+pub fn cache_dir() -> Option<PathBuf> {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = env("SONOTRACK_CACHE_DIR") {
+        return Some(d);
+    }
+    if let Some(d) = env("CACHE_DIRECTORY") {
+        // systemd may pass several, separated by ':'.
+        return d.to_str().and_then(|s| s.split(':').next()).map(PathBuf::from);
+    }
+    if let Some(d) = env("XDG_CACHE_HOME") {
+        return Some(d.join("sonotrack"));
+    }
+    env("HOME").map(|h| h.join(".cache").join("sonotrack"))
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+fn versions() -> (i32, i32, i32) {
+    let (mut maj, mut min, mut drv) = (0i32, 0i32, 0i32);
+    // SAFETY: plain version queries into local integers; the libraries were checked above.
+    unsafe {
+        let _ = cudarc::nvrtc::sys::nvrtcVersion(&mut maj, &mut min);
+        let _ = cudarc::driver::sys::cuDriverGetVersion(&mut drv);
+    }
+    (maj, min, drv)
+}
+
+/// The cache key of this process's libraries for a device.
+pub fn cache_key(cc: (i32, i32)) -> String {
+    let (maj, min, drv) = versions();
+    cache_key_for(cc, (maj, min), drv)
+}
+
+/// The cache key: everything that changes the compiled kernels.
+pub fn cache_key_for(cc: (i32, i32), nvrtc: (i32, i32), driver: i32) -> String {
+    let (maj, min, drv) = (nvrtc.0, nvrtc.1, driver);
+    format!(
+        "sonotrack {} | source {:016x} | options {} | sm_{}{} | nvrtc {maj}.{min} | driver {drv}",
+        env!("CARGO_PKG_VERSION"),
+        fnv1a(KERNEL_SOURCE.as_bytes()),
+        OPTIONS.join(" "),
+        cc.0,
+        cc.1
+    )
+}
+
+const CACHE_MAGIC: &str = "sonotrack-kernel-cache 1\n";
+
+/// The kernel image for a device: from the cache when its key matches, else compiled (and
+/// cached). Returns the image and how it was obtained.
+pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Ptx, String), String> {
+    let key = cache_key(cc);
+    let file = cache.map(|d| d.join(format!("kernels-{:016x}.bin", fnv1a(key.as_bytes()))));
+    if let Some(f) = &file {
+        if let Ok(bytes) = std::fs::read(f) {
+            let header = format!("{CACHE_MAGIC}{key}\n");
+            if bytes.starts_with(header.as_bytes()) {
+                let image = bytes[header.len()..].to_vec();
+                return Ok((Ptx::from_binary(image), format!("loaded from {}", f.display())));
+            }
+            log::info!("kernel cache {} is for another build or device; recompiling", f.display());
+        }
+    }
+    let start = Instant::now();
+    let image = compile(cc)?;
+    let took = start.elapsed().as_secs_f64() * 1e3;
+    let mut how = format!("compiled by NVRTC in {took:.0} ms");
+    if let Some(f) = &file {
+        let mut bytes = format!("{CACHE_MAGIC}{key}\n").into_bytes();
+        bytes.extend_from_slice(&image);
+        let written = f
+            .parent()
+            .map(std::fs::create_dir_all)
+            .transpose()
+            .and_then(|_| std::fs::write(f, &bytes));
+        match written {
+            Ok(()) => how.push_str(&format!(", cached in {}", f.display())),
+            Err(e) => log::warn!("cannot write the kernel cache {}: {e}; kernels will be compiled at every start", f.display()),
+        }
+    }
+    Ok((Ptx::from_binary(image), how))
+}
+
+/// Compile the kernels: a CUBIN for sm_XY, or, if this NVRTC does not know the device's
+/// architecture, PTX for the newest one it knows (the driver then finishes the job).
+fn compile(cc: (i32, i32)) -> Result<Vec<u8>, String> {
+    let real = format!("--gpu-architecture=sm_{}{}", cc.0, cc.1);
+    match compile_with(&real, true) {
+        Ok(bin) => Ok(bin),
+        Err(first) => {
+            log::warn!("NVRTC cannot build for sm_{}{} ({first}); trying PTX", cc.0, cc.1);
+            for arch in ["compute_90", "compute_87", "compute_80", "compute_75", "compute_72"] {
+                if let Ok(ptx) = compile_with(&format!("--gpu-architecture={arch}"), false) {
+                    return Ok(ptx);
+                }
+            }
+            Err(first)
+        }
+    }
+}
+
+fn compile_with(arch: &str, cubin: bool) -> Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result, sys};
+    let src = CString::new(KERNEL_SOURCE).map_err(|_| "kernel source holds a NUL byte".to_string())?;
+    let prog = result::create_program(&src, None).map_err(|e| format!("NVRTC: {e:?}"))?;
+    let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
+    opts.push(arch.to_string());
+    // SAFETY: `prog` is a live program until destroy_program below; the buffers passed to the
+    // size/get calls are allocated to the sizes NVRTC reported.
+    let out = unsafe {
+        let compiled = result::compile_program(prog, &opts);
+        if let Err(e) = compiled {
+            let log = result::get_program_log(prog)
+                .map(|l| String::from_utf8_lossy(&l.iter().map(|c| *c as u8).collect::<Vec<u8>>()).trim_end_matches('\0').to_string())
+                .unwrap_or_default();
+            let _ = result::destroy_program(prog);
+            log::error!("NVRTC failed with {arch}: {e:?}\n{log}");
+            return Err(format!("NVRTC failed ({e:?}); the compiler log is above"));
+        }
+        let bytes = if cubin {
+            let mut size = 0usize;
+            let rc = sys::nvrtcGetCUBINSize(prog, &mut size);
+            if rc != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                let _ = result::destroy_program(prog);
+                return Err(format!("no CUBIN for {arch} ({rc:?})"));
+            }
+            let mut buf = vec![0u8; size];
+            let rc = sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast());
+            if rc != sys::nvrtcResult::NVRTC_SUCCESS {
+                let _ = result::destroy_program(prog);
+                return Err(format!("reading the CUBIN failed ({rc:?})"));
+            }
+            buf
+        } else {
+            result::get_ptx(prog)
+                .map(|p| p.iter().map(|c| *c as u8).collect::<Vec<u8>>())
+                .map_err(|e| format!("reading the PTX failed: {e:?}"))?
+        };
+        let _ = result::destroy_program(prog);
+        bytes
+    };
+    Ok(out)
+}
+
+/// Map a cudarc error to a backend error with context.
+pub(crate) fn err<E: std::fmt::Debug>(what: &str) -> impl Fn(E) -> BackendError + '_ {
+    move |e| BackendError::new("cuda", format!("{what}: {e:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_key_names_everything_that_matters() {
+        let k = cache_key_for((8, 7), (12, 2), 12020);
+        assert!(k.contains("sm_87") && k.contains("--fmad=false") && k.contains("source"), "{k}");
+        assert_ne!(fnv1a(b"a"), fnv1a(b"b"));
+    }
+}
