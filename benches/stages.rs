@@ -8,6 +8,8 @@ fn main() {
         pf: true,
         quick: true,
         budget_s: 0.5,
+        replay: None,
+        replay_particles: 0,
     };
     match sonotrack::bench::run(&opts) {
         Ok(rows) => sonotrack::bench::print(&rows),

@@ -300,7 +300,7 @@ __device__ float block_max_all(float v, float* scratch) {
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
     int nw = blockDim.x >> 5;
-    v = threadIdx.x < nw ? scratch[threadIdx.x] : -INFINITY;
+    v = threadIdx.x < nw ? scratch[threadIdx.x] : __int_as_float(0xff800000);
     if (warp == 0) v = warp_max(v);
     if (threadIdx.x == 0) scratch[0] = v;
     __syncthreads();

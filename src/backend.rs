@@ -54,7 +54,7 @@ pub fn select(cfg: &Config, choice: BackendChoice) -> Result<Backends> {
                 Ok(Backends {
                     correlator,
                     filter,
-                    reason: format!("CPU backend: {why}"),
+                    reason: format!("CPU backend (no GPU backend: {why})"),
                 })
             }
         },

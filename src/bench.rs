@@ -42,6 +42,10 @@ pub struct BenchOptions {
     pub quick: bool,
     /// Seconds to spend per cell (at least 3 repetitions).
     pub budget_s: f64,
+    /// Also replay this scene directory end to end on each backend.
+    pub replay: Option<std::path::PathBuf>,
+    /// Particles for the end-to-end replay.
+    pub replay_particles: usize,
 }
 
 /// Median of repeated timings of `f` (seconds), after one warm-up call.
@@ -235,6 +239,19 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
             }
         }
     };
+    if backends.contains(&"cuda") {
+        let bw = crate::gpu::copy_bandwidth_gb_s()?;
+        rows.push(Row {
+            stage: "copy".into(),
+            backend: "cuda".into(),
+            params: "device-to-device, 256 MiB (read + write)".into(),
+            median_us: 2.0 * 256.0 * 1048.576 / bw,
+            per_unit: bw,
+            unit: "GB/s".into(),
+            gb_s: Some(bw),
+            reps: 10,
+        });
+    }
     if opts.gcc {
         let (channels, frames): (&[usize], &[usize]) = if opts.quick {
             (&[4, 16], &[1024, 4096])
@@ -294,6 +311,37 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
             }
         }
     }
+    if let Some(dir) = &opts.replay {
+        for &b in &backends {
+            let (mut cfg, wav, truth) = crate::replay::resolve(dir, None)?;
+            cfg.tracker.particles = opts.replay_particles;
+            let ro = crate::replay::ReplayOptions {
+                backend: if b == "cuda" {
+                    BackendChoice::Cuda
+                } else {
+                    BackendChoice::Cpu
+                },
+                ..crate::replay::ReplayOptions::default()
+            };
+            let sum = crate::replay::replay_file(&cfg, &wav, truth.as_ref(), &ro)?;
+            let frames = sum.counters.frames_processed.max(1);
+            rows.push(Row {
+                stage: "replay".into(),
+                backend: b.into(),
+                params: format!(
+                    "{}, {} particles, RMSE {:.4} m",
+                    dir.file_name().and_then(|n| n.to_str()).unwrap_or("scene"),
+                    opts.replay_particles,
+                    sum.accuracy.as_ref().map(|a| a.rmse_m).unwrap_or(f64::NAN)
+                ),
+                median_us: sum.counters.proc_total.as_secs_f64() * 1e6 / frames as f64,
+                per_unit: 100.0 * sum.load(),
+                unit: "% of real time".into(),
+                gb_s: None,
+                reps: frames as usize,
+            });
+        }
+    }
     Ok(rows)
 }
 
@@ -310,7 +358,11 @@ pub fn print(rows: &[Row]) {
             r.params,
             r.median_us,
             r.per_unit,
-            r.unit.split('/').next_back().unwrap_or(""),
+            if r.unit.starts_with('%') {
+                "%"
+            } else {
+                r.unit.split('/').next_back().unwrap_or("")
+            },
             r.gb_s
                 .map(|g| format!("{g:.0}"))
                 .unwrap_or_else(|| "-".into()),

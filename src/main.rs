@@ -113,7 +113,7 @@ enum Cmd {
     /// Time each stage (GCC-PHAT, particle-filter step) on synthetic input, for every backend
     /// that is available.
     Bench {
-        /// Which stages: gcc, pf or all.
+        /// Which stages: gcc, pf, all or none (with --replay).
         #[arg(long, default_value = "all")]
         what: String,
         #[arg(long, value_enum, default_value = "auto")]
@@ -127,6 +127,12 @@ enum Cmd {
         /// Also write the rows as JSON.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Also replay this scene directory end to end on each backend.
+        #[arg(long)]
+        replay: Option<PathBuf>,
+        /// Particles for the end-to-end replay.
+        #[arg(long, default_value_t = 262_144)]
+        particles: usize,
     },
     /// Validate a configuration and explain what it will do.
     Check {
@@ -293,6 +299,8 @@ fn run(cmd: Cmd) -> Result<()> {
             quick,
             budget,
             json,
+            replay,
+            particles,
         } => {
             let opts = sonotrack::bench::BenchOptions {
                 backend: backend.into(),
@@ -300,8 +308,10 @@ fn run(cmd: Cmd) -> Result<()> {
                 pf: what == "all" || what == "pf",
                 quick,
                 budget_s: budget,
+                replay,
+                replay_particles: particles,
             };
-            if !opts.gcc && !opts.pf {
+            if !opts.gcc && !opts.pf && what != "none" {
                 return Err(Error::Usage(format!("--what {what}: use gcc, pf or all")));
             }
             let rows = sonotrack::bench::run(&opts)?;

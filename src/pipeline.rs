@@ -79,7 +79,8 @@ pub struct Pipeline {
     model_names: Vec<String>,
     health: FrameHealth,
     gcc: Vec<GccFrame>,
-    pair_ok: Vec<bool>,
+    pair_ok_batch: Vec<Vec<bool>>,
+    health_batch: Vec<FrameHealth>,
     pairs: Vec<(usize, usize)>,
     next_status_s: f64,
     window: (Duration, Duration, u64),
@@ -96,7 +97,8 @@ impl Pipeline {
         Self {
             model_names: cfg.tracker.models.iter().map(|m| m.name.clone()).collect(),
             gcc: vec![GccFrame::new(&params)],
-            pair_ok: vec![true; pairs.len()],
+            pair_ok_batch: Vec::new(),
+            health_batch: Vec::new(),
             counters: Counters {
                 bad_channel_frames: vec![0; n_ch],
                 ..Counters::default()
@@ -153,73 +155,122 @@ impl Pipeline {
 
     /// Process one frame: returns the track reports it produced.
     pub fn process(&mut self, frame: &mut Frame) -> Result<&[TrackReport]> {
+        self.process_batch(std::slice::from_mut(frame), &mut |_| {})?;
+        Ok(&self.reports)
+    }
+
+    /// Process frames in order, correlating them in one call (a GPU transforms the whole batch
+    /// at once); `observe` sees each frame after it is tracked.
+    pub fn process_batch(
+        &mut self,
+        frames: &mut [Frame],
+        observe: &mut dyn FnMut(&FrameView),
+    ) -> Result<()> {
+        let b = frames.len();
+        if b == 0 {
+            return Ok(());
+        }
         let start = Instant::now();
-        self.counters.frames_in += 1;
-        inspect(frame, &mut self.health);
-        self.counters.nonfinite_samples += self.health.nonfinite_samples;
-        for (c, n) in self.counters.bad_channel_frames.iter_mut().enumerate() {
-            if !self.health.channel_ok(c) {
-                *n += 1;
+        let params = self.correlator.params().clone();
+        while self.gcc.len() < b {
+            self.gcc.push(GccFrame::new(&params));
+        }
+        self.pair_ok_batch.resize(b, Vec::new());
+        self.health_batch.resize(b, FrameHealth::default());
+        for (i, frame) in frames.iter_mut().enumerate() {
+            self.counters.frames_in += 1;
+            let health = &mut self.health_batch[i];
+            inspect(frame, health);
+            self.counters.nonfinite_samples += health.nonfinite_samples;
+            for (c, n) in self.counters.bad_channel_frames.iter_mut().enumerate() {
+                if !health.channel_ok(c) {
+                    *n += 1;
+                }
+            }
+            let ok = &mut self.pair_ok_batch[i];
+            ok.clear();
+            ok.extend(
+                self.pairs
+                    .iter()
+                    .map(|&(a, bb)| health.channel_ok(a) && health.channel_ok(bb)),
+            );
+            if !ok.iter().any(|&o| o) {
+                self.counters.frames_without_pairs += 1;
             }
         }
-        for (ok, &(a, b)) in self.pair_ok.iter_mut().zip(&self.pairs) {
-            *ok = self.health.channel_ok(a) && self.health.channel_ok(b);
-        }
-        if !self.pair_ok.iter().any(|&o| o) {
-            self.counters.frames_without_pairs += 1;
-        }
         let want = self.opts.want_curves;
-        if let Err(e) = self.correlator.correlate(&[&*frame], &mut self.gcc, want) {
+        let refs: Vec<&Frame> = frames.iter().collect();
+        if let Err(e) = self.correlator.correlate(&refs, &mut self.gcc[..b], want) {
             if self.correlator.backend() == "cpu" {
                 return Err(e.into());
             }
             self.switch_to_cpu(&e)?;
-            self.correlator.correlate(&[&*frame], &mut self.gcc, want)?;
+            self.correlator.correlate(&refs, &mut self.gcc[..b], want)?;
         }
-        let t_centre = frame.centre_time_s();
-        let reports = match self
-            .tracker
-            .step(frame.seq, t_centre, &self.gcc[0], &self.pair_ok)
-        {
-            Ok(r) => r,
-            Err(e) => {
-                if self.tracker.backend() == "cpu" {
-                    return Err(e.into());
+        let gcc_time = start.elapsed() / b as u32;
+        for (i, frame) in frames.iter().enumerate() {
+            let start = Instant::now();
+            let t_centre = frame.centre_time_s();
+            let reports =
+                match self
+                    .tracker
+                    .step(frame.seq, t_centre, &self.gcc[i], &self.pair_ok_batch[i])
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        if self.tracker.backend() == "cpu" {
+                            return Err(e.into());
+                        }
+                        self.switch_to_cpu(&e)?;
+                        self.tracker.step(
+                            frame.seq,
+                            t_centre,
+                            &self.gcc[i],
+                            &self.pair_ok_batch[i],
+                        )?
+                    }
+                };
+            self.counters.frames_processed += 1;
+            let wall = if self.opts.live {
+                frame.wall_clock.or_else(|| Some(SystemTime::now()))
+            } else {
+                None
+            };
+            if !self.sinks.runners.is_empty() {
+                for r in &reports {
+                    let m = TrackMessage::new(r, &self.model_names, wall);
+                    self.sinks.send(Message::track(&m, self.sinks.want_nmea));
                 }
-                self.switch_to_cpu(&e)?;
-                self.tracker
-                    .step(frame.seq, t_centre, &self.gcc[0], &self.pair_ok)?
             }
-        };
-        self.counters.frames_processed += 1;
-        let wall = if self.opts.live {
-            frame.wall_clock.or_else(|| Some(SystemTime::now()))
-        } else {
-            None
-        };
-        if !self.sinks.runners.is_empty() {
-            for r in &reports {
-                let m = TrackMessage::new(r, &self.model_names, wall);
-                self.sinks.send(Message::track(&m, self.sinks.want_nmea));
+            self.reports = reports;
+            let took = start.elapsed() + gcc_time;
+            self.counters.proc_total += took;
+            self.counters.proc_max = self.counters.proc_max.max(took);
+            self.window.0 += took;
+            self.window.1 = self.window.1.max(took);
+            self.window.2 += 1;
+            let now_s = if self.opts.live {
+                self.started.elapsed().as_secs_f64()
+            } else {
+                t_centre
+            };
+            if now_s >= self.next_status_s {
+                self.emit_status(t_centre);
+                self.next_status_s = now_s + self.cfg.output.status_interval_s;
             }
+            self.health = self.health_batch[i].clone();
+            observe(&FrameView {
+                seq: frame.seq,
+                t_centre_s: t_centre,
+                reports: &self.reports,
+                gcc: &self.gcc[i],
+                health: &self.health_batch[i],
+            });
         }
-        self.reports = reports;
-        let took = start.elapsed();
-        self.counters.proc_total += took;
-        self.counters.proc_max = self.counters.proc_max.max(took);
-        self.window.0 += took;
-        self.window.1 = self.window.1.max(took);
-        self.window.2 += 1;
-        let now_s = if self.opts.live {
-            self.started.elapsed().as_secs_f64()
-        } else {
-            t_centre
-        };
-        if now_s >= self.next_status_s {
-            self.emit_status(t_centre);
-            self.next_status_s = now_s + self.cfg.output.status_interval_s;
+        if b > 0 {
+            self.gcc.swap(0, b - 1);
         }
-        Ok(&self.reports)
+        Ok(())
     }
 
     /// The GCC result of the last processed frame.
@@ -281,6 +332,14 @@ impl Pipeline {
         let start = Instant::now();
         let fs = f64::from(source.sample_rate_hz());
         let mut last_t = 0.0;
+        // Replays correlate several frames per call when the backend gains from it (the GPU);
+        // paced replays and live capture go frame by frame.
+        let batch = if pace.is_some() || self.opts.live {
+            1
+        } else {
+            self.correlator.preferred_batch()
+        };
+        let mut pending: Vec<Frame> = Vec::with_capacity(batch);
         loop {
             match source.read(&mut buf)? {
                 ReadResult::Samples(n) => {
@@ -298,31 +357,66 @@ impl Pipeline {
                 }
                 ReadResult::End => break,
             }
-            while let Some(mut frame) = assembler.pop() {
-                if let Some(speed) = pace {
-                    let due = Duration::from_secs_f64(
-                        (frame.start_sample + frame.len as u64) as f64 / fs / speed.max(1e-6),
-                    );
-                    if let Some(wait) = due.checked_sub(start.elapsed()) {
-                        std::thread::sleep(wait);
-                    }
+            while let Some(frame) = assembler.pop() {
+                pending.push(frame);
+                if pending.len() >= batch {
+                    self.run_pending(
+                        &mut pending,
+                        assembler,
+                        pace,
+                        start,
+                        fs,
+                        &mut last_t,
+                        observe,
+                    )?;
                 }
-                let seq = frame.seq;
-                let t = frame.centre_time_s();
-                self.process(&mut frame)?;
-                last_t = t;
-                observe(&FrameView {
-                    seq,
-                    t_centre_s: t,
-                    reports: &self.reports,
-                    gcc: &self.gcc[0],
-                    health: &self.health,
-                });
-                assembler.recycle(frame);
             }
             progress(read_total);
         }
+        self.run_pending(
+            &mut pending,
+            assembler,
+            pace,
+            start,
+            fs,
+            &mut last_t,
+            observe,
+        )?;
         self.emit_status(last_t);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_pending(
+        &mut self,
+        pending: &mut Vec<Frame>,
+        assembler: &mut FrameAssembler,
+        pace: Option<f64>,
+        start: Instant,
+        fs: f64,
+        last_t: &mut f64,
+        observe: &mut dyn FnMut(&FrameView),
+    ) -> Result<()> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if let Some(speed) = pace {
+            if let Some(f) = pending.last() {
+                let due = Duration::from_secs_f64(
+                    (f.start_sample + f.len as u64) as f64 / fs / speed.max(1e-6),
+                );
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+        self.process_batch(pending, observe)?;
+        if let Some(f) = pending.last() {
+            *last_t = f.centre_time_s();
+        }
+        for f in pending.drain(..) {
+            assembler.recycle(f);
+        }
         Ok(())
     }
 }

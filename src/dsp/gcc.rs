@@ -264,6 +264,10 @@ pub trait Correlator: Send {
         out: &mut [GccFrame],
         want_curves: bool,
     ) -> Result<(), BackendError>;
+    /// How many frames a call should carry in replay (1: no gain from batching).
+    fn preferred_batch(&self) -> usize {
+        1
+    }
     /// Device time of the last `correlate` (GPU event timing); None for host backends.
     fn last_device_time_s(&self) -> Option<f64> {
         None

@@ -30,10 +30,18 @@ fn unavailable(why: String) -> Error {
     Error::Backend(BackendError::new("cuda", why))
 }
 
+/// The reason inside an error, without the "cuda backend:" prefix callers add themselves.
+fn reason(e: Error) -> String {
+    match e {
+        Error::Backend(b) => b.what,
+        other => other.to_string(),
+    }
+}
+
 /// Open the CUDA backend for a configuration; the error says why it cannot be used.
 pub fn open(cfg: &Config) -> std::result::Result<Backends, String> {
-    let correlator = correlator(GccParams::from_config(cfg), REPLAY_BATCH).map_err(|e| e.to_string())?;
-    let filter = particle_filter(FilterParams::from_config(cfg)).map_err(|e| e.to_string())?;
+    let correlator = correlator(GccParams::from_config(cfg), REPLAY_BATCH).map_err(reason)?;
+    let filter = particle_filter(FilterParams::from_config(cfg)).map_err(reason)?;
     Ok(Backends {
         correlator,
         filter,
@@ -46,7 +54,9 @@ pub fn correlator(params: GccParams, batch: usize) -> Result<Box<dyn Correlator>
     #[cfg(feature = "cuda")]
     {
         let gpu = cuda::gpu().map_err(unavailable)?;
-        Ok(Box::new(cuda::gcc::CudaCorrelator::new(gpu, params, batch)?))
+        Ok(Box::new(cuda::gcc::CudaCorrelator::new(
+            gpu, params, batch,
+        )?))
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -65,6 +75,19 @@ pub fn particle_filter(params: FilterParams) -> Result<Box<dyn ParticleFilter>> 
     #[cfg(not(feature = "cuda"))]
     {
         let _ = params;
+        Err(unavailable(available().err().unwrap_or_default()))
+    }
+}
+
+/// Device-to-device copy bandwidth (bytes read plus written, GB/s), the ceiling memory-bound
+/// kernels are compared with.
+pub fn copy_bandwidth_gb_s() -> Result<f64> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::copy_bandwidth_gb_s().map_err(Error::Backend)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
         Err(unavailable(available().err().unwrap_or_default()))
     }
 }

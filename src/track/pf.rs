@@ -288,10 +288,21 @@ fn sums(ch: &mut ChunkMut, reference: &[f32; 6], avx2: bool) -> (f32, ChunkSums)
 /// The estimate from combined sums (relative to the largest log weight `mx` and to
 /// `reference`): weighted mean and covariance, model probabilities, turn rate, effective sample
 /// size and evidence. Returns log of the sum of the weights (the new normaliser).
-pub fn finish_estimate(mx: f32, tot: &ChunkSums, reference: &[f32; 6], n_models: usize, degenerate: bool, out: &mut Estimate) -> f64 {
+pub fn finish_estimate(
+    mx: f32,
+    tot: &ChunkSums,
+    reference: &[f32; 6],
+    n_models: usize,
+    degenerate: bool,
+    out: &mut Estimate,
+) -> f64 {
     let s = tot.s.max(1e-300);
     let log_norm = f64::from(mx) + s.ln();
-    out.log_evidence = if degenerate { f32::NEG_INFINITY } else { log_norm as f32 };
+    out.log_evidence = if degenerate {
+        f32::NEG_INFINITY
+    } else {
+        log_norm as f32
+    };
     out.ess = (tot.s * tot.s / tot.s2.max(1e-300)) as f32;
     let mut d = [0.0f64; 6];
     for a in 0..6 {

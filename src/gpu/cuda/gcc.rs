@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::cufft::{result as fft, sys as fft_sys};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 
 use super::{Gpu, err};
 use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
@@ -56,20 +58,34 @@ impl CudaCorrelator {
         let batch = batch.max(1);
         let s = gpu.stream.clone();
         let (c, p, nb) = (params.channels, params.pairs.len(), params.n_bins());
-        let alloc = |n: usize| s.alloc_zeros::<f32>(n.max(1)).map_err(err("allocating GCC buffers"));
-        let pairs: Vec<u32> = params.pairs.iter().flat_map(|q| [q.a as u32, q.b as u32]).collect();
+        let alloc = |n: usize| {
+            s.alloc_zeros::<f32>(n.max(1))
+                .map_err(err("allocating GCC buffers"))
+        };
+        let pairs: Vec<u32> = params
+            .pairs
+            .iter()
+            .flat_map(|q| [q.a as u32, q.b as u32])
+            .collect();
         let maxlag: Vec<f32> = params.pairs.iter().map(|q| q.max_lag_samples).collect();
         let taps = peak_interpolator();
-        let mut d_pairs = s.alloc_zeros::<u32>(pairs.len().max(1)).map_err(err("allocating GCC buffers"))?;
-        s.memcpy_htod(&pairs, &mut d_pairs).map_err(err("uploading pairs"))?;
+        let mut d_pairs = s
+            .alloc_zeros::<u32>(pairs.len().max(1))
+            .map_err(err("allocating GCC buffers"))?;
+        s.memcpy_htod(&pairs, &mut d_pairs)
+            .map_err(err("uploading pairs"))?;
         let mut d_window = alloc(params.frame_len)?;
-        s.memcpy_htod(&params.window_coefficients(), &mut d_window).map_err(err("uploading the window"))?;
+        s.memcpy_htod(&params.window_coefficients(), &mut d_window)
+            .map_err(err("uploading the window"))?;
         let mut d_taper = alloc(nb)?;
-        s.memcpy_htod(&params.band_taper, &mut d_taper).map_err(err("uploading the band taper"))?;
+        s.memcpy_htod(&params.band_taper, &mut d_taper)
+            .map_err(err("uploading the band taper"))?;
         let mut d_maxlag = alloc(p)?;
-        s.memcpy_htod(&maxlag, &mut d_maxlag).map_err(err("uploading lag bounds"))?;
+        s.memcpy_htod(&maxlag, &mut d_maxlag)
+            .map_err(err("uploading lag bounds"))?;
         let mut d_taps = alloc(taps.data().len())?;
-        s.memcpy_htod(taps.data(), &mut d_taps).map_err(err("uploading interpolator taps"))?;
+        s.memcpy_htod(taps.data(), &mut d_taps)
+            .map_err(err("uploading interpolator taps"))?;
         let me = Self {
             f_window: gpu.function("gcc_window")?,
             f_cross: gpu.function("gcc_cross")?,
@@ -91,8 +107,14 @@ impl CudaCorrelator {
             host_in: vec![0.0; batch * c * params.frame_len],
             host_peaks: vec![0.0; batch * p * params.peaks_per_pair * 3],
             host_curves: Vec::new(),
-            ev_start: gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(err("creating an event"))?,
-            ev_end: gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(err("creating an event"))?,
+            ev_start: gpu
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(err("creating an event"))?,
+            ev_end: gpu
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(err("creating an event"))?,
             last_s: None,
             last_bytes: 0,
             batch,
@@ -148,21 +170,35 @@ impl CudaCorrelator {
             .ok_or_else(|| BackendError::new("cuda", "cuFFT plan missing"))
     }
 
-    fn run_batch(&mut self, frames: &[&Frame], out: &mut [GccFrame], want_curves: bool) -> Result<(), BackendError> {
+    fn run_batch(
+        &mut self,
+        frames: &[&Frame],
+        out: &mut [GccFrame],
+        want_curves: bool,
+    ) -> Result<(), BackendError> {
         let b = frames.len();
         let p = self.params.clone();
         let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
         for (i, f) in frames.iter().enumerate() {
             if f.channels != c || f.len != p.frame_len {
-                return Err(BackendError::new("cuda", format!("frame of {} x {} does not match the plan's {} x {}", f.channels, f.len, c, p.frame_len)));
+                return Err(BackendError::new(
+                    "cuda",
+                    format!(
+                        "frame of {} x {} does not match the plan's {} x {}",
+                        f.channels, f.len, c, p.frame_len
+                    ),
+                ));
             }
             self.host_in[i * c * p.frame_len..(i + 1) * c * p.frame_len].copy_from_slice(&f.data);
         }
         let plans = self.plans(b)?;
         let (r2c, c2r) = (plans.r2c, plans.c2r);
         let s = self.gpu.stream.clone();
-        self.ev_start.record(&s).map_err(err("recording an event"))?;
-        s.memcpy_htod(&self.host_in[..b * c * p.frame_len], &mut self.d_in).map_err(err("copying frames to the device"))?;
+        self.ev_start
+            .record(&s)
+            .map_err(err("recording an event"))?;
+        s.memcpy_htod(&self.host_in[..b * c * p.frame_len], &mut self.d_in)
+            .map_err(err("copying frames to the device"))?;
         let (frame_len, fft_len) = (p.frame_len as u32, p.fft_len as u32);
         // SAFETY (all launches below): argument types and order match the kernel signatures in
         // kernels/gcc.cu, and every buffer was allocated for `batch` frames.
@@ -185,7 +221,8 @@ impl CudaCorrelator {
             let (dst, _g2) = self.d_spec.device_ptr_mut(&s);
             // SAFETY: the plan was made for b x channels transforms of fft_len reals into
             // fft_len/2+1 complex values, which is what the two buffers hold.
-            unsafe { fft::exec_r2c(r2c, src as *mut f32, dst as *mut fft_sys::cufftComplex) }.map_err(err("cuFFT R2C"))?;
+            unsafe { fft::exec_r2c(r2c, src as *mut f32, dst as *mut fft_sys::cufftComplex) }
+                .map_err(err("cuFFT R2C"))?;
         }
         let (channels, n_pairs, nbu) = (c as u32, np as u32, nb as u32);
         let (lo, hi) = (p.band_bins.0 as u32, p.band_bins.1 as u32);
@@ -217,7 +254,8 @@ impl CudaCorrelator {
                 let (src, _g1) = self.d_cross.device_ptr(&s);
                 let (dst, _g2) = self.d_corr.device_ptr_mut(&s);
                 // SAFETY: the plan was made for b x pairs inverse transforms matching the buffers.
-                unsafe { fft::exec_c2r(c2r, src as *mut fft_sys::cufftComplex, dst as *mut f32) }.map_err(err("cuFFT C2R"))?;
+                unsafe { fft::exec_c2r(c2r, src as *mut fft_sys::cufftComplex, dst as *mut f32) }
+                    .map_err(err("cuFFT C2R"))?;
             }
             let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
             unsafe {
@@ -244,14 +282,20 @@ impl CudaCorrelator {
         }
         self.ev_end.record(&s).map_err(err("recording an event"))?;
         let np_k3 = b * np * k * 3;
-        s.memcpy_dtoh(&self.d_peaks, &mut self.host_peaks).map_err(err("copying peaks back"))?;
+        s.memcpy_dtoh(&self.d_peaks, &mut self.host_peaks)
+            .map_err(err("copying peaks back"))?;
         let cl = p.curve_len();
         if want_curves {
             self.host_curves.resize(self.batch * np * cl, 0.0);
-            s.memcpy_dtoh(&self.d_curves, &mut self.host_curves).map_err(err("copying curves back"))?;
+            s.memcpy_dtoh(&self.d_curves, &mut self.host_curves)
+                .map_err(err("copying curves back"))?;
         }
         s.synchronize().map_err(err("running the GCC kernels"))?;
-        self.last_s = self.ev_start.elapsed_ms(&self.ev_end).ok().map(|ms| f64::from(ms) * 1e-3);
+        self.last_s = self
+            .ev_start
+            .elapsed_ms(&self.ev_end)
+            .ok()
+            .map(|ms| f64::from(ms) * 1e-3);
         // Bytes through device memory: frames in, FFT input written and read, spectra written
         // and read twice per pair they take part in (bounded by once per pair), cross-spectra
         // written and read, curves written and read, peaks out.
@@ -276,7 +320,8 @@ impl CudaCorrelator {
             }
             if want_curves {
                 o.curves.clear();
-                o.curves.extend_from_slice(&self.host_curves[i * np * cl..(i + 1) * np * cl]);
+                o.curves
+                    .extend_from_slice(&self.host_curves[i * np * cl..(i + 1) * np * cl]);
             } else {
                 o.curves.clear();
             }
@@ -294,9 +339,17 @@ impl Correlator for CudaCorrelator {
         &self.params
     }
 
-    fn correlate(&mut self, frames: &[&Frame], out: &mut [GccFrame], want_curves: bool) -> Result<(), BackendError> {
+    fn correlate(
+        &mut self,
+        frames: &[&Frame],
+        out: &mut [GccFrame],
+        want_curves: bool,
+    ) -> Result<(), BackendError> {
         if frames.len() != out.len() {
-            return Err(BackendError::new("cuda", "frames and outputs differ in number"));
+            return Err(BackendError::new(
+                "cuda",
+                "frames and outputs differ in number",
+            ));
         }
         let mut total_s = 0.0;
         let mut total_bytes = 0;
@@ -308,6 +361,10 @@ impl Correlator for CudaCorrelator {
         self.last_s = Some(total_s);
         self.last_bytes = total_bytes;
         Ok(())
+    }
+
+    fn preferred_batch(&self) -> usize {
+        self.batch
     }
 
     fn last_device_time_s(&self) -> Option<f64> {

@@ -38,7 +38,12 @@ pub const KERNEL_SOURCE: &str = concat!(
 );
 
 /// NVRTC options; part of the cache key.
-const OPTIONS: &[&str] = &["--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--std=c++17"];
+const OPTIONS: &[&str] = &[
+    "--fmad=false",
+    "--prec-div=true",
+    "--prec-sqrt=true",
+    "--std=c++17",
+];
 
 /// A started CUDA device.
 pub struct Gpu {
@@ -62,7 +67,11 @@ impl Gpu {
     pub fn describe(&self) -> String {
         format!(
             "CUDA backend: {} (sm_{}{}, {} SMs); kernels {}",
-            self.name, self.compute_capability.0, self.compute_capability.1, self.multiprocessors, self.kernels
+            self.name,
+            self.compute_capability.0,
+            self.compute_capability.1,
+            self.multiprocessors,
+            self.kernels
         )
     }
 }
@@ -71,11 +80,8 @@ static GPU: OnceLock<Result<Arc<Gpu>, String>> = OnceLock::new();
 
 /// The process's GPU, started on first use; the error says why there is none.
 pub fn gpu() -> Result<Arc<Gpu>, String> {
-    GPU.get_or_init(|| {
-        std::panic::catch_unwind(start)
-            .unwrap_or_else(|p| Err(panic_text(&p)))
-    })
-    .clone()
+    GPU.get_or_init(|| std::panic::catch_unwind(start).unwrap_or_else(|p| Err(panic_text(&p))))
+        .clone()
 }
 
 fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
@@ -97,11 +103,15 @@ fn start() -> Result<Arc<Gpu>, String> {
             cudarc::cufft::sys::is_culib_present(),
         )
     };
-    let missing: Vec<&str> = [(driver, "libcuda (NVIDIA driver)"), (nvrtc, "libnvrtc"), (cufft, "libcufft")]
-        .iter()
-        .filter(|(ok, _)| !ok)
-        .map(|(_, n)| *n)
-        .collect();
+    let missing: Vec<&str> = [
+        (driver, "libcuda (NVIDIA driver)"),
+        (nvrtc, "libnvrtc"),
+        (cufft, "libcufft"),
+    ]
+    .iter()
+    .filter(|(ok, _)| !ok)
+    .map(|(_, n)| *n)
+    .collect();
     if !missing.is_empty() {
         return Err(format!("{} not found", missing.join(", ")));
     }
@@ -110,8 +120,11 @@ fn start() -> Result<Arc<Gpu>, String> {
     let cc = ctx
         .compute_capability()
         .map_err(|e| format!("{name}: cannot read the compute capability: {e}"))?;
-    let sms = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap_or(0);
-    let (image, how) = kernels_for(cc, cache_dir().as_deref()).map_err(|e| format!("{name}: {e}"))?;
+    let sms = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .unwrap_or(0);
+    let (image, how) =
+        kernels_for(cc, cache_dir().as_deref()).map_err(|e| format!("{name}: {e}"))?;
     let module = ctx
         .load_module(image)
         .map_err(|e| format!("{name}: cannot load the compiled kernels: {e}"))?;
@@ -132,13 +145,20 @@ fn start() -> Result<Arc<Gpu>, String> {
 
 /// Where compiled kernels are kept (None: compile at every start).
 pub fn cache_dir() -> Option<PathBuf> {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(d) = env("SONOTRACK_CACHE_DIR") {
         return Some(d);
     }
     if let Some(d) = env("CACHE_DIRECTORY") {
         // systemd may pass several, separated by ':'.
-        return d.to_str().and_then(|s| s.split(':').next()).map(PathBuf::from);
+        return d
+            .to_str()
+            .and_then(|s| s.split(':').next())
+            .map(PathBuf::from);
     }
     if let Some(d) = env("XDG_CACHE_HOME") {
         return Some(d.join("sonotrack"));
@@ -147,7 +167,9 @@ pub fn cache_dir() -> Option<PathBuf> {
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn versions() -> (i32, i32, i32) {
@@ -191,9 +213,15 @@ pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Ptx, String)
             let header = format!("{CACHE_MAGIC}{key}\n");
             if bytes.starts_with(header.as_bytes()) {
                 let image = bytes[header.len()..].to_vec();
-                return Ok((Ptx::from_binary(image), format!("loaded from {}", f.display())));
+                return Ok((
+                    Ptx::from_binary(image),
+                    format!("loaded from {}", f.display()),
+                ));
             }
-            log::info!("kernel cache {} is for another build or device; recompiling", f.display());
+            log::info!(
+                "kernel cache {} is for another build or device; recompiling",
+                f.display()
+            );
         }
     }
     let start = Instant::now();
@@ -210,7 +238,10 @@ pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Ptx, String)
             .and_then(|_| std::fs::write(f, &bytes));
         match written {
             Ok(()) => how.push_str(&format!(", cached in {}", f.display())),
-            Err(e) => log::warn!("cannot write the kernel cache {}: {e}; kernels will be compiled at every start", f.display()),
+            Err(e) => log::warn!(
+                "cannot write the kernel cache {}: {e}; kernels will be compiled at every start",
+                f.display()
+            ),
         }
     }
     Ok((Ptx::from_binary(image), how))
@@ -223,8 +254,18 @@ fn compile(cc: (i32, i32)) -> Result<Vec<u8>, String> {
     match compile_with(&real, true) {
         Ok(bin) => Ok(bin),
         Err(first) => {
-            log::warn!("NVRTC cannot build for sm_{}{} ({first}); trying PTX", cc.0, cc.1);
-            for arch in ["compute_90", "compute_87", "compute_80", "compute_75", "compute_72"] {
+            log::warn!(
+                "NVRTC cannot build for sm_{}{} ({first}); trying PTX",
+                cc.0,
+                cc.1
+            );
+            for arch in [
+                "compute_90",
+                "compute_87",
+                "compute_80",
+                "compute_75",
+                "compute_72",
+            ] {
                 if let Ok(ptx) = compile_with(&format!("--gpu-architecture={arch}"), false) {
                     return Ok(ptx);
                 }
@@ -234,9 +275,25 @@ fn compile(cc: (i32, i32)) -> Result<Vec<u8>, String> {
     }
 }
 
+/// Compile the kernels for `arch` (e.g. "sm_87") without a device: the compile check for the
+/// boards' architectures. Needs only libnvrtc. Returns the CUBIN's size.
+pub fn compile_check(arch: &str) -> Result<usize, String> {
+    std::panic::catch_unwind(|| {
+        compile_with(&format!("--gpu-architecture={arch}"), true).map(|b| b.len())
+    })
+    .unwrap_or_else(|p| Err(panic_text(&p)))
+}
+
+/// Whether libnvrtc can be loaded (a missing or incompatible library is `false`, not a panic).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only tries to dlopen the library; a panic is caught.
+    std::panic::catch_unwind(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }).unwrap_or(false)
+}
+
 fn compile_with(arch: &str, cubin: bool) -> Result<Vec<u8>, String> {
     use cudarc::nvrtc::{result, sys};
-    let src = CString::new(KERNEL_SOURCE).map_err(|_| "kernel source holds a NUL byte".to_string())?;
+    let src =
+        CString::new(KERNEL_SOURCE).map_err(|_| "kernel source holds a NUL byte".to_string())?;
     let prog = result::create_program(&src, None).map_err(|e| format!("NVRTC: {e:?}"))?;
     let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
     opts.push(arch.to_string());
@@ -246,7 +303,11 @@ fn compile_with(arch: &str, cubin: bool) -> Result<Vec<u8>, String> {
         let compiled = result::compile_program(prog, &opts);
         if let Err(e) = compiled {
             let log = result::get_program_log(prog)
-                .map(|l| String::from_utf8_lossy(&l.iter().map(|c| *c as u8).collect::<Vec<u8>>()).trim_end_matches('\0').to_string())
+                .map(|l| {
+                    String::from_utf8_lossy(&l.iter().map(|c| *c as u8).collect::<Vec<u8>>())
+                        .trim_end_matches('\0')
+                        .to_string()
+                })
                 .unwrap_or_default();
             let _ = result::destroy_program(prog);
             log::error!("NVRTC failed with {arch}: {e:?}\n{log}");
@@ -277,6 +338,35 @@ fn compile_with(arch: &str, cubin: bool) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// Median device-to-device copy bandwidth over 256 MiB buffers, counting bytes read and written.
+pub fn copy_bandwidth_gb_s() -> Result<f64, BackendError> {
+    let g = gpu().map_err(|e| BackendError::new("cuda", e))?;
+    let s = g.stream.clone();
+    let n = 64 << 20; // floats: 256 MiB
+    let src = s.alloc_zeros::<f32>(n).map_err(err("allocating"))?;
+    let mut dst = s.alloc_zeros::<f32>(n).map_err(err("allocating"))?;
+    let a = g
+        .ctx
+        .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(err("event"))?;
+    let b = g
+        .ctx
+        .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(err("event"))?;
+    let mut times = Vec::new();
+    for i in 0..11 {
+        a.record(&s).map_err(err("event"))?;
+        s.memcpy_dtod(&src, &mut dst).map_err(err("copy"))?;
+        b.record(&s).map_err(err("event"))?;
+        s.synchronize().map_err(err("copy"))?;
+        if i > 0 {
+            times.push(f64::from(a.elapsed_ms(&b).map_err(err("event"))?) * 1e-3);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(2.0 * (n * 4) as f64 / times[times.len() / 2] / 1e9)
+}
+
 /// Map a cudarc error to a backend error with context.
 pub(crate) fn err<E: std::fmt::Debug>(what: &str) -> impl Fn(E) -> BackendError + '_ {
     move |e| BackendError::new("cuda", format!("{what}: {e:?}"))
@@ -286,10 +376,30 @@ pub(crate) fn err<E: std::fmt::Debug>(what: &str) -> impl Fn(E) -> BackendError 
 mod tests {
     use super::*;
 
+    /// The kernels compile for every architecture a supported board has (Xavier sm_72, Orin
+    /// sm_87) and for Hopper (sm_90). Needs libnvrtc (e.g. from the nvidia-cuda-nvrtc-cu12 wheel
+    /// on LD_LIBRARY_PATH); skipped where there is none.
+    #[test]
+    fn kernels_compile_for_the_boards() {
+        if !nvrtc_present() {
+            eprintln!("skipped: libnvrtc is not available here");
+            return;
+        }
+        for arch in ["sm_72", "sm_87", "sm_90"] {
+            match compile_check(arch) {
+                Ok(size) => eprintln!("{arch}: {size} bytes of CUBIN"),
+                Err(e) => panic!("{arch}: {e}"),
+            }
+        }
+    }
+
     #[test]
     fn cache_key_names_everything_that_matters() {
         let k = cache_key_for((8, 7), (12, 2), 12020);
-        assert!(k.contains("sm_87") && k.contains("--fmad=false") && k.contains("source"), "{k}");
+        assert!(
+            k.contains("sm_87") && k.contains("--fmad=false") && k.contains("source"),
+            "{k}"
+        );
         assert_ne!(fnv1a(b"a"), fnv1a(b"b"));
     }
 }

@@ -18,8 +18,13 @@ use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
 use crate::philox::{self, Stream};
 use crate::track::models::{CoeffTable, StepCoeffs, padded_cdf};
-use crate::track::pf::{ChunkSums, finish_estimate, needs_temper, roughen_factor, temper_from_grid};
-use crate::track::{Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, STATE_DIM, TEMPER_GRID, TdoaMeasurement, TrackInit, TrackStep};
+use crate::track::pf::{
+    ChunkSums, finish_estimate, needs_temper, roughen_factor, temper_from_grid,
+};
+use crate::track::{
+    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, STATE_DIM, TEMPER_GRID,
+    TdoaMeasurement, TrackInit, TrackStep,
+};
 
 const PF_BLOCK: u32 = 256;
 const SCAN_BLOCK: u32 = 1024;
@@ -153,26 +158,50 @@ fn bytes<T: Pod>(v: &[T]) -> &[u8] {
 impl CudaParticleFilter {
     pub fn new(gpu: Arc<Gpu>, p: FilterParams) -> Result<Self, BackendError> {
         if p.selection == ModelSelection::Nearest {
-            return Err(BackendError::new("cuda", "the nearest-model rule runs on the CPU backend only"));
+            return Err(BackendError::new(
+                "cuda",
+                "the nearest-model rule runs on the CPU backend only",
+            ));
         }
         if p.sensors.len() > crate::track::likelihood::MAX_SENSORS {
-            return Err(BackendError::new("cuda", format!("{} sensors; the GPU filter takes at most {}", p.sensors.len(), crate::track::likelihood::MAX_SENSORS)));
+            return Err(BackendError::new(
+                "cuda",
+                format!(
+                    "{} sensors; the GPU filter takes at most {}",
+                    p.sensors.len(),
+                    crate::track::likelihood::MAX_SENSORS
+                ),
+            ));
         }
         let s = gpu.stream.clone();
         let n = p.particles;
         let slots = p.slots;
         let nb = n.div_ceil(PF_BLOCK as usize);
         let nsb = n.div_ceil(SCAN_BLOCK as usize);
-        let f32s = |len: usize| s.alloc_zeros::<f32>(len.max(1)).map_err(err("allocating particle buffers"));
-        let u32s = |len: usize| s.alloc_zeros::<u32>(len.max(1)).map_err(err("allocating particle buffers"));
-        let f64s = |len: usize| s.alloc_zeros::<f64>(len.max(1)).map_err(err("allocating particle buffers"));
-        let u8s = |len: usize| s.alloc_zeros::<u8>(len.max(1)).map_err(err("allocating parameter buffers"));
+        let f32s = |len: usize| {
+            s.alloc_zeros::<f32>(len.max(1))
+                .map_err(err("allocating particle buffers"))
+        };
+        let u32s = |len: usize| {
+            s.alloc_zeros::<u32>(len.max(1))
+                .map_err(err("allocating particle buffers"))
+        };
+        let f64s = |len: usize| {
+            s.alloc_zeros::<f64>(len.max(1))
+                .map_err(err("allocating particle buffers"))
+        };
+        let u8s = |len: usize| {
+            s.alloc_zeros::<u8>(len.max(1))
+                .map_err(err("allocating parameter buffers"))
+        };
         let sensor_flat: Vec<f32> = p.sensors.iter().flat_map(|s| *s).collect();
         let pair_flat: Vec<u32> = p.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
         let mut sensors = f32s(sensor_flat.len())?;
-        s.memcpy_htod(&sensor_flat, &mut sensors).map_err(err("uploading sensors"))?;
+        s.memcpy_htod(&sensor_flat, &mut sensors)
+            .map_err(err("uploading sensors"))?;
         let mut pairs = u32s(pair_flat.len())?;
-        s.memcpy_htod(&pair_flat, &mut pairs).map_err(err("uploading pairs"))?;
+        s.memcpy_htod(&pair_flat, &mut pairs)
+            .map_err(err("uploading pairs"))?;
         let kpp = 16usize;
         let k = Kernels {
             reference: gpu.function("pf_ref")?,
@@ -217,8 +246,14 @@ impl CudaParticleFilter {
             block_tot: f64s(slots * (nsb + 1))?,
             cur: vec![0; slots],
             log_norm: vec![(n as f64).ln(); slots],
-            ev_start: gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(err("creating an event"))?,
-            ev_end: gpu.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(err("creating an event"))?,
+            ev_start: gpu
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(err("creating an event"))?,
+            ev_end: gpu
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(err("creating an event"))?,
             last_s: None,
             n,
             k,
@@ -257,7 +292,8 @@ impl CudaParticleFilter {
 
     fn upload_tracks(&mut self, tracks: &[TrackParams]) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
-        s.memcpy_htod(bytes(tracks), &mut self.d_tracks).map_err(err("uploading track parameters"))
+        s.memcpy_htod(bytes(tracks), &mut self.d_tracks)
+            .map_err(err("uploading track parameters"))
     }
 
     /// Block sums of the current weights and their per-track combination, copied back.
@@ -300,8 +336,10 @@ impl CudaParticleFilter {
                 })
                 .map_err(err("pf_finalize"))?;
         }
-        s.memcpy_dtoh(&self.sums, out).map_err(err("copying sums back"))?;
-        s.synchronize().map_err(err("running the particle-filter kernels"))
+        s.memcpy_dtoh(&self.sums, out)
+            .map_err(err("copying sums back"))?;
+        s.synchronize()
+            .map_err(err("running the particle-filter kernels"))
     }
 
     fn unpack(v: &[f64]) -> (f32, ChunkSums) {
@@ -336,7 +374,8 @@ impl CudaParticleFilter {
                 .map_err(err("pf_temper_bounds"))?;
         }
         let mut parts = vec![0.0f32; t * nb * 2];
-        s.memcpy_dtoh(&self.temper_parts.slice(0..t * nb * 2), &mut parts).map_err(err("copying tempering bounds"))?;
+        s.memcpy_dtoh(&self.temper_parts.slice(0..t * nb * 2), &mut parts)
+            .map_err(err("copying tempering bounds"))?;
         s.synchronize().map_err(err("tempering"))?;
         let mut bounds = vec![0.0f32; t * 2];
         for tr in 0..t {
@@ -349,7 +388,8 @@ impl CudaParticleFilter {
             bounds[tr * 2 + 1] = ml;
         }
         let mut d_bounds = s.alloc_zeros::<f32>(t * 2).map_err(err("allocating"))?;
-        s.memcpy_htod(&bounds, &mut d_bounds).map_err(err("uploading tempering bounds"))?;
+        s.memcpy_htod(&bounds, &mut d_bounds)
+            .map_err(err("uploading tempering bounds"))?;
         let grid_len = TEMPER_GRID as u32;
         unsafe {
             s.launch_builder(&self.k.temper_grid)
@@ -365,7 +405,8 @@ impl CudaParticleFilter {
                 .map_err(err("pf_temper_grid"))?;
         }
         let mut g = vec![0.0f64; t * nb * 34];
-        s.memcpy_dtoh(&self.temper_grid.slice(0..t * nb * 34), &mut g).map_err(err("copying tempering sums"))?;
+        s.memcpy_dtoh(&self.temper_grid.slice(0..t * nb * 34), &mut g)
+            .map_err(err("copying tempering sums"))?;
         s.synchronize().map_err(err("tempering"))?;
         let mut betas = vec![1.0f32; t];
         for &tr in which {
@@ -382,7 +423,8 @@ impl CudaParticleFilter {
         let sub: Vec<TrackParams> = which.iter().map(|&i| tp[i]).collect();
         let sub_betas: Vec<f32> = which.iter().map(|&i| betas[i]).collect();
         self.upload_tracks(&sub)?;
-        s.memcpy_htod(&sub_betas, &mut self.betas.slice_mut(0..sub_betas.len())).map_err(err("uploading tempering exponents"))?;
+        s.memcpy_htod(&sub_betas, &mut self.betas.slice_mut(0..sub_betas.len()))
+            .map_err(err("uploading tempering exponents"))?;
         unsafe {
             s.launch_builder(&self.k.reweight)
                 .arg(&self.d_step)
@@ -411,7 +453,10 @@ impl ParticleFilter for CudaParticleFilter {
         let nn = self.n;
         let slot = init.slot as usize;
         if slot >= self.p.slots {
-            return Err(BackendError::new("cuda", format!("track slot {slot} out of range ({} slots)", self.p.slots)));
+            return Err(BackendError::new(
+                "cuda",
+                format!("track slot {slot} out of range ({} slots)", self.p.slots),
+            ));
         }
         let s = self.gpu.stream.clone();
         let mut model_cdf = [0.0f32; MAX_MODELS];
@@ -437,9 +482,16 @@ impl ParticleFilter for CudaParticleFilter {
             pad: 0,
             frame: init.frame,
         };
-        let sp = self.step_params(&TdoaMeasurement::empty(init.frame, self.p.pairs.len(), 1, self.p.tdoa_std_s));
-        s.memcpy_htod(bytes(&[sp]), &mut self.d_step).map_err(err("uploading parameters"))?;
-        s.memcpy_htod(bytes(&[ip]), &mut self.d_init).map_err(err("uploading the prior"))?;
+        let sp = self.step_params(&TdoaMeasurement::empty(
+            init.frame,
+            self.p.pairs.len(),
+            1,
+            self.p.tdoa_std_s,
+        ));
+        s.memcpy_htod(bytes(&[sp]), &mut self.d_step)
+            .map_err(err("uploading parameters"))?;
+        s.memcpy_htod(bytes(&[ip]), &mut self.d_init)
+            .map_err(err("uploading the prior"))?;
         unsafe {
             s.launch_builder(&self.k.init)
                 .arg(&self.d_step)
@@ -457,22 +509,35 @@ impl ParticleFilter for CudaParticleFilter {
         Ok(())
     }
 
-    fn step(&mut self, meas: &TdoaMeasurement, tracks: &[TrackStep], out: &mut [Estimate]) -> Result<(), BackendError> {
+    fn step(
+        &mut self,
+        meas: &TdoaMeasurement,
+        tracks: &[TrackStep],
+        out: &mut [Estimate],
+    ) -> Result<(), BackendError> {
         let nn = self.n;
         let t = tracks.len();
         if t == 0 {
             return Ok(());
         }
         if meas.pairs() != self.p.pairs.len() || meas.peaks_per_pair > 16 {
-            return Err(BackendError::new("cuda", "measurement does not match the filter"));
+            return Err(BackendError::new(
+                "cuda",
+                "measurement does not match the filter",
+            ));
         }
         if let Some(bad) = tracks.iter().find(|tr| tr.slot as usize >= self.p.slots) {
-            return Err(BackendError::new("cuda", format!("track slot {} out of range", bad.slot)));
+            return Err(BackendError::new(
+                "cuda",
+                format!("track slot {} out of range", bad.slot),
+            ));
         }
         let s = self.gpu.stream.clone();
         let n = self.n;
         let l = self.p.n_models();
-        self.ev_start.record(&s).map_err(err("recording an event"))?;
+        self.ev_start
+            .record(&s)
+            .map_err(err("recording an event"))?;
         let sp = self.step_params(meas);
         let mut tp: Vec<TrackParams> = tracks
             .iter()
@@ -482,7 +547,9 @@ impl ParticleFilter for CudaParticleFilter {
                 dt: tr.dt_s,
                 lag: tr.lag_s,
                 offset: self.log_norm[tr.slot as usize] as f32,
-                u0: philox::uniform(philox::draw(self.p.seed, meas.frame, tr.slot, 0, Stream::Resample)[0]),
+                u0: philox::uniform(
+                    philox::draw(self.p.seed, meas.frame, tr.slot, 0, Stream::Resample)[0],
+                ),
                 pad0: 0.0,
                 pad1: 0.0,
             })
@@ -490,7 +557,14 @@ impl ParticleFilter for CudaParticleFilter {
         let coeffs: Vec<Coeffs> = tracks
             .iter()
             .map(|tr| {
-                let c = CoeffTable::new(&self.p.models.iter().map(|m| StepCoeffs::new(m, tr.dt_s)).collect::<Vec<_>>());
+                let c = CoeffTable::new(
+                    &self
+                        .p
+                        .models
+                        .iter()
+                        .map(|m| StepCoeffs::new(m, tr.dt_s))
+                        .collect::<Vec<_>>(),
+                );
                 Coeffs {
                     kind: c.kind,
                     accel_std: c.accel_std,
@@ -499,13 +573,18 @@ impl ParticleFilter for CudaParticleFilter {
                 }
             })
             .collect();
-        s.memcpy_htod(bytes(&[sp]), &mut self.d_step).map_err(err("uploading step parameters"))?;
+        s.memcpy_htod(bytes(&[sp]), &mut self.d_step)
+            .map_err(err("uploading step parameters"))?;
         self.upload_tracks(&tp)?;
-        s.memcpy_htod(bytes(&coeffs), &mut self.d_coeffs).map_err(err("uploading model coefficients"))?;
+        s.memcpy_htod(bytes(&coeffs), &mut self.d_coeffs)
+            .map_err(err("uploading model coefficients"))?;
         let k = meas.peaks_per_pair;
-        s.memcpy_htod(&meas.tdoa_s, &mut self.tdoa.slice_mut(0..meas.tdoa_s.len())).map_err(err("uploading the measurement"))?;
-        s.memcpy_htod(&meas.amp, &mut self.amp.slice_mut(0..meas.amp.len())).map_err(err("uploading the measurement"))?;
-        s.memcpy_htod(&meas.floor, &mut self.floor.slice_mut(0..meas.floor.len())).map_err(err("uploading the measurement"))?;
+        s.memcpy_htod(&meas.tdoa_s, &mut self.tdoa.slice_mut(0..meas.tdoa_s.len()))
+            .map_err(err("uploading the measurement"))?;
+        s.memcpy_htod(&meas.amp, &mut self.amp.slice_mut(0..meas.amp.len()))
+            .map_err(err("uploading the measurement"))?;
+        s.memcpy_htod(&meas.floor, &mut self.floor.slice_mut(0..meas.floor.len()))
+            .map_err(err("uploading the measurement"))?;
         let _ = k;
         let nb = n.div_ceil(PF_BLOCK as usize) as u32;
         let (tu, nu) = (t as u32, n as u32);
@@ -550,15 +629,24 @@ impl ParticleFilter for CudaParticleFilter {
         let mut sums = vec![0.0f64; self.p.slots * PART];
         self.finalize(t, &mut sums)?;
         let mut reference = vec![0.0f32; self.p.slots * 8];
-        s.memcpy_dtoh(&self.reference, &mut reference).map_err(err("copying references back"))?;
-        s.synchronize().map_err(err("running the particle-filter kernels"))?;
+        s.memcpy_dtoh(&self.reference, &mut reference)
+            .map_err(err("copying references back"))?;
+        s.synchronize()
+            .map_err(err("running the particle-filter kernels"))?;
         // Degenerate tracks (every particle weightless): equal weights, sums again.
-        let degenerate: Vec<bool> = (0..t).map(|i| !(sums[i * PART] as f32).is_finite()).collect();
+        let degenerate: Vec<bool> = (0..t)
+            .map(|i| !(sums[i * PART] as f32).is_finite())
+            .collect();
         if degenerate.iter().any(|&d| d) {
             let zero = 0.0f32;
             // Only the degenerate tracks are reset: the others get their weights unchanged by
             // launching over the degenerate subset.
-            let subset: Vec<TrackParams> = tp.iter().zip(&degenerate).filter(|(_, d)| **d).map(|(p, _)| *p).collect();
+            let subset: Vec<TrackParams> = tp
+                .iter()
+                .zip(&degenerate)
+                .filter(|(_, d)| **d)
+                .map(|(p, _)| *p)
+                .collect();
             self.upload_tracks(&subset)?;
             unsafe {
                 s.launch_builder(&self.k.fill)
@@ -574,7 +662,9 @@ impl ParticleFilter for CudaParticleFilter {
         }
         let mut tempered = vec![1.0f32; t];
         let need: Vec<usize> = (0..t)
-            .filter(|&i| !degenerate[i] && needs_temper(&Self::unpack(&sums[i * PART..(i + 1) * PART]).1, n))
+            .filter(|&i| {
+                !degenerate[i] && needs_temper(&Self::unpack(&sums[i * PART..(i + 1) * PART]).1, n)
+            })
             .collect();
         if !need.is_empty() {
             let betas = self.temper(&tp, &need)?;
@@ -604,16 +694,25 @@ impl ParticleFilter for CudaParticleFilter {
             // The scan and gather index partials and sums by the track's position in the step:
             // keep the full list, and run them over all tracks of the step that resample.
             self.upload_tracks(&sub)?;
-            let sub_sums: Vec<f64> = resample.iter().flat_map(|&i| sums[i * PART..(i + 1) * PART].to_vec()).collect();
-            let mut d_sub_sums = s.alloc_zeros::<f64>(sub_sums.len()).map_err(err("allocating"))?;
-            s.memcpy_htod(&sub_sums, &mut d_sub_sums).map_err(err("uploading sums"))?;
+            let sub_sums: Vec<f64> = resample
+                .iter()
+                .flat_map(|&i| sums[i * PART..(i + 1) * PART].to_vec())
+                .collect();
+            let mut d_sub_sums = s
+                .alloc_zeros::<f64>(sub_sums.len())
+                .map_err(err("allocating"))?;
+            s.memcpy_htod(&sub_sums, &mut d_sub_sums)
+                .map_err(err("uploading sums"))?;
             // Partials of the resampling tracks, in their order.
             let nbz = nb as usize;
-            let mut sub_parts = s.alloc_zeros::<f32>(resample.len() * nbz * PART).map_err(err("allocating"))?;
+            let mut sub_parts = s
+                .alloc_zeros::<f32>(resample.len() * nbz * PART)
+                .map_err(err("allocating"))?;
             for (j, &i) in resample.iter().enumerate() {
                 let src = self.partials.slice(i * nbz * PART..(i + 1) * nbz * PART);
                 let mut dst = sub_parts.slice_mut(j * nbz * PART..(j + 1) * nbz * PART);
-                s.memcpy_dtod(&src, &mut dst).map_err(err("copying partials"))?;
+                s.memcpy_dtod(&src, &mut dst)
+                    .map_err(err("copying partials"))?;
             }
             let r = resample.len();
             unsafe {
@@ -656,15 +755,25 @@ impl ParticleFilter for CudaParticleFilter {
                 tp[i].cur = self.cur[slot];
             }
             // Regularise tracks whose update was tempered.
-            let rough: Vec<usize> = resample.iter().copied().filter(|&i| tempered[i] < 1.0).collect();
+            let rough: Vec<usize> = resample
+                .iter()
+                .copied()
+                .filter(|&i| tempered[i] < 1.0)
+                .collect();
             if !rough.is_empty() {
                 let sub: Vec<TrackParams> = rough.iter().map(|&i| tp[i]).collect();
                 self.upload_tracks(&sub)?;
                 let chol: Vec<f32> = rough
                     .iter()
-                    .flat_map(|&i| roughen_factor(&out[i].cov).iter().flat_map(|r| r.to_vec()).collect::<Vec<_>>())
+                    .flat_map(|&i| {
+                        roughen_factor(&out[i].cov)
+                            .iter()
+                            .flat_map(|r| r.to_vec())
+                            .collect::<Vec<_>>()
+                    })
                     .collect();
-                s.memcpy_htod(&chol, &mut self.chol.slice_mut(0..chol.len())).map_err(err("uploading roughening factors"))?;
+                s.memcpy_htod(&chol, &mut self.chol.slice_mut(0..chol.len()))
+                    .map_err(err("uploading roughening factors"))?;
                 unsafe {
                     s.launch_builder(&self.k.roughen)
                         .arg(&self.d_step)
@@ -679,43 +788,84 @@ impl ParticleFilter for CudaParticleFilter {
         }
         self.ev_end.record(&s).map_err(err("recording an event"))?;
         s.synchronize().map_err(err("resampling"))?;
-        self.last_s = self.ev_start.elapsed_ms(&self.ev_end).ok().map(|ms| f64::from(ms) * 1e-3);
+        self.last_s = self
+            .ev_start
+            .elapsed_ms(&self.ev_end)
+            .ok()
+            .map(|ms| f64::from(ms) * 1e-3);
         Ok(())
     }
 
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
         let sl = slot as usize;
         if sl >= self.p.slots {
-            return Err(BackendError::new("cuda", format!("track slot {slot} out of range")));
+            return Err(BackendError::new(
+                "cuda",
+                format!("track slot {slot} out of range"),
+            ));
         }
         let s = self.gpu.stream.clone();
         let n = self.n;
         let mut state = vec![0.0f32; STATE_DIM * n];
         let mut model = vec![0u32; n];
         let mut log_weight = vec![0.0f32; n];
-        let (src_s, src_m) = if self.cur[sl] == 0 { (&self.s0, &self.m0) } else { (&self.s1, &self.m1) };
-        s.memcpy_dtoh(&src_s.slice(sl * STATE_DIM * n..(sl + 1) * STATE_DIM * n), &mut state).map_err(err("copying particles back"))?;
-        s.memcpy_dtoh(&src_m.slice(sl * n..(sl + 1) * n), &mut model).map_err(err("copying particles back"))?;
-        s.memcpy_dtoh(&self.log_w.slice(sl * n..(sl + 1) * n), &mut log_weight).map_err(err("copying particles back"))?;
+        let (src_s, src_m) = if self.cur[sl] == 0 {
+            (&self.s0, &self.m0)
+        } else {
+            (&self.s1, &self.m1)
+        };
+        s.memcpy_dtoh(
+            &src_s.slice(sl * STATE_DIM * n..(sl + 1) * STATE_DIM * n),
+            &mut state,
+        )
+        .map_err(err("copying particles back"))?;
+        s.memcpy_dtoh(&src_m.slice(sl * n..(sl + 1) * n), &mut model)
+            .map_err(err("copying particles back"))?;
+        s.memcpy_dtoh(&self.log_w.slice(sl * n..(sl + 1) * n), &mut log_weight)
+            .map_err(err("copying particles back"))?;
         s.synchronize().map_err(err("copying particles back"))?;
         let off = self.log_norm[sl] as f32;
         for w in log_weight.iter_mut() {
             *w -= off;
         }
-        Ok(Particles { state, model, log_weight })
+        Ok(Particles {
+            state,
+            model,
+            log_weight,
+        })
     }
 
     fn write_particles(&mut self, slot: u32, parts: &Particles) -> Result<(), BackendError> {
         let sl = slot as usize;
         let n = self.n;
-        if sl >= self.p.slots || parts.state.len() != STATE_DIM * n || parts.model.len() != n || parts.log_weight.len() != n {
-            return Err(BackendError::new("cuda", "particle arrays do not match the filter size"));
+        if sl >= self.p.slots
+            || parts.state.len() != STATE_DIM * n
+            || parts.model.len() != n
+            || parts.log_weight.len() != n
+        {
+            return Err(BackendError::new(
+                "cuda",
+                "particle arrays do not match the filter size",
+            ));
         }
         let s = self.gpu.stream.clone();
-        let (dst_s, dst_m) = if self.cur[sl] == 0 { (&mut self.s0, &mut self.m0) } else { (&mut self.s1, &mut self.m1) };
-        s.memcpy_htod(&parts.state, &mut dst_s.slice_mut(sl * STATE_DIM * n..(sl + 1) * STATE_DIM * n)).map_err(err("copying particles in"))?;
-        s.memcpy_htod(&parts.model, &mut dst_m.slice_mut(sl * n..(sl + 1) * n)).map_err(err("copying particles in"))?;
-        s.memcpy_htod(&parts.log_weight, &mut self.log_w.slice_mut(sl * n..(sl + 1) * n)).map_err(err("copying particles in"))?;
+        let (dst_s, dst_m) = if self.cur[sl] == 0 {
+            (&mut self.s0, &mut self.m0)
+        } else {
+            (&mut self.s1, &mut self.m1)
+        };
+        s.memcpy_htod(
+            &parts.state,
+            &mut dst_s.slice_mut(sl * STATE_DIM * n..(sl + 1) * STATE_DIM * n),
+        )
+        .map_err(err("copying particles in"))?;
+        s.memcpy_htod(&parts.model, &mut dst_m.slice_mut(sl * n..(sl + 1) * n))
+            .map_err(err("copying particles in"))?;
+        s.memcpy_htod(
+            &parts.log_weight,
+            &mut self.log_w.slice_mut(sl * n..(sl + 1) * n),
+        )
+        .map_err(err("copying particles in"))?;
         s.synchronize().map_err(err("copying particles in"))?;
         self.log_norm[sl] = 0.0;
         Ok(())
