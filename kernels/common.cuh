@@ -125,7 +125,7 @@ struct StepParams {
     float inv_c;
     float inv_two_var;
     float gate;
-    float pad0;
+    float ess_fraction; // resample when the ESS falls below this fraction of n
     float lo[3];
     float hi[3];
     // Cumulative transition rows, padded to MAX_MODELS x MAX_MODELS.

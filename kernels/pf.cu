@@ -13,6 +13,24 @@
 // [46] turn, [47] unused.
 #define PART 48
 
+// Must equal TEMPER_MIN_ESS and ROUGHEN_H in src/track/mod.rs (a unit test checks).
+#define TEMPER_MIN_ESS 0.3
+#define ROUGHEN_H 0.2
+
+// What pf_finalize decided for a track (the CPU's rules, on the same f64 sums):
+#define FLAG_KEEP 0u       // no resampling
+#define FLAG_RESAMPLE 1u   // resample in this step
+#define FLAG_TEMPER 2u     // too few effective particles: the host tempers the update
+#define FLAG_DEGENERATE 3u // every particle weightless: reset the weights
+// ...and after the slow-path graph (tempering or reset) has handled those:
+#define FLAG_TEMPERED_KEEP 4u
+#define FLAG_TEMPERED_RESAMPLE 5u
+#define FLAG_RESET_KEEP 6u
+#define FLAG_RESET_RESAMPLE 7u
+#define IS_SLOW(f) ((f) == FLAG_TEMPER || (f) == FLAG_DEGENERATE)
+// Resampling kernels act on tracks whose flag is in their mask: 1 << flag.
+#define IN_MASK(mask, f) ((((mask) >> (f)) & 1u) != 0u)
+
 __device__ __forceinline__ float* slot_state(float* s0, float* s1, u32 cur, u32 slot, u32 n) {
     return (cur ? s1 : s0) + (size_t)slot * STATE_DIM * n;
 }
@@ -25,6 +43,7 @@ __device__ __forceinline__ u32* slot_model(u32* m0, u32* m1, u32 cur, u32 slot, 
 // to it so that covariances of a cloud far from the origin keep their precision.
 extern "C" __global__ void pf_ref(const TrackParams* tracks, u32 n_tracks, u32 n, float* s0,
                                   float* s1, float* ref) {
+    // One thread per track.
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_tracks) return;
     const float* st = slot_state(s0, s1, tracks[t].cur, tracks[t].slot, n);
@@ -65,12 +84,13 @@ __device__ void block_sums(float lw, bool valid, const float* st, u32 model, flo
     v = warp_sum(e * turn);
     if (lane == 0) warp_parts[warp][46] = v;
     __syncthreads();
-    if (threadIdx.x < PART) {
+    if (threadIdx.x >= 1 && threadIdx.x < PART - 1) {
         float acc = 0.0f;
         for (int w = 0; w < PF_BLOCK / 32; ++w) acc += warp_parts[w][threadIdx.x];
         out[threadIdx.x] = acc;
     }
     if (threadIdx.x == 0) out[0] = mx;
+    if (threadIdx.x == PART - 1) out[PART - 1] = 0.0f; // the unused slot
 }
 
 // Switch model, predict, weigh, and the block's weighted sums.
@@ -120,9 +140,11 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
 
 // The block sums alone, from the current weights (after tempering or a reset).
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
-pf_sums(const StepParams* sp, const TrackParams* tracks, float* s0, float* s1, u32* m0, u32* m1,
-        const float* log_w, float* e_out, const float* ref, float* partials, u32 n_blocks) {
+pf_sums(const StepParams* sp, const TrackParams* tracks, const u32* flags, float* s0, float* s1,
+        u32* m0, u32* m1, const float* log_w, float* e_out, const float* ref, float* partials,
+        u32 n_blocks) {
     u32 t = blockIdx.y;
+    if (!IS_SLOW(flags[t])) return; // uniform over the block
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
     u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
@@ -143,12 +165,20 @@ pf_sums(const StepParams* sp, const TrackParams* tracks, float* s0, float* s1, u
 }
 
 // Combine a track's block partials in f64 (one block per track): out[t] = [max, s, s2, x(6),
-// xx(21), models(16), turn] relative to the overall maximum.
+// xx(21), models(16), turn] relative to the overall maximum; flags[t] says what comes next
+// (FLAG_*), decided exactly as the host would from these sums. With `after_slow`, only the
+// tracks of the slow path (tempered or reset) are combined again, and their flag says whether
+// they resample now.
 extern "C" __global__ void __launch_bounds__(256)
-pf_finalize(const float* partials, u32 n_blocks, double* out) {
+pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* out, u32* flags,
+            u32 after_slow) {
     __shared__ float scratch[32];
     __shared__ double warp_parts[8][PART];
+    __shared__ double fin[PART];
     u32 t = blockIdx.x;
+    u32 before = flags[t];
+    if (after_slow && !IS_SLOW(before)) return; // uniform over the block
+    __syncthreads(); // every thread has read the flag before thread 0 rewrites it
     const float* p = partials + (size_t)t * n_blocks * PART;
     float mx = NEG_INF;
     for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) mx = fmaxf(mx, p[(size_t)b * PART]);
@@ -173,16 +203,37 @@ pf_finalize(const float* partials, u32 n_blocks, double* out) {
         double v = 0.0;
         for (int w = 0; w < (int)(blockDim.x >> 5); ++w) v += warp_parts[w][threadIdx.x];
         out[(size_t)t * PART + 1 + threadIdx.x] = v;
+        fin[threadIdx.x] = v;
     }
-    if (threadIdx.x == 0) out[(size_t)t * PART] = (double)mx;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[(size_t)t * PART] = (double)mx;
+        // src/gpu/cuda/pf.rs and src/track/pf.rs: degenerate, needs_temper, resampled.
+        double s = fin[0], s2 = fin[1], n = (double)sp->n;
+        float ess = (float)(s * s / fmax(s2, 1e-300));
+        bool low = (double)ess < (double)sp->ess_fraction * n;
+        u32 flag;
+        if (after_slow) {
+            if (before == FLAG_TEMPER) flag = low ? FLAG_TEMPERED_RESAMPLE : FLAG_TEMPERED_KEEP;
+            else flag = low ? FLAG_RESET_RESAMPLE : FLAG_RESET_KEEP;
+        } else if (!isfinite(mx)) {
+            flag = FLAG_DEGENERATE;
+        } else if (s * s < TEMPER_MIN_ESS * n * s2) {
+            flag = FLAG_TEMPER;
+        } else {
+            flag = low ? FLAG_RESAMPLE : FLAG_KEEP;
+        }
+        flags[t] = flag;
+    }
 }
 
 // Tempering, step 1: per block, max(log_w - ll) and max(ll) over particles with finite ll.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
-pf_temper_bounds(const StepParams* sp, const TrackParams* tracks, const float* log_w,
-                 const float* ll, float* out, u32 n_blocks) {
+pf_temper_bounds(const StepParams* sp, const TrackParams* tracks, const u32* flags,
+                 const float* log_w, const float* ll, float* out, u32 n_blocks) {
     __shared__ float scratch[32];
     u32 t = blockIdx.y;
+    if (flags[t] != FLAG_TEMPER) return; // uniform over the block
     u32 n = sp->n;
     u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
     size_t base = (size_t)tracks[t].slot * n;
@@ -202,13 +253,34 @@ pf_temper_bounds(const StepParams* sp, const TrackParams* tracks, const float* l
     }
 }
 
+// Tempering, step 1b: per track (one block each), the maxima over its blocks.
+extern "C" __global__ void __launch_bounds__(256)
+pf_temper_bounds_final(const u32* flags, const float* parts, u32 n_blocks, float* bounds) {
+    __shared__ float scratch[32];
+    u32 t = blockIdx.x;
+    if (flags[t] != FLAG_TEMPER) return;
+    float mp = NEG_INF, ml = NEG_INF;
+    for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) {
+        mp = fmaxf(mp, parts[((size_t)t * n_blocks + b) * 2]);
+        ml = fmaxf(ml, parts[((size_t)t * n_blocks + b) * 2 + 1]);
+    }
+    mp = block_max_all(mp, scratch);
+    ml = block_max_all(ml, scratch);
+    if (threadIdx.x == 0) {
+        bounds[t * 2] = mp;
+        bounds[t * 2 + 1] = ml;
+    }
+}
+
 // Tempering, step 2: per block, s[g] and s2[g] for beta = 2^-g, g = 0..grid (as
 // CpuParticleFilter::choose_temper: e^(beta b) by repeated squaring).
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
-pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const float* log_w,
-               const float* ll, const float* bounds, u32 grid, double* out, u32 n_blocks) {
+pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags,
+               const float* log_w, const float* ll, const float* bounds, u32 grid, double* out,
+               u32 n_blocks) {
     __shared__ double warp_parts[PF_BLOCK / 32][2 * 17];
     u32 t = blockIdx.y;
+    if (flags[t] != FLAG_TEMPER) return; // uniform over the block
     u32 n = sp->n;
     u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
     size_t base = (size_t)tracks[t].slot * n;
@@ -243,10 +315,57 @@ pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const float* log
     }
 }
 
+// Tempering, step 2b: per track (one block each), the grid sums over its blocks and the choice
+// (src/track/pf.rs: temper_from_grid): the largest beta = 2^-g that keeps TEMPER_MIN_ESS x n
+// effective particles. Tracks that do not temper get beta = 1.
+extern "C" __global__ void __launch_bounds__(256)
+pf_temper_choose(const StepParams* sp, const u32* flags, const double* parts, u32 n_blocks,
+                 u32 grid, float* betas) {
+    __shared__ double warp_parts[8][2 * 17];
+    __shared__ double tot[2 * 17];
+    u32 t = blockIdx.x;
+    if (flags[t] != FLAG_TEMPER) {
+        if (threadIdx.x == 0) betas[t] = 1.0f;
+        return;
+    }
+    u32 len = 2 * (min(grid, 16u) + 1);
+    double acc[2 * 17];
+    for (u32 k = 0; k < 2 * 17; ++k) acc[k] = 0.0;
+    for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x)
+        for (u32 k = 0; k < len; ++k) acc[k] += parts[((size_t)t * n_blocks + b) * 34 + k];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (u32 k = 0; k < len; ++k) {
+        double v = warp_sum_d(acc[k]);
+        if (lane == 0) warp_parts[warp][k] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < len) {
+        double v = 0.0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) v += warp_parts[w][threadIdx.x];
+        tot[threadIdx.x] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double n = (double)sp->n;
+        int g_last = (int)min(grid, 16u);
+        float beta = ldexpf(1.0f, -g_last);
+        for (int g = 0; g <= g_last; ++g) {
+            double s = tot[2 * g], s2 = tot[2 * g + 1];
+            if (s2 > 0.0 && s * s >= TEMPER_MIN_ESS * n * s2) {
+                beta = ldexpf(1.0f, -g);
+                break;
+            }
+        }
+        betas[t] = beta;
+    }
+}
+
 // Tempering, step 3: apply the chosen exponent: log w = prev + beta ll.
 extern "C" __global__ void pf_reweight(const StepParams* sp, const TrackParams* tracks,
-                                       const float* betas, float* log_w, const float* ll) {
+                                       const u32* flags, const float* betas, float* log_w,
+                                       const float* ll) {
     u32 t = blockIdx.y;
+    if (flags[t] != FLAG_TEMPER) return;
     u32 n = sp->n;
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -258,8 +377,9 @@ extern "C" __global__ void pf_reweight(const StepParams* sp, const TrackParams* 
 
 // Set every log weight of the listed tracks to `value`.
 extern "C" __global__ void pf_fill_log_w(const StepParams* sp, const TrackParams* tracks,
-                                         float* log_w, float value) {
+                                         const u32* flags, float* log_w, float value) {
     u32 t = blockIdx.y;
+    if (flags[t] != FLAG_DEGENERATE) return;
     u32 n = sp->n;
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) log_w[(size_t)tracks[t].slot * n + i] = value;
@@ -269,11 +389,12 @@ extern "C" __global__ void pf_fill_log_w(const StepParams* sp, const TrackParams
 // scale = exp(block max - overall max) from the step's partials and finalize output.
 #define SCAN_BLOCK 1024
 extern "C" __global__ void __launch_bounds__(SCAN_BLOCK)
-pf_scan_local(const StepParams* sp, const TrackParams* tracks, const float* e,
-              const float* partials, u32 n_blocks, const double* sums, double* cdf,
-              double* block_tot) {
+pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
+              const float* e, const float* partials, u32 n_blocks, const double* sums,
+              double* cdf, double* block_tot) {
     __shared__ double warp_tot[32];
     u32 t = blockIdx.y;
+    if (!IN_MASK(mask, flags[t])) return; // uniform over the block
     u32 n = sp->n;
     u32 i = blockIdx.x * SCAN_BLOCK + threadIdx.x;
     size_t base = (size_t)tracks[t].slot * n;
@@ -312,8 +433,9 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const float* e,
 // Resampling, step 2: exclusive scan of the block totals (one block per track); the total goes
 // after the last entry.
 extern "C" __global__ void __launch_bounds__(1024)
-pf_scan_totals(const StepParams* sp, double* block_tot) {
+pf_scan_totals(const StepParams* sp, const u32* flags, u32 mask, double* block_tot) {
     __shared__ double part[1024];
+    if (!IN_MASK(mask, flags[blockIdx.y])) return; // uniform over the block
     u32 n = sp->n;
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
     double* bt = block_tot + (size_t)blockIdx.y * (nb + 1);
@@ -346,9 +468,11 @@ pf_scan_totals(const StepParams* sp, double* block_tot) {
 // (u0 + j) / N of the total (binary search: one thread per slot, balanced work). Copies into
 // the other buffer and resets the weights.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
-pf_resample(const StepParams* sp, const TrackParams* tracks, const double* cdf,
-            const double* block_tot, float* s0, float* s1, u32* m0, u32* m1, float* log_w) {
+pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
+            const double* cdf, const double* block_tot, float* s0, float* s1, u32* m0, u32* m1,
+            float* log_w) {
     u32 t = blockIdx.y;
+    if (!IN_MASK(mask, flags[t])) return;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
     u32 j = blockIdx.x * PF_BLOCK + threadIdx.x;
@@ -379,16 +503,69 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const double* cdf,
     log_w[base + j] = 0.0f;
 }
 
+// The roughening factor of each tempered, resampled track (one thread per track): ROUGHEN_H
+// times the Cholesky factor of the estimate's covariance, with a growing diagonal jitter when
+// the covariance is not positive definite (src/track/manager.rs: cholesky6, src/track/pf.rs:
+// roughen_factor and finish_estimate).
+extern "C" __global__ void pf_roughen_factor(const u32* flags, const double* sums, u32 n_tracks,
+                                             float* chol) {
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_tracks || flags[t] != FLAG_TEMPERED_RESAMPLE) return;
+    const double* v = sums + (size_t)t * PART;
+    double s = fmax(v[1], 1e-300);
+    double d[6], m[6][6];
+    for (int a = 0; a < 6; ++a) d[a] = v[3 + a] / s;
+    int idx = 9;
+    for (int a = 0; a < 6; ++a)
+        for (int b = a; b < 6; ++b) {
+            double c = v[idx++] / s - d[a] * d[b];
+            m[a][b] = c;
+            m[b][a] = c;
+        }
+    double scale = 0.0;
+    for (int i = 0; i < 6; ++i) scale = fmax(scale, fabs(m[i][i]));
+    scale = fmax(scale, 1e-12);
+    double eps = 1e-9 * scale;
+    double l[6][6];
+    bool ok = false;
+    for (int attempt = 0; attempt < 20 && !ok; ++attempt, eps *= 10.0) {
+        ok = true;
+        for (int r = 0; r < 6 && ok; ++r) {
+            for (int c = 0; c <= r; ++c) {
+                double acc = m[r][c] + (r == c ? eps : 0.0);
+                for (int k = 0; k < c; ++k) acc -= l[r][k] * l[c][k];
+                if (r == c) {
+                    if (!(acc > 0.0)) {
+                        ok = false;
+                        break;
+                    }
+                    l[r][c] = sqrt(acc);
+                } else {
+                    l[r][c] = acc / l[c][c];
+                }
+            }
+            for (int c = r + 1; c < 6; ++c) l[r][c] = 0.0;
+        }
+    }
+    if (!ok) {
+        for (int r = 0; r < 6; ++r)
+            for (int c = 0; c < 6; ++c) l[r][c] = r == c ? sqrt(fabs(m[r][r])) : 0.0;
+    }
+    for (int r = 0; r < 6; ++r)
+        for (int c = 0; c < 6; ++c) chol[t * 36 + r * 6 + c] = (float)(ROUGHEN_H * l[r][c]);
+}
+
 // Regularisation after a tempered resampling: particle += L z (L lower-triangular, per track,
-// z six normals), in the buffer the particles are now in.
+// z six normals), in the buffer the resampling wrote (the other one).
 extern "C" __global__ void pf_roughen(const StepParams* sp, const TrackParams* tracks,
-                                      const float* chol, float* s0, float* s1) {
+                                      const u32* flags, const float* chol, float* s0, float* s1) {
     u32 t = blockIdx.y;
+    if (flags[t] != FLAG_TEMPERED_RESAMPLE) return;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
+    float* st = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
     float4 a = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_ROUGHEN));
     float4 b = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_ROUGHEN2));
     float z[6] = {a.x, a.y, a.z, a.w, b.x, b.y};

@@ -29,6 +29,10 @@ pub struct Row {
     /// Achieved device-memory bandwidth, GB/s (GPU rows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gb_s: Option<f64>,
+    /// Median wall-clock time per call as the host sees it (launch, wait and copy-out
+    /// included), microseconds; for GPU rows, next to the device-event time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_us: Option<f64>,
     pub reps: usize,
 }
 
@@ -184,21 +188,43 @@ pub fn pf_measurement(p: &FilterParams, frame: u64) -> TdoaMeasurement {
     m
 }
 
-/// Time one correlator over a batch of frames. Returns (median µs per call, reps).
-pub fn time_gcc(cor: &mut dyn Correlator, frames: &[Frame], budget_s: f64) -> Result<(f64, usize)> {
+/// Medians of paired timings: (device or wall seconds, wall seconds) per call.
+fn time_pair(
+    budget_s: f64,
+    mut f: impl FnMut() -> Result<(f64, f64)>,
+) -> Result<(f64, f64, usize)> {
+    let mut walls = Vec::new();
+    let (dev, reps) = time_median(budget_s, 3, || {
+        let (d, w) = f()?;
+        walls.push(w);
+        Ok(d)
+    })?;
+    // The first entry is the warm-up call.
+    let mut w = walls.split_off(1.min(walls.len()));
+    w.sort_by(f64::total_cmp);
+    Ok((dev, w.get(w.len() / 2).copied().unwrap_or(f64::NAN), reps))
+}
+
+/// Time one correlator over a batch of frames. Returns (median seconds per call on the device
+/// clock where there is one, median wall seconds per call, reps).
+pub fn time_gcc(
+    cor: &mut dyn Correlator,
+    frames: &[Frame],
+    budget_s: f64,
+) -> Result<(f64, f64, usize)> {
     let refs: Vec<&Frame> = frames.iter().collect();
     let mut out: Vec<GccFrame> = frames.iter().map(|_| GccFrame::new(cor.params())).collect();
-    time_median(budget_s, 3, || {
+    time_pair(budget_s, || {
         let t = Instant::now();
         cor.correlate(&refs, &mut out, false)?;
-        Ok(cor
-            .last_device_time_s()
-            .unwrap_or_else(|| t.elapsed().as_secs_f64()))
+        let wall = t.elapsed().as_secs_f64();
+        Ok((cor.last_device_time_s().unwrap_or(wall), wall))
     })
 }
 
-/// Time one filter step. Returns (median µs per step, reps).
-pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, usize)> {
+/// Time one filter step. Returns (median seconds per step on the device clock where there is
+/// one, median wall seconds, reps).
+pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, f64, usize)> {
     let p = pf.params().clone();
     let mut init = pf_init();
     init.model_probs = vec![1.0 / p.n_models() as f32; p.n_models()];
@@ -206,7 +232,7 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, usize
     let meas: Vec<TdoaMeasurement> = (1..=8).map(|f| pf_measurement(&p, f)).collect();
     let mut est = vec![Estimate::new(p.n_models())];
     let mut k = 0usize;
-    time_median(budget_s, 3, || {
+    time_pair(budget_s, || {
         let m = &meas[k % meas.len()];
         k += 1;
         let t = Instant::now();
@@ -219,10 +245,89 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, usize
             }],
             &mut est,
         )?;
-        Ok(pf
-            .last_device_time_s()
-            .unwrap_or_else(|| t.elapsed().as_secs_f64()))
+        let wall = t.elapsed().as_secs_f64();
+        Ok((pf.last_device_time_s().unwrap_or(wall), wall))
     })
+}
+
+/// The live path, frame by frame, as `Pipeline::process` runs it for capture: GCC-PHAT of a
+/// 4-channel, 4096-sample frame at 48 kHz (the `tetra` scene), the measurement, and one step of
+/// a 2000-particle, one-model filter, plus the track bookkeeping. Returns the median wall-clock
+/// time per frame over the frames after the track is established, and the frames timed.
+pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<(f64, usize)> {
+    use crate::audio::sim::{SceneSpec, SimSource};
+    use crate::audio::{AudioSource, ReadResult, assembler::FrameAssembler};
+    let mut spec = SceneSpec::preset("tetra")
+        .ok_or_else(|| crate::error::Error::Usage("no tetra preset".into()))?;
+    spec.duration_s = 8.0;
+    let mut cfg = Config::for_array(
+        spec.sensors_m.clone(),
+        spec.speed_of_sound_m_s,
+        spec.sample_rate_hz,
+    );
+    cfg.array.bounds_min_m = spec.bounds_min_m;
+    cfg.array.bounds_max_m = spec.bounds_max_m;
+    cfg.gcc.frame_samples = Some(4096);
+    cfg.tracker.particles = particles;
+    let cv = crate::config::default_models()
+        .into_iter()
+        .find(|m| m.kind == ModelKind::Cv)
+        .ok_or_else(|| crate::error::Error::Usage("no CV model".into()))?;
+    cfg.tracker.models = vec![cv];
+    cfg.validate("bench")?;
+    let backends = crate::backend::select(&cfg, backend)?;
+    let mut pipe = crate::pipeline::Pipeline::new(
+        &cfg,
+        backends,
+        crate::output::SinkSet::default(),
+        crate::pipeline::PipelineOptions {
+            live: true,
+            ..Default::default()
+        },
+    );
+    let mut src = SimSource::new(spec)?;
+    let mut asm = FrameAssembler::new(
+        cfg.channel_map(),
+        cfg.input_channels(),
+        cfg.frame_samples(),
+        cfg.hop_samples(),
+        cfg.sample_rate_hz(),
+        0,
+    );
+    let ch = src.channels();
+    let mut buf = vec![0.0f32; ch * 4096];
+    let mut frames = Vec::new();
+    loop {
+        match src.read(&mut buf)? {
+            ReadResult::Samples(n) => asm.push(&buf[..n * ch]),
+            ReadResult::End => break,
+            _ => continue,
+        }
+        while let Some(f) = asm.pop() {
+            frames.push(f);
+        }
+    }
+    // Births and deletions at start-up would flood the bench's output.
+    let level = log::max_level();
+    log::set_max_level(log::LevelFilter::Warn);
+    let mut times = Vec::new();
+    for f in frames.iter_mut() {
+        let t = Instant::now();
+        let tracked = !pipe.process(f)?.is_empty();
+        let dt = t.elapsed().as_secs_f64();
+        // Time the steady state: a confirmed track, after the first two seconds.
+        if tracked && f.centre_time_s() > 2.0 {
+            times.push(dt);
+        }
+    }
+    log::set_max_level(level);
+    if times.is_empty() {
+        return Err(crate::error::Error::Usage(
+            "the live-path benchmark never established a track".into(),
+        ));
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[times.len() / 2], times.len()))
 }
 
 /// Run the grids. Rows come back in the order printed.
@@ -249,6 +354,7 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
             per_unit: bw,
             unit: "GB/s".into(),
             gb_s: Some(bw),
+            wall_us: None,
             reps: 10,
         });
     }
@@ -267,7 +373,7 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                         "cuda" => crate::gpu::correlator(params.clone(), 1)?,
                         _ => Box::new(CpuCorrelator::new(params.clone())),
                     };
-                    let (s, reps) = time_gcc(cor.as_mut(), &frames, opts.budget_s)?;
+                    let (s, wall, reps) = time_gcc(cor.as_mut(), &frames, opts.budget_s)?;
                     rows.push(Row {
                         stage: "gcc".into(),
                         backend: b.into(),
@@ -276,10 +382,59 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                         per_unit: s * 1e6,
                         unit: "us/frame".into(),
                         gb_s: cor.bytes_per_call().map(|by| by as f64 / s / 1e9),
+                        wall_us: Some(wall * 1e6),
                         reps,
                     });
                 }
             }
+        }
+    }
+    if opts.gcc {
+        // Batched correlation (replay), and a steady-state loop of 16-channel frames: µs per
+        // frame over a call's frames.
+        for &(ch, n, batch) in &[(16usize, 4096usize, 16usize), (4, 4096, 64)] {
+            let params = gcc_params(ch, n);
+            for &b in &backends {
+                let frames = noise_frames(ch, n, batch, 5);
+                let mut cor: Box<dyn Correlator> = match b {
+                    "cuda" => crate::gpu::correlator(params.clone(), batch)?,
+                    _ => Box::new(CpuCorrelator::new(params.clone())),
+                };
+                let (s, wall, reps) = time_gcc(cor.as_mut(), &frames, opts.budget_s)?;
+                let per = s / batch as f64;
+                rows.push(Row {
+                    stage: "gcc".into(),
+                    backend: b.into(),
+                    params: format!("{ch} ch x {n}, batch {batch}: {:.0} frames/s", 1.0 / per),
+                    median_us: s * 1e6,
+                    per_unit: per * 1e6,
+                    unit: "us/frame".into(),
+                    gb_s: cor.bytes_per_call().map(|by| by as f64 / s / 1e9),
+                    wall_us: Some(wall * 1e6),
+                    reps,
+                });
+            }
+        }
+    }
+    if opts.gcc && opts.pf {
+        for &b in &backends {
+            let choice = if b == "cuda" {
+                BackendChoice::Cuda
+            } else {
+                BackendChoice::Cpu
+            };
+            let (s, frames) = time_live_frame(choice, 2000)?;
+            rows.push(Row {
+                stage: "live".into(),
+                backend: b.into(),
+                params: "tetra 4 ch x 4096 + 2000 particles x 1".into(),
+                median_us: s * 1e6,
+                per_unit: s * 1e6,
+                unit: "us/frame (wall)".into(),
+                gb_s: None,
+                wall_us: Some(s * 1e6),
+                reps: frames,
+            });
         }
     }
     if opts.pf {
@@ -296,7 +451,7 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                         "cuda" => crate::gpu::particle_filter(p.clone())?,
                         _ => Box::new(CpuParticleFilter::new(p.clone())),
                     };
-                    let (s, reps) = time_pf(pf.as_mut(), opts.budget_s)?;
+                    let (s, wall, reps) = time_pf(pf.as_mut(), opts.budget_s)?;
                     rows.push(Row {
                         stage: "pf".into(),
                         backend: b.into(),
@@ -305,6 +460,7 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                         per_unit: s * 1e9 / n as f64,
                         unit: "ns/particle".into(),
                         gb_s: pf.bytes_per_step().map(|by| by as f64 / s / 1e9),
+                        wall_us: Some(wall * 1e6),
                         reps,
                     });
                 }
@@ -338,6 +494,7 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                 per_unit: 100.0 * sum.load(),
                 unit: "% of real time".into(),
                 gb_s: None,
+                wall_us: None,
                 reps: frames as usize,
             });
         }
@@ -347,16 +504,19 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
 
 pub fn print(rows: &[Row]) {
     println!(
-        "{:<6} {:<6} {:<36} {:>12} {:>14} {:>10} {:>6}",
-        "stage", "back", "size", "median us", "per unit", "GB/s", "reps"
+        "{:<6} {:<6} {:<44} {:>11} {:>10} {:>14} {:>7} {:>6}",
+        "stage", "back", "size", "median us", "wall us", "per unit", "GB/s", "reps"
     );
     for r in rows {
         println!(
-            "{:<6} {:<6} {:<36} {:>12.1} {:>9.2} {:<5} {:>10} {:>6}",
+            "{:<6} {:<6} {:<44} {:>11.1} {:>10} {:>9.2} {:<5} {:>7} {:>6}",
             r.stage,
             r.backend,
             r.params,
             r.median_us,
+            r.wall_us
+                .map(|w| format!("{w:.1}"))
+                .unwrap_or_else(|| "-".into()),
             r.per_unit,
             if r.unit.starts_with('%') {
                 "%"

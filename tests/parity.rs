@@ -181,6 +181,130 @@ fn particle_filter_step_agrees() {
     }
 }
 
+/// Statistics of a cloud: per component mean and standard deviation.
+fn cloud_stats(p: &sonotrack::track::Particles, n: usize) -> Vec<(f64, f64)> {
+    (0..6)
+        .map(|c| {
+            let v = &p.state[c * n..(c + 1) * n];
+            let m = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+            let var = v.iter().map(|&x| (f64::from(x) - m).powi(2)).sum::<f64>() / n as f64;
+            (m, var.sqrt())
+        })
+        .collect()
+}
+
+fn assert_estimates_agree(a: &Estimate, b: &Estimate, tol: f32) {
+    for i in 0..6 {
+        let scale = a.cov[i][i].abs().sqrt().max(1e-6);
+        assert!(
+            ((a.mean[i] - b.mean[i]) / scale).abs() <= f64::from(tol),
+            "mean {i}: {} vs {}",
+            a.mean[i],
+            b.mean[i]
+        );
+        assert!(
+            (a.cov[i][i] - b.cov[i][i]).abs() <= f64::from(tol) * a.cov[i][i].abs() + 1e-12,
+            "var {i}: {} vs {}",
+            a.cov[i][i],
+            b.cov[i][i]
+        );
+    }
+    assert!(
+        (a.ess - b.ess).abs() <= tol * a.ess.max(1.0),
+        "ess {} vs {}",
+        a.ess,
+        b.ess
+    );
+    assert_eq!(a.temper, b.temper, "tempering exponent");
+    assert_eq!(a.resampled, b.resampled, "resampling decision");
+    assert_eq!(a.log_evidence.is_finite(), b.log_evidence.is_finite());
+}
+
+/// The slow paths: an update so sharp that it must be tempered (then resampled and
+/// roughened), and one that no particle survives (weights reset). Same estimate, exponent and
+/// decisions on both backends, and the same cloud afterwards.
+#[test]
+fn tempered_and_degenerate_steps_agree() {
+    for (case, particles) in [("tempered", 20_000usize), ("degenerate", 5_000)] {
+        let models = 4;
+        let mut p = pf_params(particles, models);
+        if case == "degenerate" {
+            // A search volume far from every particle: every weight becomes zero.
+            p.bounds = Some(([100.0, 100.0, -5.0], [110.0, 110.0, 0.0]));
+        }
+        let mut cpu = CpuParticleFilter::new(p.clone());
+        let mut init = pf_init();
+        init.model_probs = vec![1.0 / models as f32; models];
+        cpu.init_track(&init).unwrap();
+        let before = cpu.read_particles(0).unwrap();
+        // The source is a metre from the prior (0.05 m wide): the full update would leave a
+        // handful of particles.
+        let meas = pf_measurement(&p, 10);
+        let step = [TrackStep {
+            slot: 0,
+            dt_s: 0.043,
+            lag_s: 0.012,
+        }];
+        let mut est_cpu = vec![Estimate::new(models)];
+        cpu.step(&meas, &step, &mut est_cpu).unwrap();
+        let after_cpu = cpu.read_particles(0).unwrap();
+        match case {
+            "tempered" => {
+                assert!(
+                    est_cpu[0].temper < 1.0,
+                    "the update was not tempered: {:?}",
+                    est_cpu[0]
+                );
+                assert!(est_cpu[0].resampled);
+            }
+            _ => assert!(!est_cpu[0].log_evidence.is_finite(), "{:?}", est_cpu[0]),
+        }
+        if !cuda_present() {
+            continue;
+        }
+        let mut g = gpu::particle_filter(p.clone()).unwrap();
+        g.init_track(&init).unwrap();
+        g.write_particles(0, &before).unwrap();
+        let mut est_gpu = vec![Estimate::new(models)];
+        g.step(&meas, &step, &mut est_gpu).unwrap();
+        assert_estimates_agree(&est_cpu[0], &est_gpu[0], 1e-3);
+        let after_gpu = g.read_particles(0).unwrap();
+        let n = particles;
+        // Resampling picks the same ancestors except where two cumulative sums straddle a
+        // sampling point; roughening draws the same noise. Nearly every particle matches.
+        let same = (0..n)
+            .filter(|&i| {
+                (0..6).all(|c| {
+                    (after_cpu.state[c * n + i] - after_gpu.state[c * n + i]).abs()
+                        <= 1e-3 * (1.0 + after_cpu.state[c * n + i].abs())
+                })
+            })
+            .count();
+        assert!(
+            same as f64 >= 0.99 * n as f64,
+            "{case}: only {same} of {n} particles agree"
+        );
+        for (c, (a, b)) in cloud_stats(&after_cpu, n)
+            .iter()
+            .zip(cloud_stats(&after_gpu, n))
+            .enumerate()
+        {
+            assert!(
+                (a.0 - b.0).abs() <= 0.01 * a.1.max(1e-6) + 1e-6,
+                "{case}: component {c} mean {a:?} vs {b:?}"
+            );
+            assert!(
+                (a.1 - b.1).abs() <= 0.01 * a.1 + 1e-9,
+                "{case}: component {c} spread {a:?} vs {b:?}"
+            );
+        }
+        eprintln!(
+            "{case}: estimate, exponent {} and cloud agree",
+            est_gpu[0].temper
+        );
+    }
+}
+
 /// Over a simulated scene, the two backends' track errors are within 5% of each other.
 ///
 /// The two backends sum in different orders, so their particle clouds part ways after a few

@@ -2,7 +2,9 @@
 //!
 //! Per call, for up to `batch` frames: copy the frames in, window them (`gcc_window`), one
 //! batched R2C for every channel of every frame, `gcc_cross` for every pair of every frame, one
-//! batched C2R, `gcc_peaks`, and copy the peaks (and curves when asked for) back.
+//! batched C2R, `gcc_peaks`, and copy the peaks (and curves when asked for) back. The host ends
+//! of the copies are page-locked, and the whole sequence is captured once per batch size into a
+//! CUDA graph, so a call costs one graph launch and one synchronisation.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +14,8 @@ use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 
-use super::{Gpu, err};
+use super::host::{Graph, Pinned, capture};
+use super::{Gpu, dptr, err};
 use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
 use crate::frame::Frame;
@@ -43,9 +46,11 @@ pub struct CudaCorrelator {
     d_curves: CudaSlice<f32>,
     d_peaks: CudaSlice<f32>,
     plans: HashMap<usize, Plans>,
-    host_in: Vec<f32>,
-    host_peaks: Vec<f32>,
-    host_curves: Vec<f32>,
+    /// Captured sequences by (frames, curves wanted); None where capture failed.
+    graphs: HashMap<(usize, bool), Option<Graph>>,
+    host_in: Pinned<f32>,
+    host_peaks: Pinned<f32>,
+    host_curves: Option<Pinned<f32>>,
     ev_start: CudaEvent,
     ev_end: CudaEvent,
     last_s: Option<f64>,
@@ -55,7 +60,9 @@ pub struct CudaCorrelator {
 impl CudaCorrelator {
     /// A correlator that transforms up to `batch` frames per call.
     pub fn new(gpu: Arc<Gpu>, params: GccParams, batch: usize) -> Result<Self, BackendError> {
-        let batch = batch.max(1);
+        // At most 64 MiB of frames per call (page-locked host memory is a scarce resource).
+        let frame_bytes = (params.channels * params.frame_len * 4).max(1);
+        let batch = batch.clamp(1, (64 << 20) / frame_bytes).max(1);
         let s = gpu.stream.clone();
         let (c, p, nb) = (params.channels, params.pairs.len(), params.n_bins());
         let alloc = |n: usize| {
@@ -104,9 +111,10 @@ impl CudaCorrelator {
             d_maxlag,
             d_taps,
             plans: HashMap::new(),
-            host_in: vec![0.0; batch * c * params.frame_len],
-            host_peaks: vec![0.0; batch * p * params.peaks_per_pair * 3],
-            host_curves: Vec::new(),
+            graphs: HashMap::new(),
+            host_in: Pinned::new(batch * c * params.frame_len)?,
+            host_peaks: Pinned::new(batch * p * params.peaks_per_pair * 3)?,
+            host_curves: None,
             ev_start: gpu
                 .ctx
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -170,35 +178,20 @@ impl CudaCorrelator {
             .ok_or_else(|| BackendError::new("cuda", "cuFFT plan missing"))
     }
 
-    fn run_batch(
-        &mut self,
-        frames: &[&Frame],
-        out: &mut [GccFrame],
-        want_curves: bool,
-    ) -> Result<(), BackendError> {
-        let b = frames.len();
+    /// Enqueue the whole sequence for `b` frames already in `host_in`: copy in, window, R2C,
+    /// cross-spectra, C2R, peaks, copy peaks (and curves) out. No synchronisation.
+    fn enqueue(&mut self, b: usize, want_curves: bool) -> Result<(), BackendError> {
         let p = self.params.clone();
         let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
-        for (i, f) in frames.iter().enumerate() {
-            if f.channels != c || f.len != p.frame_len {
-                return Err(BackendError::new(
-                    "cuda",
-                    format!(
-                        "frame of {} x {} does not match the plan's {} x {}",
-                        f.channels, f.len, c, p.frame_len
-                    ),
-                ));
-            }
-            self.host_in[i * c * p.frame_len..(i + 1) * c * p.frame_len].copy_from_slice(&f.data);
-        }
         let plans = self.plans(b)?;
         let (r2c, c2r) = (plans.r2c, plans.c2r);
         let s = self.gpu.stream.clone();
-        self.ev_start
-            .record(&s)
-            .map_err(err("recording an event"))?;
-        s.memcpy_htod(&self.host_in[..b * c * p.frame_len], &mut self.d_in)
-            .map_err(err("copying frames to the device"))?;
+        // SAFETY: d_in holds `batch` frames, b <= batch; the host buffer is not touched until
+        // the caller has synchronised.
+        unsafe {
+            self.host_in
+                .copy_to_device(dptr(&self.d_in, &s), b * c * p.frame_len, &s)?;
+        }
         let (frame_len, fft_len) = (p.frame_len as u32, p.fft_len as u32);
         // SAFETY (all launches below): argument types and order match the kernel signatures in
         // kernels/gcc.cu, and every buffer was allocated for `batch` frames.
@@ -227,69 +220,118 @@ impl CudaCorrelator {
         let (channels, n_pairs, nbu) = (c as u32, np as u32, nb as u32);
         let (lo, hi) = (p.band_bins.0 as u32, p.band_bins.1 as u32);
         let phat = u32::from(p.weighting == crate::config::Weighting::Phat);
-        if np > 0 {
-            unsafe {
-                s.launch_builder(&self.f_cross)
-                    .arg(&self.d_spec)
-                    .arg(&self.d_pairs)
-                    .arg(&self.d_taper)
-                    .arg(&channels)
-                    .arg(&n_pairs)
-                    .arg(&nbu)
-                    .arg(&lo)
-                    .arg(&hi)
-                    .arg(&phat)
-                    .arg(&p.beta)
-                    .arg(&p.regularisation)
-                    .arg(&mut self.d_cross)
-                    .arg(&mut self.d_norms)
-                    .launch(LaunchConfig {
-                        grid_dim: (n_pairs, b as u32, 1),
-                        block_dim: (256, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-                    .map_err(err("gcc_cross"))?;
+        if np == 0 {
+            return Ok(());
+        }
+        unsafe {
+            s.launch_builder(&self.f_cross)
+                .arg(&self.d_spec)
+                .arg(&self.d_pairs)
+                .arg(&self.d_taper)
+                .arg(&channels)
+                .arg(&n_pairs)
+                .arg(&nbu)
+                .arg(&lo)
+                .arg(&hi)
+                .arg(&phat)
+                .arg(&p.beta)
+                .arg(&p.regularisation)
+                .arg(&mut self.d_cross)
+                .arg(&mut self.d_norms)
+                .launch(LaunchConfig {
+                    grid_dim: (n_pairs, b as u32, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("gcc_cross"))?;
+        }
+        {
+            let (src, _g1) = self.d_cross.device_ptr(&s);
+            let (dst, _g2) = self.d_corr.device_ptr_mut(&s);
+            // SAFETY: the plan was made for b x pairs inverse transforms matching the buffers.
+            unsafe { fft::exec_c2r(c2r, src as *mut fft_sys::cufftComplex, dst as *mut f32) }
+                .map_err(err("cuFFT C2R"))?;
+        }
+        let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
+        unsafe {
+            s.launch_builder(&self.f_peaks)
+                .arg(&self.d_corr)
+                .arg(&self.d_norms)
+                .arg(&self.d_maxlag)
+                .arg(&self.d_taps)
+                .arg(&n_pairs)
+                .arg(&fft_len)
+                .arg(&ch)
+                .arg(&ku)
+                .arg(&p.min_separation_samples)
+                .arg(&wc)
+                .arg(&mut self.d_curves)
+                .arg(&mut self.d_peaks)
+                .launch(LaunchConfig {
+                    grid_dim: (n_pairs, b as u32, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("gcc_peaks"))?;
+        }
+        // SAFETY: both device buffers hold `batch` frames of results; the host reads them only
+        // after synchronising.
+        unsafe {
+            self.host_peaks
+                .copy_from_device(dptr(&self.d_peaks, &s), b * np * k * 3, &s)?;
+            if want_curves {
+                let cl = p.curve_len();
+                if let Some(h) = self.host_curves.as_mut() {
+                    h.copy_from_device(dptr(&self.d_curves, &s), b * np * cl, &s)?;
+                }
             }
-            {
-                let (src, _g1) = self.d_cross.device_ptr(&s);
-                let (dst, _g2) = self.d_corr.device_ptr_mut(&s);
-                // SAFETY: the plan was made for b x pairs inverse transforms matching the buffers.
-                unsafe { fft::exec_c2r(c2r, src as *mut fft_sys::cufftComplex, dst as *mut f32) }
-                    .map_err(err("cuFFT C2R"))?;
+        }
+        Ok(())
+    }
+
+    fn run_batch(
+        &mut self,
+        frames: &[&Frame],
+        out: &mut [GccFrame],
+        want_curves: bool,
+    ) -> Result<(), BackendError> {
+        let b = frames.len();
+        let p = self.params.clone();
+        let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
+        let cl = p.curve_len();
+        {
+            let host = self.host_in.as_mut_slice();
+            for (i, f) in frames.iter().enumerate() {
+                if f.channels != c || f.len != p.frame_len {
+                    return Err(BackendError::new(
+                        "cuda",
+                        format!(
+                            "frame of {} x {} does not match the plan's {} x {}",
+                            f.channels, f.len, c, p.frame_len
+                        ),
+                    ));
+                }
+                host[i * c * p.frame_len..(i + 1) * c * p.frame_len].copy_from_slice(&f.data);
             }
-            let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
-            unsafe {
-                s.launch_builder(&self.f_peaks)
-                    .arg(&self.d_corr)
-                    .arg(&self.d_norms)
-                    .arg(&self.d_maxlag)
-                    .arg(&self.d_taps)
-                    .arg(&n_pairs)
-                    .arg(&fft_len)
-                    .arg(&ch)
-                    .arg(&ku)
-                    .arg(&p.min_separation_samples)
-                    .arg(&wc)
-                    .arg(&mut self.d_curves)
-                    .arg(&mut self.d_peaks)
-                    .launch(LaunchConfig {
-                        grid_dim: (n_pairs, b as u32, 1),
-                        block_dim: (256, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-                    .map_err(err("gcc_peaks"))?;
-            }
+        }
+        if want_curves && self.host_curves.is_none() {
+            self.host_curves = Some(Pinned::new(self.batch * np * cl)?);
+        }
+        // Plans are made outside any capture (making one allocates).
+        self.plans(b)?;
+        let s = self.gpu.stream.clone();
+        if !self.graphs.contains_key(&(b, want_curves)) {
+            let g = capture(&s, || self.enqueue(b, want_curves))?;
+            self.graphs.insert((b, want_curves), g);
+        }
+        self.ev_start
+            .record(&s)
+            .map_err(err("recording an event"))?;
+        match self.graphs.get_mut(&(b, want_curves)) {
+            Some(Some(g)) => g.launch()?,
+            _ => self.enqueue(b, want_curves)?,
         }
         self.ev_end.record(&s).map_err(err("recording an event"))?;
-        let np_k3 = b * np * k * 3;
-        s.memcpy_dtoh(&self.d_peaks, &mut self.host_peaks)
-            .map_err(err("copying peaks back"))?;
-        let cl = p.curve_len();
-        if want_curves {
-            self.host_curves.resize(self.batch * np * cl, 0.0);
-            s.memcpy_dtoh(&self.d_curves, &mut self.host_curves)
-                .map_err(err("copying curves back"))?;
-        }
         s.synchronize().map_err(err("running the GCC kernels"))?;
         self.last_s = self
             .ev_start
@@ -306,24 +348,25 @@ impl CudaCorrelator {
                 + 2 * b * c * nb * 2
                 + 2 * b * np * nb * 2 * 2
                 + 2 * b * np * p.fft_len
-                + np_k3) as u64;
+                + b * np * k * 3) as u64;
+        let peaks = self.host_peaks.as_slice();
         for (i, o) in out.iter_mut().enumerate().take(b) {
             o.seq = frames[i].seq;
             o.peaks.resize(np * k, Peak::NONE);
             for (j, pk) in o.peaks.iter_mut().enumerate() {
                 let at = (i * np * k + j) * 3;
                 *pk = Peak {
-                    lag_samples: self.host_peaks[at],
-                    value: self.host_peaks[at + 1],
-                    quality: self.host_peaks[at + 2],
+                    lag_samples: peaks[at],
+                    value: peaks[at + 1],
+                    quality: peaks[at + 2],
                 };
             }
+            o.curves.clear();
             if want_curves {
-                o.curves.clear();
-                o.curves
-                    .extend_from_slice(&self.host_curves[i * np * cl..(i + 1) * np * cl]);
-            } else {
-                o.curves.clear();
+                if let Some(h) = &self.host_curves {
+                    o.curves
+                        .extend_from_slice(&h.as_slice()[i * np * cl..(i + 1) * np * cl]);
+                }
             }
         }
         Ok(())
@@ -378,6 +421,8 @@ impl Correlator for CudaCorrelator {
 
 impl Drop for CudaCorrelator {
     fn drop(&mut self) {
+        // Graphs that use the plans go first.
+        self.graphs.clear();
         for (_, p) in self.plans.drain() {
             // SAFETY: each plan was created by plan_many and is destroyed once.
             unsafe {

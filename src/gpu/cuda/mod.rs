@@ -15,6 +15,7 @@
 //! else `~/.cache/sonotrack`.
 
 pub mod gcc;
+pub mod host;
 pub mod pf;
 
 use std::ffi::CString;
@@ -131,7 +132,11 @@ fn start() -> Result<Arc<Gpu>, String> {
     // SAFETY: all of sonotrack's device work runs on this one stream, so cudarc's tracking of
     // uses across streams is not needed (see its docs: no buffer is used on another stream).
     unsafe { ctx.disable_event_tracking() };
-    let stream = ctx.default_stream();
+    // A stream of our own (not the legacy default stream, which cannot be captured into a
+    // graph).
+    let stream = ctx
+        .new_stream()
+        .map_err(|e| format!("{name}: cannot create a stream: {e}"))?;
     Ok(Arc::new(Gpu {
         ctx,
         stream,
@@ -365,6 +370,14 @@ pub fn copy_bandwidth_gb_s() -> Result<f64, BackendError> {
     }
     times.sort_by(f64::total_cmp);
     Ok(2.0 * (n * 4) as f64 / times[times.len() / 2] / 1e9)
+}
+
+/// The device address of a buffer, for kernel arguments and copies into parts of it.
+pub(crate) fn dptr<T>(buf: &cudarc::driver::CudaSlice<T>, stream: &CudaStream) -> u64 {
+    use cudarc::driver::DevicePtr;
+    // Event tracking is off (see `start`), so the guard that comes with the address does
+    // nothing.
+    buf.device_ptr(stream).0
 }
 
 /// Map a cudarc error to a backend error with context.

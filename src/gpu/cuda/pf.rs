@@ -1,26 +1,29 @@
 //! The particle-filter bank on the GPU: the [`ParticleFilter`] twin of `CpuParticleFilter`.
 //!
-//! Particles stay on the device. A step is: `pf_ref` (each track's reference particle),
-//! `pf_step` (switch, predict, weigh and per-block sums for every particle of every track, one
-//! launch), `pf_finalize` (per-track sums in f64), and one copy of the sums back. The host turns
-//! the sums into the estimate with the CPU's own code (`finish_estimate`) and decides per track
-//! whether to temper (rare: new tracks) and to resample; resampling is `pf_scan_local`,
-//! `pf_scan_totals` and `pf_resample` (binary search, one thread per output slot) into the other
-//! half of a double buffer, then `pf_roughen` after a tempered update.
+//! Particles stay on the device. A step is one copy of the step's parameters and measurement
+//! in (from page-locked memory), `pf_ref` (each track's reference particle), `pf_step` (switch,
+//! predict, weigh and per-block sums for every particle of every track, one launch),
+//! `pf_finalize` (per-track sums in f64, and the per-track decision the CPU would take from
+//! them: keep, resample, temper, or reset), the resampling kernels `pf_scan_local`,
+//! `pf_scan_totals` and `pf_resample` (binary search, one thread per output slot, into the other
+//! half of a double buffer) for the tracks that resample, and one copy of the sums back. That
+//! sequence is captured once per track count into a CUDA graph: a step is one graph launch and
+//! one synchronisation. The host turns the sums into the estimate with the CPU's own code
+//! (`finish_estimate`). The rare tracks that need tempering (new tracks) or a weight reset then
+//! take a slower path driven from the host, with `pf_roughen` after a tempered resampling.
 
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg, result};
 
-use super::{Gpu, err};
+use super::host::{Graph, Pinned, capture};
+use super::{Gpu, dptr, err};
 use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
 use crate::philox::{self, Stream};
 use crate::track::models::{CoeffTable, StepCoeffs, padded_cdf};
-use crate::track::pf::{
-    ChunkSums, finish_estimate, needs_temper, roughen_factor, temper_from_grid,
-};
+use crate::track::pf::{ChunkSums, finish_estimate};
 use crate::track::{
     Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, STATE_DIM, TEMPER_GRID,
     TdoaMeasurement, TrackInit, TrackStep,
@@ -29,6 +32,16 @@ use crate::track::{
 const PF_BLOCK: u32 = 256;
 const SCAN_BLOCK: u32 = 1024;
 const PART: usize = 48;
+
+/// pf_finalize's decisions (kernels/pf.cu: FLAG_*).
+const FLAG_KEEP: u32 = 0;
+const FLAG_RESAMPLE: u32 = 1;
+const FLAG_TEMPER: u32 = 2;
+const FLAG_DEGENERATE: u32 = 3;
+const FLAG_TEMPERED_KEEP: u32 = 4;
+const FLAG_TEMPERED_RESAMPLE: u32 = 5;
+const FLAG_RESET_KEEP: u32 = 6;
+const FLAG_RESET_RESAMPLE: u32 = 7;
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -46,7 +59,7 @@ struct StepParams {
     inv_c: f32,
     inv_two_var: f32,
     gate: f32,
-    pad0: f32,
+    ess_fraction: f32,
     lo: [f32; 3],
     hi: [f32; 3],
     cdf: [f32; MAX_MODELS * MAX_MODELS],
@@ -94,14 +107,84 @@ struct Kernels {
     sums: CudaFunction,
     finalize: CudaFunction,
     temper_bounds: CudaFunction,
+    temper_bounds_final: CudaFunction,
     temper_grid: CudaFunction,
+    temper_choose: CudaFunction,
     reweight: CudaFunction,
     fill: CudaFunction,
     scan_local: CudaFunction,
     scan_totals: CudaFunction,
     resample: CudaFunction,
+    roughen_factor: CudaFunction,
     roughen: CudaFunction,
     init: CudaFunction,
+}
+
+/// Byte offsets of the parts of the per-step upload (`up`) and download (`down`) buffers.
+#[derive(Clone, Copy)]
+struct Layout {
+    step: usize,
+    tracks: usize,
+    coeffs: usize,
+    tdoa: usize,
+    amp: usize,
+    floor: usize,
+    up_len: usize,
+    sums: usize,
+    reference: usize,
+    flags: usize,
+    betas: usize,
+    down_len: usize,
+}
+
+/// Peaks per pair the measurement buffers hold.
+const KPP: usize = 16;
+
+impl Layout {
+    fn new(slots: usize, pairs: usize) -> Self {
+        let align = |x: usize| x.div_ceil(256) * 256;
+        let step = 0;
+        let tracks = align(step + std::mem::size_of::<StepParams>());
+        let coeffs = align(tracks + slots * std::mem::size_of::<TrackParams>());
+        let tdoa = align(coeffs + slots * std::mem::size_of::<Coeffs>());
+        let amp = align(tdoa + pairs * KPP * 4);
+        let floor = align(amp + pairs * KPP * 4);
+        let up_len = align(floor + pairs.max(1) * 4);
+        let sums = 0;
+        let reference = align(sums + slots * PART * 8);
+        let flags = align(reference + slots * 8 * 4);
+        let betas = align(flags + slots * 4);
+        let down_len = align(betas + slots * 4);
+        Self {
+            step,
+            tracks,
+            coeffs,
+            tdoa,
+            amp,
+            floor,
+            up_len,
+            sums,
+            reference,
+            flags,
+            betas,
+            down_len,
+        }
+    }
+}
+
+/// Device addresses of the parts of `up` and `down`.
+#[derive(Clone, Copy)]
+struct Ptrs {
+    step: u64,
+    tracks: u64,
+    coeffs: u64,
+    tdoa: u64,
+    amp: u64,
+    floor: u64,
+    sums: u64,
+    reference: u64,
+    flags: u64,
+    betas: u64,
 }
 
 pub struct CudaParticleFilter {
@@ -118,28 +201,35 @@ pub struct CudaParticleFilter {
     e: CudaSlice<f32>,
     sensors: CudaSlice<f32>,
     pairs: CudaSlice<u32>,
-    d_step: CudaSlice<u8>,
-    d_tracks: CudaSlice<u8>,
-    d_coeffs: CudaSlice<u8>,
+    /// Step parameters, track parameters, coefficients and the measurement, uploaded at once
+    /// (owns the memory `ptr` points into).
+    _d_up: CudaSlice<u8>,
+    /// Sums, reference particles and decisions, downloaded at once (likewise).
+    _d_down: CudaSlice<u8>,
     d_init: CudaSlice<u8>,
-    tdoa: CudaSlice<f32>,
-    amp: CudaSlice<f32>,
-    floor: CudaSlice<f32>,
-    reference: CudaSlice<f32>,
+    lay: Layout,
+    ptr: Ptrs,
+    up: Pinned<u8>,
+    down: Pinned<u8>,
     partials: CudaSlice<f32>,
-    sums: CudaSlice<f64>,
     temper_parts: CudaSlice<f32>,
     temper_grid: CudaSlice<f64>,
-    betas: CudaSlice<f32>,
+    temper_bounds: CudaSlice<f32>,
     chol: CudaSlice<f32>,
     cdf: CudaSlice<f64>,
     block_tot: CudaSlice<f64>,
+    /// The captured step (false) and slow path (true) by number of tracks (None where capture
+    /// failed).
+    graphs: std::collections::HashMap<(usize, bool), Option<Graph>>,
     /// Which buffer holds each slot's particles.
     cur: Vec<u32>,
     log_norm: Vec<f64>,
     ev_start: CudaEvent,
     ev_end: CudaEvent,
     last_s: Option<f64>,
+    /// Tracks that resampled in the last step (for the bytes-moved figure).
+    last_resampled: usize,
+    last_tracks: usize,
 }
 
 /// Blocks of `per_block` threads over `n` particles, for each of `tracks` tracks.
@@ -153,6 +243,20 @@ fn grid(n: usize, per_block: u32, tracks: usize) -> LaunchConfig {
 
 fn bytes<T: Pod>(v: &[T]) -> &[u8] {
     bytemuck::cast_slice(v)
+}
+
+/// Write `v` at byte offset `at` of a host buffer.
+fn put<T: Pod>(buf: &mut [u8], at: usize, v: &[T]) {
+    let b = bytes(v);
+    buf[at..at + b.len()].copy_from_slice(b);
+}
+
+/// Read `len` values of `T` at byte offset `at` of a host buffer.
+fn get<T: Pod>(buf: &[u8], at: usize, len: usize) -> Vec<T> {
+    let size = std::mem::size_of::<T>();
+    let mut v = vec![T::zeroed(); len];
+    bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(&buf[at..at + len * size]);
+    v
 }
 
 impl CudaParticleFilter {
@@ -202,21 +306,39 @@ impl CudaParticleFilter {
         let mut pairs = u32s(pair_flat.len())?;
         s.memcpy_htod(&pair_flat, &mut pairs)
             .map_err(err("uploading pairs"))?;
-        let kpp = 16usize;
         let k = Kernels {
             reference: gpu.function("pf_ref")?,
             step: gpu.function("pf_step")?,
             sums: gpu.function("pf_sums")?,
             finalize: gpu.function("pf_finalize")?,
             temper_bounds: gpu.function("pf_temper_bounds")?,
+            temper_bounds_final: gpu.function("pf_temper_bounds_final")?,
             temper_grid: gpu.function("pf_temper_grid")?,
+            temper_choose: gpu.function("pf_temper_choose")?,
             reweight: gpu.function("pf_reweight")?,
             fill: gpu.function("pf_fill_log_w")?,
             scan_local: gpu.function("pf_scan_local")?,
             scan_totals: gpu.function("pf_scan_totals")?,
             resample: gpu.function("pf_resample")?,
+            roughen_factor: gpu.function("pf_roughen_factor")?,
             roughen: gpu.function("pf_roughen")?,
             init: gpu.function("pf_init")?,
+        };
+        let lay = Layout::new(slots, p.pairs.len());
+        let d_up = u8s(lay.up_len)?;
+        let d_down = u8s(lay.down_len)?;
+        let (up0, down0) = (dptr(&d_up, &s), dptr(&d_down, &s));
+        let ptr = Ptrs {
+            step: up0 + lay.step as u64,
+            tracks: up0 + lay.tracks as u64,
+            coeffs: up0 + lay.coeffs as u64,
+            tdoa: up0 + lay.tdoa as u64,
+            amp: up0 + lay.amp as u64,
+            floor: up0 + lay.floor as u64,
+            sums: down0 + lay.sums as u64,
+            reference: down0 + lay.reference as u64,
+            flags: down0 + lay.flags as u64,
+            betas: down0 + lay.betas as u64,
         };
         Ok(Self {
             s0: f32s(slots * STATE_DIM * n)?,
@@ -228,22 +350,21 @@ impl CudaParticleFilter {
             e: f32s(slots * n)?,
             sensors,
             pairs,
-            d_step: u8s(std::mem::size_of::<StepParams>())?,
-            d_tracks: u8s(slots * std::mem::size_of::<TrackParams>())?,
-            d_coeffs: u8s(slots * std::mem::size_of::<Coeffs>())?,
+            _d_up: d_up,
+            _d_down: d_down,
             d_init: u8s(std::mem::size_of::<InitParams>())?,
-            tdoa: f32s(p.pairs.len() * kpp)?,
-            amp: f32s(p.pairs.len() * kpp)?,
-            floor: f32s(p.pairs.len())?,
-            reference: f32s(slots * 8)?,
+            up: Pinned::new(lay.up_len)?,
+            down: Pinned::new(lay.down_len)?,
+            lay,
+            ptr,
             partials: f32s(slots * nb * PART)?,
-            sums: f64s(slots * PART)?,
             temper_parts: f32s(slots * nb * 2)?,
             temper_grid: f64s(slots * nb * 34)?,
-            betas: f32s(slots)?,
+            temper_bounds: f32s(slots * 2)?,
             chol: f32s(slots * 36)?,
             cdf: f64s(slots * n)?,
             block_tot: f64s(slots * (nsb + 1))?,
+            graphs: std::collections::HashMap::new(),
             cur: vec![0; slots],
             log_norm: vec![(n as f64).ln(); slots],
             ev_start: gpu
@@ -255,6 +376,8 @@ impl CudaParticleFilter {
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(err("creating an event"))?,
             last_s: None,
+            last_resampled: 0,
+            last_tracks: 0,
             n,
             k,
             p,
@@ -283,52 +406,38 @@ impl CudaParticleFilter {
             inv_c: 1.0 / p.speed_of_sound_m_s,
             inv_two_var: 1.0 / (2.0 * sigma * sigma),
             gate: crate::track::likelihood::GATE_SIGMAS * sigma,
-            pad0: 0.0,
+            ess_fraction: p.ess_fraction,
             lo,
             hi,
             cdf: padded_cdf(&p.transition_cdf, p.n_models()),
         }
     }
 
-    fn upload_tracks(&mut self, tracks: &[TrackParams]) -> Result<(), BackendError> {
-        let s = self.gpu.stream.clone();
-        s.memcpy_htod(bytes(tracks), &mut self.d_tracks)
-            .map_err(err("uploading track parameters"))
-    }
-
-    /// Block sums of the current weights and their per-track combination, copied back.
-    fn sums_now(&mut self, t: usize, out: &mut [f64]) -> Result<(), BackendError> {
-        let nn = self.n;
-        let s = self.gpu.stream.clone();
-        let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
-        // SAFETY: argument lists match kernels/pf.cu; buffers are sized for every slot.
-        unsafe {
-            s.launch_builder(&self.k.sums)
-                .arg(&self.d_step)
-                .arg(&self.d_tracks)
-                .arg(&mut self.s0)
-                .arg(&mut self.s1)
-                .arg(&mut self.m0)
-                .arg(&mut self.m1)
-                .arg(&self.log_w)
-                .arg(&mut self.e)
-                .arg(&self.reference)
-                .arg(&mut self.partials)
-                .arg(&nb)
-                .launch(grid(nn, PF_BLOCK, t))
-                .map_err(err("pf_sums"))?;
+    /// Copy host values to a device address now (slow path; pageable source).
+    fn upload_to<T: Pod>(&self, dst: u64, v: &[T], what: &str) -> Result<(), BackendError> {
+        if v.is_empty() {
+            return Ok(());
         }
-        self.finalize(t, out)
+        let st = self.gpu.stream.cu_stream();
+        // SAFETY: every destination passed is a part of `d_up`/`d_down` or a buffer sized for
+        // all slots, which holds `v`; a pageable source is staged by the driver before the
+        // call returns.
+        unsafe { result::memcpy_htod_async(dst, v, st) }.map_err(err(what))
     }
 
-    fn finalize(&mut self, t: usize, out: &mut [f64]) -> Result<(), BackendError> {
+    fn launch_finalize(&mut self, t: usize, after_slow: bool) -> Result<(), BackendError> {
+        let after = u32::from(after_slow);
         let s = self.gpu.stream.clone();
         let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        // SAFETY: argument list matches pf_finalize; sums and flags hold every slot.
         unsafe {
             s.launch_builder(&self.k.finalize)
+                .arg(&self.ptr.step)
                 .arg(&self.partials)
                 .arg(&nb)
-                .arg(&mut self.sums)
+                .arg(&self.ptr.sums)
+                .arg(&self.ptr.flags)
+                .arg(&after)
                 .launch(LaunchConfig {
                     grid_dim: (t as u32, 1, 1),
                     block_dim: (256, 1, 1),
@@ -336,10 +445,262 @@ impl CudaParticleFilter {
                 })
                 .map_err(err("pf_finalize"))?;
         }
-        s.memcpy_dtoh(&self.sums, out)
-            .map_err(err("copying sums back"))?;
-        s.synchronize()
-            .map_err(err("running the particle-filter kernels"))
+        Ok(())
+    }
+
+    /// Resample the step's tracks whose flag is in `mask` (bits 1 << flag), into the other
+    /// buffer.
+    fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
+        let s = self.gpu.stream.clone();
+        let nn = self.n;
+        let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        // SAFETY: argument lists match kernels/pf.cu; every buffer is sized for all slots.
+        unsafe {
+            s.launch_builder(&self.k.scan_local)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&mask)
+                .arg(&self.e)
+                .arg(&self.partials)
+                .arg(&nb)
+                .arg(&self.ptr.sums)
+                .arg(&mut self.cdf)
+                .arg(&mut self.block_tot)
+                .launch(grid(nn, SCAN_BLOCK, t))
+                .map_err(err("pf_scan_local"))?;
+            s.launch_builder(&self.k.scan_totals)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.flags)
+                .arg(&mask)
+                .arg(&mut self.block_tot)
+                .launch(LaunchConfig {
+                    grid_dim: (1, t as u32, 1),
+                    block_dim: (1024, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("pf_scan_totals"))?;
+            s.launch_builder(&self.k.resample)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&mask)
+                .arg(&self.cdf)
+                .arg(&self.block_tot)
+                .arg(&mut self.s0)
+                .arg(&mut self.s1)
+                .arg(&mut self.m0)
+                .arg(&mut self.m1)
+                .arg(&mut self.log_w)
+                .launch(grid(nn, PF_BLOCK, t))
+                .map_err(err("pf_resample"))?;
+        }
+        Ok(())
+    }
+
+    /// The common step for `t` tracks whose parameters are in `up`: upload, reference, step,
+    /// finalize (with decisions), resampling where decided, download. No synchronisation.
+    fn enqueue_step(&mut self, t: usize) -> Result<(), BackendError> {
+        let s = self.gpu.stream.clone();
+        let nn = self.n;
+        let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        let (tu, nu) = (t as u32, nn as u32);
+        // SAFETY: `up` and `d_up` have the same length; `up` is not written until the step has
+        // been synchronised.
+        unsafe { self.up.copy_to_device(self.ptr.step, self.lay.up_len, &s)? };
+        // SAFETY (launches): argument lists match kernels/pf.cu; every buffer is sized for all
+        // slots, and the grids cover `t` tracks of `n` particles.
+        unsafe {
+            s.launch_builder(&self.k.reference)
+                .arg(&self.ptr.tracks)
+                .arg(&tu)
+                .arg(&nu)
+                .arg(&mut self.s0)
+                .arg(&mut self.s1)
+                .arg(&self.ptr.reference)
+                .launch(LaunchConfig {
+                    grid_dim: (tu.div_ceil(64), 1, 1),
+                    block_dim: (64, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("pf_ref"))?;
+            s.launch_builder(&self.k.step)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.coeffs)
+                .arg(&self.sensors)
+                .arg(&self.pairs)
+                .arg(&self.ptr.tdoa)
+                .arg(&self.ptr.amp)
+                .arg(&self.ptr.floor)
+                .arg(&mut self.s0)
+                .arg(&mut self.s1)
+                .arg(&mut self.m0)
+                .arg(&mut self.m1)
+                .arg(&mut self.log_w)
+                .arg(&mut self.ll)
+                .arg(&mut self.e)
+                .arg(&self.ptr.reference)
+                .arg(&mut self.partials)
+                .arg(&nb)
+                .launch(grid(nn, PF_BLOCK, t))
+                .map_err(err("pf_step"))?;
+        }
+        self.launch_finalize(t, false)?;
+        self.launch_resample(t, 1 << FLAG_RESAMPLE)?;
+        // SAFETY: as for `download`; the caller synchronises before reading.
+        unsafe {
+            self.down
+                .copy_from_device(self.ptr.sums, self.lay.down_len, &s)?;
+        }
+        Ok(())
+    }
+
+    /// The slow path for the step's tracks flagged FLAG_TEMPER or FLAG_DEGENERATE, on the
+    /// device: reset the weights of degenerate tracks; for tempered ones the bounds, the grid
+    /// sums, the choice of exponent and the reweighting; their sums again (and the decision to
+    /// resample); resampling; roughening of tempered, resampled tracks; download. The other
+    /// tracks are left as the step left them. No synchronisation.
+    fn enqueue_slow(&mut self, t: usize) -> Result<(), BackendError> {
+        let s = self.gpu.stream.clone();
+        let nn = self.n;
+        let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        let (zero, grid_len, tu) = (0.0f32, TEMPER_GRID as u32, t as u32);
+        let per_track = LaunchConfig {
+            grid_dim: (tu, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY (launches): argument lists match kernels/pf.cu; every buffer is sized for all
+        // slots, and the grids cover `t` tracks of `n` particles.
+        unsafe {
+            s.launch_builder(&self.k.fill)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&mut self.log_w)
+                .arg(&zero)
+                .launch(grid(nn, 256, t))
+                .map_err(err("pf_fill_log_w"))?;
+            s.launch_builder(&self.k.temper_bounds)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&self.log_w)
+                .arg(&self.ll)
+                .arg(&mut self.temper_parts)
+                .arg(&nb)
+                .launch(grid(nn, PF_BLOCK, t))
+                .map_err(err("pf_temper_bounds"))?;
+            s.launch_builder(&self.k.temper_bounds_final)
+                .arg(&self.ptr.flags)
+                .arg(&self.temper_parts)
+                .arg(&nb)
+                .arg(&mut self.temper_bounds)
+                .launch(per_track)
+                .map_err(err("pf_temper_bounds_final"))?;
+            s.launch_builder(&self.k.temper_grid)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&self.log_w)
+                .arg(&self.ll)
+                .arg(&self.temper_bounds)
+                .arg(&grid_len)
+                .arg(&mut self.temper_grid)
+                .arg(&nb)
+                .launch(grid(nn, PF_BLOCK, t))
+                .map_err(err("pf_temper_grid"))?;
+            s.launch_builder(&self.k.temper_choose)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.flags)
+                .arg(&self.temper_grid)
+                .arg(&nb)
+                .arg(&grid_len)
+                .arg(&self.ptr.betas)
+                .launch(per_track)
+                .map_err(err("pf_temper_choose"))?;
+            s.launch_builder(&self.k.reweight)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&self.ptr.betas)
+                .arg(&mut self.log_w)
+                .arg(&self.ll)
+                .launch(grid(nn, 256, t))
+                .map_err(err("pf_reweight"))?;
+            s.launch_builder(&self.k.sums)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&mut self.s0)
+                .arg(&mut self.s1)
+                .arg(&mut self.m0)
+                .arg(&mut self.m1)
+                .arg(&self.log_w)
+                .arg(&mut self.e)
+                .arg(&self.ptr.reference)
+                .arg(&mut self.partials)
+                .arg(&nb)
+                .launch(grid(nn, PF_BLOCK, t))
+                .map_err(err("pf_sums"))?;
+        }
+        self.launch_finalize(t, true)?;
+        self.launch_resample(
+            t,
+            (1 << FLAG_TEMPERED_RESAMPLE) | (1 << FLAG_RESET_RESAMPLE),
+        )?;
+        // SAFETY: as above.
+        unsafe {
+            s.launch_builder(&self.k.roughen_factor)
+                .arg(&self.ptr.flags)
+                .arg(&self.ptr.sums)
+                .arg(&tu)
+                .arg(&mut self.chol)
+                .launch(LaunchConfig {
+                    grid_dim: (tu.div_ceil(64), 1, 1),
+                    block_dim: (64, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("pf_roughen_factor"))?;
+            s.launch_builder(&self.k.roughen)
+                .arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&self.chol)
+                .arg(&mut self.s0)
+                .arg(&mut self.s1)
+                .launch(grid(nn, 256, t))
+                .map_err(err("pf_roughen"))?;
+        }
+        // SAFETY: `down` and `d_down` have the same length; read after synchronising.
+        unsafe {
+            self.down
+                .copy_from_device(self.ptr.sums, self.lay.down_len, &s)?;
+        }
+        Ok(())
+    }
+
+    /// Run the captured sequence (`slow` picks which) for `t` tracks, capturing it first if
+    /// needed, and wait for it.
+    fn run_graph(&mut self, t: usize, slow: bool) -> Result<(), BackendError> {
+        let s = self.gpu.stream.clone();
+        let enqueue = |me: &mut Self| {
+            if slow {
+                me.enqueue_slow(t)
+            } else {
+                me.enqueue_step(t)
+            }
+        };
+        if !self.graphs.contains_key(&(t, slow)) {
+            let g = capture(&s, || enqueue(self))?;
+            self.graphs.insert((t, slow), g);
+        }
+        match self.graphs.get_mut(&(t, slow)) {
+            Some(Some(g)) => g.launch()?,
+            _ => enqueue(self)?,
+        }
+        Ok(())
     }
 
     fn unpack(v: &[f64]) -> (f32, ChunkSums) {
@@ -351,92 +712,6 @@ impl CudaParticleFilter {
         c.models.copy_from_slice(&v[30..46]);
         c.turn = v[46];
         (v[0] as f32, c)
-    }
-
-    /// Tempering for the tracks listed (indices into the step's tracks `tp`): the grid sums on
-    /// the device, the choice on the host (the CPU's rule), the reweighting on the device for
-    /// those tracks only.
-    fn temper(&mut self, tp: &[TrackParams], which: &[usize]) -> Result<Vec<f32>, BackendError> {
-        let nn = self.n;
-        let t = tp.len();
-        let s = self.gpu.stream.clone();
-        let nb = self.n.div_ceil(PF_BLOCK as usize);
-        let nbu = nb as u32;
-        unsafe {
-            s.launch_builder(&self.k.temper_bounds)
-                .arg(&self.d_step)
-                .arg(&self.d_tracks)
-                .arg(&self.log_w)
-                .arg(&self.ll)
-                .arg(&mut self.temper_parts)
-                .arg(&nbu)
-                .launch(grid(nn, PF_BLOCK, t))
-                .map_err(err("pf_temper_bounds"))?;
-        }
-        let mut parts = vec![0.0f32; t * nb * 2];
-        s.memcpy_dtoh(&self.temper_parts.slice(0..t * nb * 2), &mut parts)
-            .map_err(err("copying tempering bounds"))?;
-        s.synchronize().map_err(err("tempering"))?;
-        let mut bounds = vec![0.0f32; t * 2];
-        for tr in 0..t {
-            let (mut mp, mut ml) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
-            for b in 0..nb {
-                mp = mp.max(parts[(tr * nb + b) * 2]);
-                ml = ml.max(parts[(tr * nb + b) * 2 + 1]);
-            }
-            bounds[tr * 2] = mp;
-            bounds[tr * 2 + 1] = ml;
-        }
-        let mut d_bounds = s.alloc_zeros::<f32>(t * 2).map_err(err("allocating"))?;
-        s.memcpy_htod(&bounds, &mut d_bounds)
-            .map_err(err("uploading tempering bounds"))?;
-        let grid_len = TEMPER_GRID as u32;
-        unsafe {
-            s.launch_builder(&self.k.temper_grid)
-                .arg(&self.d_step)
-                .arg(&self.d_tracks)
-                .arg(&self.log_w)
-                .arg(&self.ll)
-                .arg(&d_bounds)
-                .arg(&grid_len)
-                .arg(&mut self.temper_grid)
-                .arg(&nbu)
-                .launch(grid(nn, PF_BLOCK, t))
-                .map_err(err("pf_temper_grid"))?;
-        }
-        let mut g = vec![0.0f64; t * nb * 34];
-        s.memcpy_dtoh(&self.temper_grid.slice(0..t * nb * 34), &mut g)
-            .map_err(err("copying tempering sums"))?;
-        s.synchronize().map_err(err("tempering"))?;
-        let mut betas = vec![1.0f32; t];
-        for &tr in which {
-            let mut gs = [0.0f64; TEMPER_GRID + 1];
-            let mut gs2 = [0.0f64; TEMPER_GRID + 1];
-            for b in 0..nb {
-                for k in 0..=TEMPER_GRID {
-                    gs[k] += g[(tr * nb + b) * 34 + 2 * k];
-                    gs2[k] += g[(tr * nb + b) * 34 + 2 * k + 1];
-                }
-            }
-            betas[tr] = temper_from_grid(&gs, &gs2, self.n);
-        }
-        let sub: Vec<TrackParams> = which.iter().map(|&i| tp[i]).collect();
-        let sub_betas: Vec<f32> = which.iter().map(|&i| betas[i]).collect();
-        self.upload_tracks(&sub)?;
-        s.memcpy_htod(&sub_betas, &mut self.betas.slice_mut(0..sub_betas.len()))
-            .map_err(err("uploading tempering exponents"))?;
-        unsafe {
-            s.launch_builder(&self.k.reweight)
-                .arg(&self.d_step)
-                .arg(&self.d_tracks)
-                .arg(&self.betas)
-                .arg(&mut self.log_w)
-                .arg(&self.ll)
-                .launch(grid(nn, 256, sub.len()))
-                .map_err(err("pf_reweight"))?;
-        }
-        self.upload_tracks(tp)?;
-        Ok(betas)
     }
 }
 
@@ -488,13 +763,13 @@ impl ParticleFilter for CudaParticleFilter {
             1,
             self.p.tdoa_std_s,
         ));
-        s.memcpy_htod(bytes(&[sp]), &mut self.d_step)
-            .map_err(err("uploading parameters"))?;
+        self.upload_to(self.ptr.step, bytes(&[sp]), "uploading parameters")?;
         s.memcpy_htod(bytes(&[ip]), &mut self.d_init)
             .map_err(err("uploading the prior"))?;
+        // SAFETY: argument list matches pf_init; buffers hold every slot.
         unsafe {
             s.launch_builder(&self.k.init)
-                .arg(&self.d_step)
+                .arg(&self.ptr.step)
                 .arg(&self.d_init)
                 .arg(&mut self.s0)
                 .arg(&mut self.s1)
@@ -515,12 +790,12 @@ impl ParticleFilter for CudaParticleFilter {
         tracks: &[TrackStep],
         out: &mut [Estimate],
     ) -> Result<(), BackendError> {
-        let nn = self.n;
+        let n = self.n;
         let t = tracks.len();
         if t == 0 {
             return Ok(());
         }
-        if meas.pairs() != self.p.pairs.len() || meas.peaks_per_pair > 16 {
+        if meas.pairs() != self.p.pairs.len() || meas.peaks_per_pair > KPP {
             return Err(BackendError::new(
                 "cuda",
                 "measurement does not match the filter",
@@ -532,14 +807,12 @@ impl ParticleFilter for CudaParticleFilter {
                 format!("track slot {} out of range", bad.slot),
             ));
         }
-        let s = self.gpu.stream.clone();
-        let n = self.n;
+        if out.len() < t {
+            return Err(BackendError::new("cuda", "fewer estimates than tracks"));
+        }
         let l = self.p.n_models();
-        self.ev_start
-            .record(&s)
-            .map_err(err("recording an event"))?;
         let sp = self.step_params(meas);
-        let mut tp: Vec<TrackParams> = tracks
+        let tp: Vec<TrackParams> = tracks
             .iter()
             .map(|tr| TrackParams {
                 slot: tr.slot,
@@ -573,226 +846,80 @@ impl ParticleFilter for CudaParticleFilter {
                 }
             })
             .collect();
-        s.memcpy_htod(bytes(&[sp]), &mut self.d_step)
-            .map_err(err("uploading step parameters"))?;
-        self.upload_tracks(&tp)?;
-        s.memcpy_htod(bytes(&coeffs), &mut self.d_coeffs)
-            .map_err(err("uploading model coefficients"))?;
-        let k = meas.peaks_per_pair;
-        s.memcpy_htod(&meas.tdoa_s, &mut self.tdoa.slice_mut(0..meas.tdoa_s.len()))
-            .map_err(err("uploading the measurement"))?;
-        s.memcpy_htod(&meas.amp, &mut self.amp.slice_mut(0..meas.amp.len()))
-            .map_err(err("uploading the measurement"))?;
-        s.memcpy_htod(&meas.floor, &mut self.floor.slice_mut(0..meas.floor.len()))
-            .map_err(err("uploading the measurement"))?;
-        let _ = k;
-        let nb = n.div_ceil(PF_BLOCK as usize) as u32;
-        let (tu, nu) = (t as u32, n as u32);
-        // SAFETY (all launches): argument lists match kernels/pf.cu; every buffer is sized for
-        // all slots, and the launch grids cover `t` tracks of `n` particles.
-        unsafe {
-            s.launch_builder(&self.k.reference)
-                .arg(&self.d_tracks)
-                .arg(&tu)
-                .arg(&nu)
-                .arg(&mut self.s0)
-                .arg(&mut self.s1)
-                .arg(&mut self.reference)
-                .launch(LaunchConfig {
-                    grid_dim: (1, 1, 1),
-                    block_dim: (64, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(err("pf_ref"))?;
-            s.launch_builder(&self.k.step)
-                .arg(&self.d_step)
-                .arg(&self.d_tracks)
-                .arg(&self.d_coeffs)
-                .arg(&self.sensors)
-                .arg(&self.pairs)
-                .arg(&self.tdoa)
-                .arg(&self.amp)
-                .arg(&self.floor)
-                .arg(&mut self.s0)
-                .arg(&mut self.s1)
-                .arg(&mut self.m0)
-                .arg(&mut self.m1)
-                .arg(&mut self.log_w)
-                .arg(&mut self.ll)
-                .arg(&mut self.e)
-                .arg(&self.reference)
-                .arg(&mut self.partials)
-                .arg(&nb)
-                .launch(grid(nn, PF_BLOCK, t))
-                .map_err(err("pf_step"))?;
+        {
+            let lay = self.lay;
+            let up = self.up.as_mut_slice();
+            put(up, lay.step, &[sp]);
+            put(up, lay.tracks, &tp);
+            put(up, lay.coeffs, &coeffs);
+            put(up, lay.tdoa, &meas.tdoa_s);
+            put(up, lay.amp, &meas.amp);
+            put(up, lay.floor, &meas.floor);
         }
-        let mut sums = vec![0.0f64; self.p.slots * PART];
-        self.finalize(t, &mut sums)?;
-        let mut reference = vec![0.0f32; self.p.slots * 8];
-        s.memcpy_dtoh(&self.reference, &mut reference)
-            .map_err(err("copying references back"))?;
+        let s = self.gpu.stream.clone();
+        self.ev_start
+            .record(&s)
+            .map_err(err("recording an event"))?;
+        self.run_graph(t, false)?;
         s.synchronize()
             .map_err(err("running the particle-filter kernels"))?;
-        // Degenerate tracks (every particle weightless): equal weights, sums again.
-        let degenerate: Vec<bool> = (0..t)
-            .map(|i| !(sums[i * PART] as f32).is_finite())
-            .collect();
-        if degenerate.iter().any(|&d| d) {
-            let zero = 0.0f32;
-            // Only the degenerate tracks are reset: the others get their weights unchanged by
-            // launching over the degenerate subset.
-            let subset: Vec<TrackParams> = tp
-                .iter()
-                .zip(&degenerate)
-                .filter(|(_, d)| **d)
-                .map(|(p, _)| *p)
-                .collect();
-            self.upload_tracks(&subset)?;
-            unsafe {
-                s.launch_builder(&self.k.fill)
-                    .arg(&self.d_step)
-                    .arg(&self.d_tracks)
-                    .arg(&mut self.log_w)
-                    .arg(&zero)
-                    .launch(grid(nn, 256, subset.len()))
-                    .map_err(err("pf_fill_log_w"))?;
-            }
-            self.upload_tracks(&tp)?;
-            self.sums_now(t, &mut sums)?;
+        let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
+        if flags
+            .iter()
+            .any(|&f| f == FLAG_TEMPER || f == FLAG_DEGENERATE)
+        {
+            self.run_graph(t, true)?;
         }
-        let mut tempered = vec![1.0f32; t];
-        let need: Vec<usize> = (0..t)
-            .filter(|&i| {
-                !degenerate[i] && needs_temper(&Self::unpack(&sums[i * PART..(i + 1) * PART]).1, n)
-            })
-            .collect();
-        if !need.is_empty() {
-            let betas = self.temper(&tp, &need)?;
-            for &i in &need {
-                tempered[i] = betas[i];
-            }
-            self.sums_now(t, &mut sums)?;
-        }
-        let mut resample = Vec::new();
+        self.ev_end.record(&s).map_err(err("recording an event"))?;
+        s.synchronize()
+            .map_err(err("running the particle-filter kernels"))?;
+        let (sums, reference, flags, betas) = {
+            let d = self.down.as_slice();
+            (
+                get::<f64>(d, self.lay.sums, t * PART),
+                get::<f32>(d, self.lay.reference, t * 8),
+                get::<u32>(d, self.lay.flags, t),
+                get::<f32>(d, self.lay.betas, t),
+            )
+        };
+        let mut resampled = 0;
         for (i, (tr, o)) in tracks.iter().zip(out.iter_mut()).enumerate() {
             let slot = tr.slot as usize;
+            let (degenerate, tempered, resample) = match flags[i] {
+                FLAG_KEEP => (false, false, false),
+                FLAG_RESAMPLE => (false, false, true),
+                FLAG_TEMPERED_KEEP => (false, true, false),
+                FLAG_TEMPERED_RESAMPLE => (false, true, true),
+                FLAG_RESET_KEEP => (true, false, false),
+                FLAG_RESET_RESAMPLE => (true, false, true),
+                other => {
+                    return Err(BackendError::new(
+                        "cuda",
+                        format!("track slot {slot}: the step ended in state {other}"),
+                    ));
+                }
+            };
             let (mx, tot) = Self::unpack(&sums[i * PART..(i + 1) * PART]);
             let rf: [f32; 6] = std::array::from_fn(|c| reference[i * 8 + c]);
-            let log_norm = finish_estimate(mx, &tot, &rf, l, degenerate[i], o);
+            let log_norm = finish_estimate(mx, &tot, &rf, l, degenerate, o);
             o.chosen_model = None;
-            o.temper = tempered[i];
-            o.resampled = f64::from(o.ess) < f64::from(self.p.ess_fraction) * n as f64;
-            if o.resampled {
-                resample.push(i);
+            o.temper = if tempered { betas[i] } else { 1.0 };
+            o.resampled = resample;
+            if resample {
+                self.cur[slot] ^= 1;
                 self.log_norm[slot] = (n as f64).ln();
+                resampled += 1;
             } else {
                 self.log_norm[slot] = log_norm;
             }
         }
-        if !resample.is_empty() {
-            let sub: Vec<TrackParams> = resample.iter().map(|&i| tp[i]).collect();
-            // The scan and gather index partials and sums by the track's position in the step:
-            // keep the full list, and run them over all tracks of the step that resample.
-            self.upload_tracks(&sub)?;
-            let sub_sums: Vec<f64> = resample
-                .iter()
-                .flat_map(|&i| sums[i * PART..(i + 1) * PART].to_vec())
-                .collect();
-            let mut d_sub_sums = s
-                .alloc_zeros::<f64>(sub_sums.len())
-                .map_err(err("allocating"))?;
-            s.memcpy_htod(&sub_sums, &mut d_sub_sums)
-                .map_err(err("uploading sums"))?;
-            // Partials of the resampling tracks, in their order.
-            let nbz = nb as usize;
-            let mut sub_parts = s
-                .alloc_zeros::<f32>(resample.len() * nbz * PART)
-                .map_err(err("allocating"))?;
-            for (j, &i) in resample.iter().enumerate() {
-                let src = self.partials.slice(i * nbz * PART..(i + 1) * nbz * PART);
-                let mut dst = sub_parts.slice_mut(j * nbz * PART..(j + 1) * nbz * PART);
-                s.memcpy_dtod(&src, &mut dst)
-                    .map_err(err("copying partials"))?;
-            }
-            let r = resample.len();
-            unsafe {
-                s.launch_builder(&self.k.scan_local)
-                    .arg(&self.d_step)
-                    .arg(&self.d_tracks)
-                    .arg(&self.e)
-                    .arg(&sub_parts)
-                    .arg(&nb)
-                    .arg(&d_sub_sums)
-                    .arg(&mut self.cdf)
-                    .arg(&mut self.block_tot)
-                    .launch(grid(nn, SCAN_BLOCK, r))
-                    .map_err(err("pf_scan_local"))?;
-                s.launch_builder(&self.k.scan_totals)
-                    .arg(&self.d_step)
-                    .arg(&mut self.block_tot)
-                    .launch(LaunchConfig {
-                        grid_dim: (1, r as u32, 1),
-                        block_dim: (1024, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-                    .map_err(err("pf_scan_totals"))?;
-                s.launch_builder(&self.k.resample)
-                    .arg(&self.d_step)
-                    .arg(&self.d_tracks)
-                    .arg(&self.cdf)
-                    .arg(&self.block_tot)
-                    .arg(&mut self.s0)
-                    .arg(&mut self.s1)
-                    .arg(&mut self.m0)
-                    .arg(&mut self.m1)
-                    .arg(&mut self.log_w)
-                    .launch(grid(nn, PF_BLOCK, r))
-                    .map_err(err("pf_resample"))?;
-            }
-            for &i in &resample {
-                let slot = tracks[i].slot as usize;
-                self.cur[slot] ^= 1;
-                tp[i].cur = self.cur[slot];
-            }
-            // Regularise tracks whose update was tempered.
-            let rough: Vec<usize> = resample
-                .iter()
-                .copied()
-                .filter(|&i| tempered[i] < 1.0)
-                .collect();
-            if !rough.is_empty() {
-                let sub: Vec<TrackParams> = rough.iter().map(|&i| tp[i]).collect();
-                self.upload_tracks(&sub)?;
-                let chol: Vec<f32> = rough
-                    .iter()
-                    .flat_map(|&i| {
-                        roughen_factor(&out[i].cov)
-                            .iter()
-                            .flat_map(|r| r.to_vec())
-                            .collect::<Vec<_>>()
-                    })
-                    .collect();
-                s.memcpy_htod(&chol, &mut self.chol.slice_mut(0..chol.len()))
-                    .map_err(err("uploading roughening factors"))?;
-                unsafe {
-                    s.launch_builder(&self.k.roughen)
-                        .arg(&self.d_step)
-                        .arg(&self.d_tracks)
-                        .arg(&self.chol)
-                        .arg(&mut self.s0)
-                        .arg(&mut self.s1)
-                        .launch(grid(nn, 256, rough.len()))
-                        .map_err(err("pf_roughen"))?;
-                }
-            }
-        }
-        self.ev_end.record(&s).map_err(err("recording an event"))?;
-        s.synchronize().map_err(err("resampling"))?;
         self.last_s = self
             .ev_start
             .elapsed_ms(&self.ev_end)
             .ok()
             .map(|ms| f64::from(ms) * 1e-3);
+        self.last_resampled = resampled;
+        self.last_tracks = t;
         Ok(())
     }
 
@@ -876,10 +1003,42 @@ impl ParticleFilter for CudaParticleFilter {
     }
 
     fn bytes_per_step(&self) -> Option<u64> {
-        // Per particle: state read and written (7 + 7 floats), model read and written, log
-        // weight read and written, log-likelihood and e written; resampling reads e, writes and
-        // reads the f64 cdf, gathers the state and model and writes weights.
+        // Per particle of every track: state read and written (7 + 7 floats), model read and
+        // written, log weight read and written, log-likelihood and e written. Per particle of a
+        // resampling track: e read, the f64 cdf written and read, the state and model gathered
+        // and written, the weight written.
         let n = self.n as u64;
-        Some(n * (4 * (7 + 7 + 2 + 2 + 2) + 4 + 8 * 2 + 4 * (8 + 8 + 1)))
+        let step = 4 * (7 + 7 + 2 + 2 + 2);
+        let resample = 4 + 8 * 2 + 4 * (8 + 8 + 1);
+        Some(n * (self.last_tracks as u64 * step + self.last_resampled as u64 * resample))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// pf_finalize takes the CPU's tempering decision with the CPU's threshold.
+    #[test]
+    fn kernel_threshold_matches_the_cpu() {
+        for want in [
+            format!("#define TEMPER_MIN_ESS {}", crate::track::TEMPER_MIN_ESS),
+            format!("#define ROUGHEN_H {}", crate::track::ROUGHEN_H),
+        ] {
+            assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
+        }
+    }
+
+    #[test]
+    fn layout_parts_do_not_overlap() {
+        let l = Layout::new(8, 10);
+        let up = [l.step, l.tracks, l.coeffs, l.tdoa, l.amp, l.floor, l.up_len];
+        assert!(up.windows(2).all(|w| w[0] < w[1]));
+        assert!(l.tracks >= std::mem::size_of::<StepParams>());
+        assert!(l.tdoa - l.coeffs >= 8 * std::mem::size_of::<Coeffs>());
+        assert!(l.up_len - l.floor >= 10 * 4);
+        let down = [l.sums, l.reference, l.flags, l.betas, l.down_len];
+        assert!(down.windows(2).all(|w| w[0] < w[1]));
+        assert!(l.reference - l.sums >= 8 * PART * 8);
     }
 }
