@@ -10,6 +10,10 @@ fn main() {
         budget_s: 0.5,
         replay: None,
         replay_particles: 0,
+        channels: Vec::new(),
+        frames: Vec::new(),
+        pf_particles: Vec::new(),
+        models: Vec::new(),
     };
     match sonotrack::bench::run(&opts) {
         Ok(rows) => sonotrack::bench::print(&rows),

@@ -215,13 +215,23 @@ __device__ __forceinline__ u32 switch_model(const StepParams* sp, u32 from, floa
 // ---------------------------------------------------------------------------------------------
 // TDOA likelihood (src/track/likelihood.rs: log_likelihood_slice, per particle).
 
+// Arrays of up to this many sensors per thread live in shared memory (`rr_shared`, laid out
+// [2][RR_SHARED][blockDim.x]); larger arrays fall back to per-thread local memory.
+#define RR_SHARED 8
+
 __device__ __forceinline__ float log_likelihood(const StepParams* sp, const float* sensors,
                                                 const u32* pairs, const float* tdoa,
                                                 const float* amp, const float* floor_,
-                                                const float* s, float lag) {
-    float rho[MAX_SENSORS];
-    float rate[MAX_SENSORS];
+                                                const float* s, float lag, float* rr_shared) {
+    float rho_local[MAX_SENSORS];
+    float rate_local[MAX_SENSORS];
     u32 ns = sp->n_sensors < MAX_SENSORS ? sp->n_sensors : MAX_SENSORS;
+    bool sh = rr_shared != nullptr && ns <= RR_SHARED;
+    u32 stride = sh ? blockDim.x : 1;
+    float* rho = sh ? rr_shared + threadIdx.x : rho_local;
+    float* rate = sh ? rr_shared + RR_SHARED * blockDim.x + threadIdx.x : rate_local;
+#define RHO(a) rho[(a) * stride]
+#define RATE(a) rate[(a) * stride]
     for (u32 a = 0; a < ns; ++a) {
         float mx = sensors[3 * a], my = sensors[3 * a + 1], mz = sensors[3 * a + 2];
         if (sp->mode == 0) {
@@ -229,11 +239,11 @@ __device__ __forceinline__ float log_likelihood(const StepParams* sp, const floa
             float dy = s[1] - my;
             float dz = s[2] - mz;
             float d = fmaxf(sqrtf(dx * dx + dy * dy + dz * dz), 1e-6f);
-            rho[a] = d;
-            rate[a] = (dx * s[3] + dy * s[4] + dz * s[5]) / d;
+            RHO(a) = d;
+            RATE(a) = (dx * s[3] + dy * s[4] + dz * s[5]) / d;
         } else {
-            rho[a] = -(mx * s[0] + my * s[1] + mz * s[2]);
-            rate[a] = 0.0f;
+            RHO(a) = -(mx * s[0] + my * s[1] + mz * s[2]);
+            RATE(a) = 0.0f;
         }
     }
     bool three_d = sp->mode == 0;
@@ -241,8 +251,9 @@ __device__ __forceinline__ float log_likelihood(const StepParams* sp, const floa
     float prod = 1.0f;
     for (u32 pi = 0; pi < sp->n_pairs; ++pi) {
         u32 a = pairs[2 * pi], b = pairs[2 * pi + 1];
-        float delta = three_d ? lag - 0.5f * (rho[a] + rho[b]) * sp->inv_c : 0.0f;
-        float pred = (rho[a] - rho[b] + (rate[a] - rate[b]) * delta) * sp->inv_c;
+        float ra = RHO(a), rb = RHO(b);
+        float delta = three_d ? lag - 0.5f * (ra + rb) * sp->inv_c : 0.0f;
+        float pred = (ra - rb + (RATE(a) - RATE(b)) * delta) * sp->inv_c;
         float l = floor_[pi];
         for (u32 j = 0; j < sp->k; ++j) {
             float am = amp[pi * sp->k + j];
@@ -258,6 +269,8 @@ __device__ __forceinline__ float log_likelihood(const StepParams* sp, const floa
         }
     }
     return total + fm_ln(prod);
+#undef RHO
+#undef RATE
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -276,6 +289,43 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
     return v;
+}
+
+// Reduce-scatter over a warp: on entry every lane holds v[0..32); on exit lane l's v[0] is the
+// sum over the warp's lanes of v[l] (31 shuffles for 32 sums, against 160 for 32 warp_sums).
+template <typename T>
+__device__ __forceinline__ T warp_reduce_scatter32(T (&v)[32]) {
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int half = 16; half >= 1; half >>= 1) {
+        bool upper = (lane & half) != 0;
+#pragma unroll
+        for (int i = 0; i < half; ++i) {
+            T send = upper ? v[i] : v[i + half];
+            T keep = upper ? v[i + half] : v[i];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, half);
+        }
+    }
+    return v[0];
+}
+
+// The same for 16 values: lane l's result is the sum of v[l & 15].
+template <typename T>
+__device__ __forceinline__ T warp_reduce_scatter16(T (&v)[16]) {
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], 16);
+#pragma unroll
+    for (int half = 8; half >= 1; half >>= 1) {
+        bool upper = (lane & half) != 0;
+#pragma unroll
+        for (int i = 0; i < half; ++i) {
+            T send = upper ? v[i] : v[i + half];
+            T keep = upper ? v[i + half] : v[i];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, half);
+        }
+    }
+    return v[0];
 }
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in

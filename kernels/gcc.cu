@@ -10,6 +10,9 @@
 #define PEAK_GRID 16     // PEAK_GRID: offsets -0.5..=0.5 in steps of 1/16
 #define MAX_PEAKS 16
 #define MAX_EXCLUDED 128
+// Curves up to this many lags are searched in shared memory (the search and the refinement
+// read each value many times); longer ones are read from global memory.
+#define PEAK_SHARED 8192
 
 // Window and zero-pad: in[row][frame_len] -> out[row][fft_len], rows = frames x channels.
 extern "C" __global__ void gcc_window(const float* in, const float* window, float* out,
@@ -91,6 +94,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __shared__ int cand_lag;
     __shared__ float cand_v;
     __shared__ int stop;
+    __shared__ float sc[PEAK_SHARED];
     u32 p = blockIdx.x, f = blockIdx.y;
     size_t row = (size_t)f * n_pairs + p;
     const float* c = corr + row * fft_len;
@@ -99,7 +103,13 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     int ch = (int)curve_half;
     int n = (int)fft_len;
     // Curve value at a lag (negative lags wrap to the end of the circular correlation).
-#define CURVE(l) ((nrm > 0.0f && isfinite(nrm)) ? c[(((l) % n) + n) % n] * inv : 0.0f)
+#define CURVE_G(l) ((nrm > 0.0f && isfinite(nrm)) ? c[(((l) % n) + n) % n] * inv : 0.0f)
+    bool use_sh = 2 * ch + 1 <= PEAK_SHARED;
+#define CURVE(l) (use_sh ? sc[(l) + ch] : CURVE_G(l))
+    if (use_sh) {
+        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) sc[i] = CURVE_G(i - ch);
+        __syncthreads();
+    }
     if (want_curves) {
         float* out = curves + row * (2 * curve_half + 1);
         for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) out[i] = CURVE(i - ch);
@@ -192,22 +202,26 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         __syncthreads();
         if (stop) break;
         if (!(cand_v > GCC_NEG_INF)) continue;
-        // Refinement: grid point g at offset (g - 8) / 16.
-        if (threadIdx.x <= PEAK_GRID) {
-            int g = threadIdx.x;
-            int centre = cand_lag + ch;
-            double t = (double)centre + (double)(g - PEAK_GRID / 2) / (double)PEAK_GRID;
-            double i0 = floor(t);
-            double frac = t - i0;
-            int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
-            const float* tw = taps + phase * 2 * PEAK_HALF;
-            int first = (int)i0 - PEAK_HALF + 1;
+        // Refinement: grid point g at offset (g - 8) / 16; eight threads per grid point, four
+        // taps each, summed over the eight by shuffles.
+        {
+            int g = threadIdx.x / 8, part = threadIdx.x % 8;
             double acc = 0.0;
-            for (int k = 0; k < 2 * PEAK_HALF; ++k) {
-                int j = first + k;
-                if (j >= 0 && j < 2 * ch + 1) acc += (double)CURVE(j - ch) * (double)tw[k];
+            if (g <= PEAK_GRID) {
+                int centre = cand_lag + ch;
+                double t = (double)centre + (double)(g - PEAK_GRID / 2) / (double)PEAK_GRID;
+                double i0 = floor(t);
+                double frac = t - i0;
+                int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
+                const float* tw = taps + phase * 2 * PEAK_HALF;
+                int first = (int)i0 - PEAK_HALF + 1;
+                for (int k = part * 4; k < part * 4 + 4; ++k) {
+                    int j = first + k;
+                    if (j >= 0 && j < 2 * ch + 1) acc += (double)CURVE(j - ch) * (double)tw[k];
+                }
             }
-            grid[g] = acc;
+            for (int o = 4; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o, 8);
+            if (g <= PEAK_GRID && part == 0) grid[g] = acc;
         }
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -245,4 +259,5 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         for (int j = 0; j < (int)k_peaks; ++j) po[j] = j < n_accepted ? accepted[j] : PeakOut{0.0f, GCC_NEG_INF, 0.0f};
     }
 #undef CURVE
+#undef CURVE_G
 }

@@ -51,9 +51,11 @@ extern "C" __global__ void pf_ref(const TrackParams* tracks, u32 n_tracks, u32 n
 }
 
 // Weighted sums of one block of particles (thread i holds particle i, `valid` false past the
-// end), relative to the block's largest log weight; thread 0 writes them to `out`.
+// end), relative to the block's largest log weight; thread 0 writes them to `out`. Per warp,
+// the 30 moment sums are reduce-scattered in one pass (lane j ends with sum j), and the model
+// sums in a second pass only when there is more than one model.
 __device__ void block_sums(float lw, bool valid, const float* st, u32 model, float turn,
-                           const float* ref, float* e_out, float* out) {
+                           const float* ref, float* e_out, float* out, u32 n_models) {
     __shared__ float scratch[32];
     __shared__ float warp_parts[PF_BLOCK / 32][PART];
     float mx = block_max_all(valid ? lw : NEG_INF, scratch);
@@ -62,27 +64,35 @@ __device__ void block_sums(float lw, bool valid, const float* st, u32 model, flo
     float d[6];
     for (int c = 0; c < 6; ++c) d[c] = valid ? st[c] - ref[c] : 0.0f;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float v;
-    v = warp_sum(e);
-    if (lane == 0) warp_parts[warp][1] = v;
-    v = warp_sum(e * e);
-    if (lane == 0) warp_parts[warp][2] = v;
-    int idx = 9;
-    for (int a = 0; a < 6; ++a) {
-        v = warp_sum(e * d[a]);
-        if (lane == 0) warp_parts[warp][3 + a] = v;
-        for (int b = a; b < 6; ++b) {
-            v = warp_sum(e * d[a] * d[b]);
-            if (lane == 0) warp_parts[warp][idx] = v;
-            ++idx;
-        }
+    // Moments in PART order: [1] s, [2] s2, [3..9) x, [9..30) xx; [30] carries turn (PART 46).
+    float a[32];
+    a[0] = 0.0f;
+    a[1] = e;
+    a[2] = e * e;
+#pragma unroll
+    for (int c = 0; c < 6; ++c) a[3 + c] = e * d[c];
+    {
+        int idx = 9;
+#pragma unroll
+        for (int c = 0; c < 6; ++c)
+#pragma unroll
+            for (int k = c; k < 6; ++k) a[idx++] = e * d[c] * d[k];
     }
-    for (int m = 0; m < MAX_MODELS; ++m) {
-        v = warp_sum(model == (u32)m ? e : 0.0f);
-        if (lane == 0) warp_parts[warp][30 + m] = v;
+    a[30] = e * turn;
+    a[31] = 0.0f;
+    float mine = warp_reduce_scatter32(a);
+    int slot = lane < 30 ? lane : (lane == 30 ? 46 : PART - 1);
+    warp_parts[warp][slot] = mine;
+    float s_all = __shfl_sync(0xffffffffu, mine, 1);
+    if (n_models > 1) {
+        float b[16];
+#pragma unroll
+        for (int m = 0; m < 16; ++m) b[m] = model == (u32)m ? e : 0.0f;
+        float mm = warp_reduce_scatter16(b);
+        if (lane < 16) warp_parts[warp][30 + lane] = mm;
+    } else if (lane < 16) {
+        warp_parts[warp][30 + lane] = lane == 0 ? s_all : 0.0f;
     }
-    v = warp_sum(e * turn);
-    if (lane == 0) warp_parts[warp][46] = v;
     __syncthreads();
     if (threadIdx.x >= 1 && threadIdx.x < PART - 1) {
         float acc = 0.0f;
@@ -99,6 +109,7 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         const float* sensors, const u32* pairs, const float* tdoa, const float* amp,
         const float* floor_, float* s0, float* s1, u32* m0, u32* m1, float* log_w, float* ll_out,
         float* e_out, const float* ref, float* partials, u32 n_blocks) {
+    __shared__ float rr[2][RR_SHARED][PF_BLOCK];
     u32 t = blockIdx.y;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
@@ -121,7 +132,7 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         }
         float4 z = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT));
         advance(&coeffs[t], sp->mode, m, tp.dt, s, z);
-        float l = log_likelihood(sp, sensors, pairs, tdoa, amp, floor_, s, tp.lag);
+        float l = log_likelihood(sp, sensors, pairs, tdoa, amp, floor_, s, tp.lag, &rr[0][0][0]);
         if (sp->has_bounds) {
             bool inside = s[0] >= sp->lo[0] && s[0] <= sp->hi[0] && s[1] >= sp->lo[1] &&
                           s[1] <= sp->hi[1] && s[2] >= sp->lo[2] && s[2] <= sp->hi[2];
@@ -135,7 +146,7 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         log_w[base + i] = lw;
     }
     block_sums(lw, valid, s, m, valid ? s[6] : 0.0f, ref + t * 8, e_out + base + i,
-               partials + ((size_t)t * n_blocks + blockIdx.x) * PART);
+               partials + ((size_t)t * n_blocks + blockIdx.x) * PART, sp->n_models);
 }
 
 // The block sums alone, from the current weights (after tempering or a reset).
@@ -161,55 +172,61 @@ pf_sums(const StepParams* sp, const TrackParams* tracks, const u32* flags, float
         lw = log_w[base + i];
     }
     block_sums(lw, valid, s, m, valid ? s[6] : 0.0f, ref + t * 8, e_out + base + i,
-               partials + ((size_t)t * n_blocks + blockIdx.x) * PART);
+               partials + ((size_t)t * n_blocks + blockIdx.x) * PART, sp->n_models);
 }
 
-// Combine a track's block partials in f64 (one block per track): out[t] = [max, s, s2, x(6),
-// xx(21), models(16), turn] relative to the overall maximum; flags[t] says what comes next
-// (FLAG_*), decided exactly as the host would from these sums. With `after_slow`, only the
-// tracks of the slow path (tempered or reset) are combined again, and their flag says whether
-// they resample now.
-extern "C" __global__ void __launch_bounds__(256)
-pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* out, u32* flags,
-            u32 after_slow) {
+// Combine a track's block partials in f64 (one block of 1024 threads per track): out[t] = [max,
+// s, s2, x(6), xx(21), models(16), turn] relative to the overall maximum; flags[t] says what
+// comes next (FLAG_*), decided exactly as the host would from these sums. With `after_slow`,
+// only the tracks of the slow path (tempered or reset) are combined again, and their flag says
+// whether they resample now. `scale` (n_blocks doubles per track) is scratch for each block's
+// factor exp(block max - max); the sums are taken column by column (coalesced, one f64
+// accumulator per thread).
+#define FIN_THREADS 1024
+#define FIN_GROUPS (FIN_THREADS / PART)
+extern "C" __global__ void __launch_bounds__(FIN_THREADS)
+pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* scale, double* out,
+            u32* flags, u32 after_slow) {
     __shared__ float scratch[32];
-    __shared__ double warp_parts[8][PART];
+    __shared__ double red[FIN_GROUPS][PART];
     __shared__ double fin[PART];
     u32 t = blockIdx.x;
     u32 before = flags[t];
     if (after_slow && !IS_SLOW(before)) return; // uniform over the block
     __syncthreads(); // every thread has read the flag before thread 0 rewrites it
     const float* p = partials + (size_t)t * n_blocks * PART;
+    double* f = scale + (size_t)t * n_blocks;
     float mx = NEG_INF;
     for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) mx = fmaxf(mx, p[(size_t)b * PART]);
     mx = block_max_all(mx, scratch);
-    double acc[PART - 1];
-    for (int k = 0; k < PART - 1; ++k) acc[k] = 0.0;
     for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) {
         float bm = p[(size_t)b * PART];
-        if (!(bm > NEG_INF)) continue;
-        double f = exp((double)bm - (double)mx);
-        acc[0] += f * (double)p[(size_t)b * PART + 1];
-        acc[1] += f * f * (double)p[(size_t)b * PART + 2];
-        for (int k = 2; k < PART - 1; ++k) acc[k] += f * (double)p[(size_t)b * PART + 1 + k];
-    }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int k = 0; k < PART - 1; ++k) {
-        double v = warp_sum_d(acc[k]);
-        if (lane == 0) warp_parts[warp][k] = v;
+        f[b] = bm > NEG_INF ? exp((double)bm - (double)mx) : 0.0;
     }
     __syncthreads();
-    if (threadIdx.x < PART - 1) {
+    u32 g = threadIdx.x / PART, j = threadIdx.x % PART;
+    if (g < FIN_GROUPS) {
+        double acc = 0.0;
+        if (j >= 1 && j < PART - 1) {
+            for (u32 b = g; b < n_blocks; b += FIN_GROUPS) {
+                double fb = f[b];
+                acc += (j == 2 ? fb * fb : fb) * (double)p[(size_t)b * PART + j];
+            }
+        }
+        red[g][j] = acc;
+    }
+    __syncthreads();
+    if (threadIdx.x < PART) {
         double v = 0.0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) v += warp_parts[w][threadIdx.x];
-        out[(size_t)t * PART + 1 + threadIdx.x] = v;
+        for (int k = 0; k < FIN_GROUPS; ++k) v += red[k][threadIdx.x];
         fin[threadIdx.x] = v;
+        if (threadIdx.x >= 1 && threadIdx.x < PART - 1) out[(size_t)t * PART + threadIdx.x] = v;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         out[(size_t)t * PART] = (double)mx;
         // src/gpu/cuda/pf.rs and src/track/pf.rs: degenerate, needs_temper, resampled.
-        double s = fin[0], s2 = fin[1], n = (double)sp->n;
+        double s = fin[1], s2 = fin[2], n = (double)sp->n;
         float ess = (float)(s * s / fmax(s2, 1e-300));
         bool low = (double)ess < (double)sp->ess_fraction * n;
         u32 flag;
@@ -272,87 +289,98 @@ pf_temper_bounds_final(const u32* flags, const float* parts, u32 n_blocks, float
     }
 }
 
-// Tempering, step 2: per block, s[g] and s2[g] for beta = 2^-g, g = 0..grid (as
-// CpuParticleFilter::choose_temper: e^(beta b) by repeated squaring).
+// Tempering, step 2: per block, s[g] and s2[g] for beta = 2^-g, g = 0..TEMPER_G (as
+// CpuParticleFilter::choose_temper: e^(beta b) by repeated squaring). Output per block: 34
+// doubles, [2g] = s[g], [2g + 1] = s2[g].
+#define TEMPER_G 16 // must equal TEMPER_GRID in src/track/mod.rs (a unit test checks)
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
 pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags,
                const float* log_w, const float* ll, const float* bounds, u32 grid, double* out,
                u32 n_blocks) {
-    __shared__ double warp_parts[PF_BLOCK / 32][2 * 17];
+    __shared__ double warp_parts[PF_BLOCK / 32][2 * (TEMPER_G + 1)];
     u32 t = blockIdx.y;
     if (flags[t] != FLAG_TEMPER) return; // uniform over the block
     u32 n = sp->n;
     u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
     size_t base = (size_t)tracks[t].slot * n;
     float mp = bounds[t * 2], ml = bounds[t * 2 + 1];
-    double s[17], s2[17];
-    for (u32 g = 0; g <= grid && g < 17; ++g) s[g] = s2[g] = 0.0;
+    // v[g] = s[g], v[16 + g] = s2[g] for g < 16; g = 16 separately.
+    double v[32];
+    double last_s = 0.0, last_s2 = 0.0;
+#pragma unroll
+    for (int k = 0; k < 32; ++k) v[k] = 0.0;
     if (i < n) {
         float l = ll[base + i];
         if (isfinite(l)) {
             double a = exp((double)(log_w[base + i] - l - mp));
-            double y = exp((double)(l - ml) * exp2(-(double)grid));
-            for (int g = (int)grid; g >= 0; --g) {
-                double e = a * y;
-                s[g] += e;
-                s2[g] += e * e;
+            double y = exp((double)(l - ml) * exp2(-(double)TEMPER_G));
+            double e = a * y;
+            last_s = e;
+            last_s2 = e * e;
+            y *= y;
+#pragma unroll
+            for (int g = TEMPER_G - 1; g >= 0; --g) {
+                e = a * y;
+                v[g] = e;
+                v[16 + g] = e * e;
                 y *= y;
             }
         }
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (u32 g = 0; g <= grid && g < 17; ++g) {
-        double v = warp_sum_d(s[g]);
-        if (lane == 0) warp_parts[warp][2 * g] = v;
-        v = warp_sum_d(s2[g]);
-        if (lane == 0) warp_parts[warp][2 * g + 1] = v;
+    double mine = warp_reduce_scatter32(v);
+    warp_parts[warp][lane < 16 ? 2 * lane : 2 * (lane - 16) + 1] = mine;
+    last_s = warp_sum_d(last_s);
+    last_s2 = warp_sum_d(last_s2);
+    if (lane == 0) {
+        warp_parts[warp][2 * TEMPER_G] = last_s;
+        warp_parts[warp][2 * TEMPER_G + 1] = last_s2;
     }
     __syncthreads();
-    if (threadIdx.x < 2 * (grid + 1)) {
+    if (threadIdx.x < 2 * (TEMPER_G + 1)) {
         double acc = 0.0;
         for (int w = 0; w < PF_BLOCK / 32; ++w) acc += warp_parts[w][threadIdx.x];
         out[((size_t)t * n_blocks + blockIdx.x) * 34 + threadIdx.x] = acc;
     }
 }
 
-// Tempering, step 2b: per track (one block each), the grid sums over its blocks and the choice
-// (src/track/pf.rs: temper_from_grid): the largest beta = 2^-g that keeps TEMPER_MIN_ESS x n
-// effective particles. Tracks that do not temper get beta = 1.
-extern "C" __global__ void __launch_bounds__(256)
+// Tempering, step 2b: per track (one block of 1024 threads each), the grid sums over its
+// blocks (column by column) and the choice (src/track/pf.rs: temper_from_grid): the largest
+// beta = 2^-g that keeps TEMPER_MIN_ESS x n effective particles. Tracks that do not temper get
+// beta = 1.
+#define CHOOSE_COLS (2 * (TEMPER_G + 1))
+#define CHOOSE_GROUPS (1024 / CHOOSE_COLS)
+extern "C" __global__ void __launch_bounds__(1024)
 pf_temper_choose(const StepParams* sp, const u32* flags, const double* parts, u32 n_blocks,
                  u32 grid, float* betas) {
-    __shared__ double warp_parts[8][2 * 17];
-    __shared__ double tot[2 * 17];
+    __shared__ double red[CHOOSE_GROUPS][CHOOSE_COLS];
+    __shared__ double tot[CHOOSE_COLS];
     u32 t = blockIdx.x;
     if (flags[t] != FLAG_TEMPER) {
         if (threadIdx.x == 0) betas[t] = 1.0f;
         return;
     }
-    u32 len = 2 * (min(grid, 16u) + 1);
-    double acc[2 * 17];
-    for (u32 k = 0; k < 2 * 17; ++k) acc[k] = 0.0;
-    for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x)
-        for (u32 k = 0; k < len; ++k) acc[k] += parts[((size_t)t * n_blocks + b) * 34 + k];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (u32 k = 0; k < len; ++k) {
-        double v = warp_sum_d(acc[k]);
-        if (lane == 0) warp_parts[warp][k] = v;
+    u32 g = threadIdx.x / CHOOSE_COLS, j = threadIdx.x % CHOOSE_COLS;
+    if (g < CHOOSE_GROUPS) {
+        double acc = 0.0;
+        for (u32 b = g; b < n_blocks; b += CHOOSE_GROUPS)
+            acc += parts[((size_t)t * n_blocks + b) * 34 + j];
+        red[g][j] = acc;
     }
     __syncthreads();
-    if (threadIdx.x < len) {
+    if (threadIdx.x < CHOOSE_COLS) {
         double v = 0.0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) v += warp_parts[w][threadIdx.x];
+        for (int k = 0; k < CHOOSE_GROUPS; ++k) v += red[k][threadIdx.x];
         tot[threadIdx.x] = v;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         double n = (double)sp->n;
-        int g_last = (int)min(grid, 16u);
-        float beta = ldexpf(1.0f, -g_last);
-        for (int g = 0; g <= g_last; ++g) {
-            double s = tot[2 * g], s2 = tot[2 * g + 1];
+        float beta = ldexpf(1.0f, -TEMPER_G);
+        for (int gg = 0; gg <= TEMPER_G; ++gg) {
+            double s = tot[2 * gg], s2 = tot[2 * gg + 1];
             if (s2 > 0.0 && s * s >= TEMPER_MIN_ESS * n * s2) {
-                beta = ldexpf(1.0f, -g);
+                beta = ldexpf(1.0f, -gg);
                 break;
             }
         }
@@ -430,38 +458,46 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
     }
 }
 
-// Resampling, step 2: exclusive scan of the block totals (one block per track); the total goes
-// after the last entry.
+// Resampling, step 2: exclusive scan of the block totals (one block of 1024 threads per track);
+// the total goes after the last entry. Each thread sums a run of consecutive totals, the runs
+// are scanned across the block (warp shuffles), and each thread writes its run back.
 extern "C" __global__ void __launch_bounds__(1024)
 pf_scan_totals(const StepParams* sp, const u32* flags, u32 mask, double* block_tot) {
-    __shared__ double part[1024];
+    __shared__ double warp_tot[32];
     if (!IN_MASK(mask, flags[blockIdx.y])) return; // uniform over the block
     u32 n = sp->n;
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
     double* bt = block_tot + (size_t)blockIdx.y * (nb + 1);
-    // Each thread sums a run of consecutive totals, the runs are scanned, then written back.
     u32 per = (nb + blockDim.x - 1) / blockDim.x;
-    u32 lo = threadIdx.x * per, hi = min(nb, lo + per);
-    double s = 0.0;
-    for (u32 k = lo; k < hi; ++k) s += bt[k];
-    part[threadIdx.x] = s;
+    u32 lo = min(nb, threadIdx.x * per), hi = min(nb, lo + per);
+    double run = 0.0;
+    for (u32 k = lo; k < hi; ++k) run += bt[k];
+    // Inclusive scan of the runs.
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    double v = run;
+    for (int o = 1; o < 32; o <<= 1) {
+        double y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += y;
+    }
+    if (lane == 31) warp_tot[warp] = v;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        double acc = 0.0;
-        for (u32 k = 0; k < blockDim.x; ++k) {
-            double x = part[k];
-            part[k] = acc;
-            acc += x;
+    if (warp == 0) {
+        double w = lane < (int)(blockDim.x >> 5) ? warp_tot[lane] : 0.0;
+        for (int o = 1; o < 32; o <<= 1) {
+            double y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) w += y;
         }
-        bt[nb] = acc;
+        warp_tot[lane] = w;
     }
     __syncthreads();
-    double acc = part[threadIdx.x];
+    if (warp > 0) v += warp_tot[warp - 1];
+    double acc = v - run; // exclusive
     for (u32 k = lo; k < hi; ++k) {
         double x = bt[k];
         bt[k] = acc;
         acc += x;
     }
+    if (threadIdx.x == blockDim.x - 1) bt[nb] = v;
 }
 
 // Resampling, step 3: output slot j takes the particle whose cumulative interval contains

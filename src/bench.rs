@@ -50,6 +50,20 @@ pub struct BenchOptions {
     pub replay: Option<std::path::PathBuf>,
     /// Particles for the end-to-end replay.
     pub replay_particles: usize,
+    /// Restrict the grids to these values (empty: the whole grid).
+    pub channels: Vec<usize>,
+    pub frames: Vec<usize>,
+    pub pf_particles: Vec<usize>,
+    pub models: Vec<usize>,
+}
+
+/// The grid's values, or the chosen subset.
+fn pick(all: &[usize], chosen: &[usize]) -> Vec<usize> {
+    if chosen.is_empty() {
+        all.to_vec()
+    } else {
+        chosen.to_vec()
+    }
 }
 
 /// Median of repeated timings of `f` (seconds), after one warm-up call.
@@ -229,15 +243,16 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, f64, 
     let mut init = pf_init();
     init.model_probs = vec![1.0 / p.n_models() as f32; p.n_models()];
     pf.init_track(&init)?;
-    let meas: Vec<TdoaMeasurement> = (1..=8).map(|f| pf_measurement(&p, f)).collect();
     let mut est = vec![Estimate::new(p.n_models())];
-    let mut k = 0usize;
+    let mut k = 0u64;
     time_pair(budget_s, || {
-        let m = &meas[k % meas.len()];
+        // The source moves steadily (2 m/s, as the prior): the common step, with resampling
+        // whenever the effective sample size falls low enough.
         k += 1;
+        let m = pf_measurement(&p, k);
         let t = Instant::now();
         pf.step(
-            m,
+            &m,
             &[TrackStep {
                 slot: 0,
                 dt_s: 0.05,
@@ -364,8 +379,9 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
         } else {
             (&[4, 8, 16, 64], &[1024, 4096, 16384])
         };
-        for &ch in channels {
-            for &n in frames {
+        let (channels, frames) = (pick(channels, &opts.channels), pick(frames, &opts.frames));
+        for &ch in &channels {
+            for &n in &frames {
                 let params = gcc_params(ch, n);
                 for &b in &backends {
                     let frames = noise_frames(ch, n, 1, 3);
@@ -389,7 +405,8 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
             }
         }
     }
-    if opts.gcc {
+    let whole_gcc = opts.channels.is_empty() && opts.frames.is_empty();
+    if opts.gcc && whole_gcc {
         // Batched correlation (replay), and a steady-state loop of 16-channel frames: µs per
         // frame over a call's frames.
         for &(ch, n, batch) in &[(16usize, 4096usize, 16usize), (4, 4096, 64)] {
@@ -416,7 +433,7 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
             }
         }
     }
-    if opts.gcc && opts.pf {
+    if opts.gcc && opts.pf && whole_gcc && opts.pf_particles.is_empty() {
         for &b in &backends {
             let choice = if b == "cuda" {
                 BackendChoice::Cuda
@@ -443,8 +460,9 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
         } else {
             (&[2048, 16_384, 262_144, 1 << 20, 1 << 22], &[1, 4, 16])
         };
-        for &n in parts {
-            for &l in models {
+        let (parts, models) = (pick(parts, &opts.pf_particles), pick(models, &opts.models));
+        for &n in &parts {
+            for &l in &models {
                 let p = pf_params(n, l);
                 for &b in &backends {
                     let mut pf: Box<dyn ParticleFilter> = match b {

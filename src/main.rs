@@ -133,6 +133,18 @@ enum Cmd {
         /// Particles for the end-to-end replay.
         #[arg(long, default_value_t = 262_144)]
         particles: usize,
+        /// Only these channel counts in the GCC grid (e.g. 16 or 4,16).
+        #[arg(long, value_delimiter = ',')]
+        channels: Vec<usize>,
+        /// Only these frame lengths in the GCC grid.
+        #[arg(long, value_delimiter = ',')]
+        frames: Vec<usize>,
+        /// Only these particle counts in the filter grid (e.g. 1048576).
+        #[arg(long, value_delimiter = ',')]
+        pf_particles: Vec<usize>,
+        /// Only these model counts in the filter grid.
+        #[arg(long, value_delimiter = ',')]
+        models: Vec<usize>,
     },
     /// Validate a configuration and explain what it will do.
     Check {
@@ -301,6 +313,10 @@ fn run(cmd: Cmd) -> Result<()> {
             json,
             replay,
             particles,
+            channels,
+            frames,
+            pf_particles,
+            models,
         } => {
             let opts = sonotrack::bench::BenchOptions {
                 backend: backend.into(),
@@ -310,6 +326,10 @@ fn run(cmd: Cmd) -> Result<()> {
                 budget_s: budget,
                 replay,
                 replay_particles: particles,
+                channels,
+                frames,
+                pf_particles,
+                models,
             };
             if !opts.gcc && !opts.pf && what != "none" {
                 return Err(Error::Usage(format!("--what {what}: use gcc, pf or all")));

@@ -212,6 +212,8 @@ pub struct CudaParticleFilter {
     up: Pinned<u8>,
     down: Pinned<u8>,
     partials: CudaSlice<f32>,
+    /// Scratch for pf_finalize: each block's rescaling factor.
+    fscale: CudaSlice<f64>,
     temper_parts: CudaSlice<f32>,
     temper_grid: CudaSlice<f64>,
     temper_bounds: CudaSlice<f32>,
@@ -358,6 +360,7 @@ impl CudaParticleFilter {
             lay,
             ptr,
             partials: f32s(slots * nb * PART)?,
+            fscale: f64s(slots * nb)?,
             temper_parts: f32s(slots * nb * 2)?,
             temper_grid: f64s(slots * nb * 34)?,
             temper_bounds: f32s(slots * 2)?,
@@ -435,12 +438,13 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.step)
                 .arg(&self.partials)
                 .arg(&nb)
+                .arg(&mut self.fscale)
                 .arg(&self.ptr.sums)
                 .arg(&self.ptr.flags)
                 .arg(&after)
                 .launch(LaunchConfig {
                     grid_dim: (t as u32, 1, 1),
-                    block_dim: (256, 1, 1),
+                    block_dim: (1024, 1, 1),
                     shared_mem_bytes: 0,
                 })
                 .map_err(err("pf_finalize"))?;
@@ -618,7 +622,11 @@ impl CudaParticleFilter {
                 .arg(&nb)
                 .arg(&grid_len)
                 .arg(&self.ptr.betas)
-                .launch(per_track)
+                .launch(LaunchConfig {
+                    grid_dim: (tu, 1, 1),
+                    block_dim: (1024, 1, 1),
+                    shared_mem_bytes: 0,
+                })
                 .map_err(err("pf_temper_choose"))?;
             s.launch_builder(&self.k.reweight)
                 .arg(&self.ptr.step)
@@ -1024,6 +1032,7 @@ mod tests {
         for want in [
             format!("#define TEMPER_MIN_ESS {}", crate::track::TEMPER_MIN_ESS),
             format!("#define ROUGHEN_H {}", crate::track::ROUGHEN_H),
+            format!("#define TEMPER_G {}", crate::track::TEMPER_GRID),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
