@@ -225,7 +225,11 @@ __device__ __forceinline__ float log_likelihood(const StepParams* sp, const floa
                                                 const float* s, float lag, float* rr_shared) {
     float rho_local[MAX_SENSORS];
     float rate_local[MAX_SENSORS];
-    u32 ns = sp->n_sensors < MAX_SENSORS ? sp->n_sensors : MAX_SENSORS;
+    // The step's constants, read once (the compiler cannot tell they do not change).
+    const u32 ns = sp->n_sensors < MAX_SENSORS ? sp->n_sensors : MAX_SENSORS;
+    const u32 n_pairs = sp->n_pairs, kk = sp->k;
+    const float inv_c = sp->inv_c, inv_two_var = sp->inv_two_var, gate = sp->gate;
+    const bool three_d = sp->mode == 0;
     bool sh = rr_shared != nullptr && ns <= RR_SHARED;
     u32 stride = sh ? blockDim.x : 1;
     float* rho = sh ? rr_shared + threadIdx.x : rho_local;
@@ -234,7 +238,7 @@ __device__ __forceinline__ float log_likelihood(const StepParams* sp, const floa
 #define RATE(a) rate[(a) * stride]
     for (u32 a = 0; a < ns; ++a) {
         float mx = sensors[3 * a], my = sensors[3 * a + 1], mz = sensors[3 * a + 2];
-        if (sp->mode == 0) {
+        if (three_d) {
             float dx = s[0] - mx;
             float dy = s[1] - my;
             float dz = s[2] - mz;
@@ -246,21 +250,20 @@ __device__ __forceinline__ float log_likelihood(const StepParams* sp, const floa
             RATE(a) = 0.0f;
         }
     }
-    bool three_d = sp->mode == 0;
     float total = 0.0f;
     float prod = 1.0f;
-    for (u32 pi = 0; pi < sp->n_pairs; ++pi) {
+    for (u32 pi = 0; pi < n_pairs; ++pi) {
         u32 a = pairs[2 * pi], b = pairs[2 * pi + 1];
         float ra = RHO(a), rb = RHO(b);
-        float delta = three_d ? lag - 0.5f * (ra + rb) * sp->inv_c : 0.0f;
-        float pred = (ra - rb + (RATE(a) - RATE(b)) * delta) * sp->inv_c;
+        float delta = three_d ? lag - 0.5f * (ra + rb) * inv_c : 0.0f;
+        float pred = (ra - rb + (RATE(a) - RATE(b)) * delta) * inv_c;
         float l = floor_[pi];
-        for (u32 j = 0; j < sp->k; ++j) {
-            float am = amp[pi * sp->k + j];
+        for (u32 j = 0; j < kk; ++j) {
+            float am = amp[pi * kk + j];
             if (am <= 0.0f) continue;
-            float d = tdoa[pi * sp->k + j] - pred;
-            float e = fm_exp(-d * d * sp->inv_two_var);
-            l += fabsf(d) < sp->gate ? am * e : 0.0f;
+            float d = tdoa[pi * kk + j] - pred;
+            float e = fm_exp(-d * d * inv_two_var);
+            l += fabsf(d) < gate ? am * e : 0.0f;
         }
         prod *= l;
         if (pi % PAIR_GROUP == PAIR_GROUP - 1) {

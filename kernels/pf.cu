@@ -7,6 +7,9 @@
 // [slot][i], log_w[slot][i], ll[slot][i], e[slot][i]. Per-block partials: PART values per block.
 
 #define PF_BLOCK 256
+// pf_step keeps measurements of up to MEAS_SHARED peaks and MEAS_PAIRS pairs in shared memory.
+#define MEAS_SHARED 1024
+#define MEAS_PAIRS 256
 #define NEG_INF __int_as_float(0xff800000)
 
 // Partial sums per block: [0] max, [1] s, [2] s2, [3..9] x, [9..30] xx, [30..46] models,
@@ -110,6 +113,32 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         const float* floor_, float* s0, float* s1, u32* m0, u32* m1, float* log_w, float* ll_out,
         float* e_out, const float* ref, float* partials, u32 n_blocks) {
     __shared__ float rr[2][RR_SHARED][PF_BLOCK];
+    // The measurement and geometry in shared memory when they fit (every thread reads all of
+    // it, in the innermost loop).
+    __shared__ float m_tdoa[MEAS_SHARED], m_amp[MEAS_SHARED], m_floor[MEAS_PAIRS];
+    __shared__ u32 m_pairs[2 * MEAS_PAIRS];
+    __shared__ float m_sensors[3 * MAX_SENSORS];
+    u32 np = sp->n_pairs, nk = np * sp->k;
+    bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
+    if (msh) {
+        for (u32 q = threadIdx.x; q < nk; q += blockDim.x) {
+            m_tdoa[q] = tdoa[q];
+            m_amp[q] = amp[q];
+        }
+        for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
+            m_floor[q] = floor_[q];
+            m_pairs[2 * q] = pairs[2 * q];
+            m_pairs[2 * q + 1] = pairs[2 * q + 1];
+        }
+        u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
+        for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
+        __syncthreads();
+        tdoa = m_tdoa;
+        amp = m_amp;
+        floor_ = m_floor;
+        pairs = m_pairs;
+        sensors = m_sensors;
+    }
     u32 t = blockIdx.y;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
@@ -206,14 +235,24 @@ pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* s
     __syncthreads();
     u32 g = threadIdx.x / PART, j = threadIdx.x % PART;
     if (g < FIN_GROUPS) {
-        double acc = 0.0;
+        // Four independent accumulators keep four loads in flight (the loop is latency-bound).
+        double acc[4] = {0.0, 0.0, 0.0, 0.0};
         if (j >= 1 && j < PART - 1) {
-            for (u32 b = g; b < n_blocks; b += FIN_GROUPS) {
+            u32 b = g;
+            for (; b + 3 * FIN_GROUPS < n_blocks; b += 4 * FIN_GROUPS) {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    u32 bb = b + q * FIN_GROUPS;
+                    double fb = f[bb];
+                    acc[q] += (j == 2 ? fb * fb : fb) * (double)p[(size_t)bb * PART + j];
+                }
+            }
+            for (; b < n_blocks; b += FIN_GROUPS) {
                 double fb = f[b];
-                acc += (j == 2 ? fb * fb : fb) * (double)p[(size_t)b * PART + j];
+                acc[0] += (j == 2 ? fb * fb : fb) * (double)p[(size_t)b * PART + j];
             }
         }
-        red[g][j] = acc;
+        red[g][j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
     __syncthreads();
     if (threadIdx.x < PART) {
@@ -502,23 +541,17 @@ pf_scan_totals(const StepParams* sp, const u32* flags, u32 mask, double* block_t
 
 // Resampling, step 3: output slot j takes the particle whose cumulative interval contains
 // (u0 + j) / N of the total (binary search: one thread per slot, balanced work). Copies into
-// the other buffer and resets the weights.
-extern "C" __global__ void __launch_bounds__(PF_BLOCK)
-pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
-            const double* cdf, const double* block_tot, float* s0, float* s1, u32* m0, u32* m1,
-            float* log_w) {
-    u32 t = blockIdx.y;
-    if (!IN_MASK(mask, flags[t])) return;
-    const TrackParams tp = tracks[t];
-    u32 n = sp->n;
-    u32 j = blockIdx.x * PF_BLOCK + threadIdx.x;
-    if (j >= n) return;
-    u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
-    const double* bt = block_tot + (size_t)t * (nb + 1);
-    size_t base = (size_t)tp.slot * n;
-    double total = bt[nb];
-    double target = ((double)tp.u0 + (double)j) / (double)n * total;
-    // First index whose cumulative weight exceeds the target: over block offsets, then within.
+// the other buffer and resets the weights. The slots of one block need ancestors from a narrow
+// stretch of the cumulative sum: the block finds that stretch with two searches, loads it into
+// shared memory, and each thread searches there (global memory when the stretch is long).
+#define RS_SHARED 2048
+__device__ __forceinline__ double cum_at(const double* cdf, const double* bt, size_t base, u32 i) {
+    return bt[i / SCAN_BLOCK] + cdf[base + i];
+}
+
+// First index whose cumulative weight exceeds `target` (n - 1 when none does).
+__device__ __forceinline__ u32 search_global(const double* cdf, const double* bt, size_t base,
+                                             u32 n, u32 nb, double target) {
     u32 lo = 0, hi = nb;
     while (hi - lo > 1) {
         u32 mid = (lo + hi) / 2;
@@ -531,7 +564,54 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
         u32 mid = (l + h) / 2;
         if (off + cdf[base + mid] <= target) l = mid + 1; else h = mid;
     }
-    u32 a = min(l, n - 1);
+    return min(l, n - 1);
+}
+
+extern "C" __global__ void __launch_bounds__(PF_BLOCK)
+pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
+            const double* cdf, const double* block_tot, float* s0, float* s1, u32* m0, u32* m1,
+            float* log_w) {
+    __shared__ double cum[RS_SHARED];
+    __shared__ u32 range[2];
+    u32 t = blockIdx.y;
+    if (!IN_MASK(mask, flags[t])) return; // uniform over the block
+    const TrackParams tp = tracks[t];
+    u32 n = sp->n;
+    u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
+    const double* bt = block_tot + (size_t)t * (nb + 1);
+    size_t base = (size_t)tp.slot * n;
+    double total = bt[nb];
+    u32 j0 = blockIdx.x * PF_BLOCK;
+    u32 j = j0 + threadIdx.x;
+    u32 j_last = min(n, j0 + PF_BLOCK) - 1;
+    double target = ((double)tp.u0 + (double)j) / (double)n * total;
+    if (threadIdx.x < 2) {
+        u32 jj = threadIdx.x == 0 ? j0 : j_last;
+        double tt = ((double)tp.u0 + (double)jj) / (double)n * total;
+        range[threadIdx.x] = search_global(cdf, bt, base, n, nb, tt);
+    }
+    __syncthreads();
+    u32 a_lo = range[0], a_hi = range[1];
+    u32 len = a_hi - a_lo + 1;
+    bool sh = len <= RS_SHARED;
+    if (sh) {
+        for (u32 k = threadIdx.x; k < len; k += PF_BLOCK) cum[k] = cum_at(cdf, bt, base, a_lo + k);
+    }
+    __syncthreads();
+    if (j >= n) return;
+    u32 a;
+    if (sh) {
+        // The answer lies in [a_lo, a_hi]: the first index there whose cumulative weight
+        // exceeds the target (a_hi when none does, as the global search's clamp).
+        u32 l = 0, h = len - 1;
+        while (l < h) {
+            u32 mid = (l + h) / 2;
+            if (cum[mid] <= target) l = mid + 1; else h = mid;
+        }
+        a = a_lo + l;
+    } else {
+        a = search_global(cdf, bt, base, n, nb, target);
+    }
     const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
     float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
     for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = src[(size_t)c * n + a];
