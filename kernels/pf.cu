@@ -53,36 +53,55 @@ extern "C" __global__ void pf_ref(const TrackParams* tracks, u32 n_tracks, u32 n
     for (int c = 0; c < 6; ++c) ref[t * 8 + c] = st[(size_t)c * n];
 }
 
-// Weighted sums of one block of particles (thread i holds particle i, `valid` false past the
-// end), relative to the block's largest log weight; thread 0 writes them to `out`. Per warp,
-// the 30 moment sums are reduce-scattered in one pass (lane j ends with sum j), and the model
-// sums in a second pass only when there is more than one model.
-__device__ void block_sums(float lw, bool valid, const float* st, u32 model, float turn,
-                           const float* ref, float* e_out, float* out, u32 n_models) {
+// Each thread of pf_step and pf_sums holds PF_PER_THREAD particles (i, i + PF_BLOCK, ...): a
+// block covers a tile of PF_TILE particles, and writes one row of partial sums per tile.
+#define PF_PER_THREAD 4
+#define PF_TILE (PF_BLOCK * PF_PER_THREAD)
+
+// Weighted sums of one tile of particles, relative to the tile's largest log weight; the
+// block writes them to `out` (one PART row). Each thread first sums its own particles' moments,
+// then per warp the 30 moment sums are reduce-scattered in one pass (lane j ends with sum j),
+// and the model sums in a second pass only when there is more than one model.
+__device__ __forceinline__ void tile_sums(const float (&lw)[PF_PER_THREAD],
+                                          const float (&st)[PF_PER_THREAD][STATE_DIM],
+                                          const u32 (&model)[PF_PER_THREAD], u32 valid_mask,
+                                          const float* ref, float* e_out, float* out,
+                                          u32 n_models) {
     __shared__ float scratch[32];
     __shared__ float warp_parts[PF_BLOCK / 32][PART];
-    float mx = block_max_all(valid ? lw : NEG_INF, scratch);
-    float e = (valid && mx > NEG_INF) ? fm_exp(lw - mx) : 0.0f;
-    if (valid) *e_out = e;
-    float d[6];
-    for (int c = 0; c < 6; ++c) d[c] = valid ? st[c] - ref[c] : 0.0f;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float mine_max = NEG_INF;
+#pragma unroll
+    for (int q = 0; q < PF_PER_THREAD; ++q)
+        if (valid_mask & (1u << q)) mine_max = fmaxf(mine_max, lw[q]);
+    float mx = block_max_all(mine_max, scratch);
+    float r[6];
+#pragma unroll
+    for (int c = 0; c < 6; ++c) r[c] = ref[c];
     // Moments in PART order: [1] s, [2] s2, [3..9) x, [9..30) xx; [30] carries turn (PART 46).
     float a[32];
-    a[0] = 0.0f;
-    a[1] = e;
-    a[2] = e * e;
 #pragma unroll
-    for (int c = 0; c < 6; ++c) a[3 + c] = e * d[c];
-    {
+    for (int k = 0; k < 32; ++k) a[k] = 0.0f;
+    float e[PF_PER_THREAD];
+#pragma unroll
+    for (int q = 0; q < PF_PER_THREAD; ++q) {
+        bool valid = (valid_mask & (1u << q)) != 0;
+        e[q] = (valid && mx > NEG_INF) ? fm_exp(lw[q] - mx) : 0.0f;
+        if (valid) e_out[q * PF_BLOCK] = e[q];
+        float d[6];
+#pragma unroll
+        for (int c = 0; c < 6; ++c) d[c] = valid ? st[q][c] - r[c] : 0.0f;
+        a[1] += e[q];
+        a[2] += e[q] * e[q];
+#pragma unroll
+        for (int c = 0; c < 6; ++c) a[3 + c] += e[q] * d[c];
         int idx = 9;
 #pragma unroll
         for (int c = 0; c < 6; ++c)
 #pragma unroll
-            for (int k = c; k < 6; ++k) a[idx++] = e * d[c] * d[k];
+            for (int k = c; k < 6; ++k) a[idx++] += e[q] * d[c] * d[k];
+        a[30] += valid ? e[q] * st[q][6] : 0.0f;
     }
-    a[30] = e * turn;
-    a[31] = 0.0f;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float mine = warp_reduce_scatter32(a);
     int slot = lane < 30 ? lane : (lane == 30 ? 46 : PART - 1);
     warp_parts[warp][slot] = mine;
@@ -90,7 +109,11 @@ __device__ void block_sums(float lw, bool valid, const float* st, u32 model, flo
     if (n_models > 1) {
         float b[16];
 #pragma unroll
-        for (int m = 0; m < 16; ++m) b[m] = model == (u32)m ? e : 0.0f;
+        for (int m = 0; m < 16; ++m) {
+            b[m] = 0.0f;
+#pragma unroll
+            for (int q = 0; q < PF_PER_THREAD; ++q) b[m] += model[q] == (u32)m ? e[q] : 0.0f;
+        }
         float mm = warp_reduce_scatter16(b);
         if (lane < 16) warp_parts[warp][30 + lane] = mm;
     } else if (lane < 16) {
@@ -106,12 +129,12 @@ __device__ void block_sums(float lw, bool valid, const float* st, u32 model, flo
     if (threadIdx.x == PART - 1) out[PART - 1] = 0.0f; // the unused slot
 }
 
-// Switch model, predict, weigh, and the block's weighted sums.
+// Switch model, predict, weigh, and the tile's weighted sums.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
 pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         const float* sensors, const u32* pairs, const float* tdoa, const float* amp,
         const float* floor_, float* s0, float* s1, u32* m0, u32* m1, float* log_w, float* ll_out,
-        float* e_out, const float* ref, float* partials, u32 n_blocks) {
+        float* e_out, const float* ref, float* partials, u32 n_tiles) {
     __shared__ float rr[2][RR_SHARED][PF_BLOCK];
     // The measurement and geometry in shared memory when they fit (every thread reads all of
     // it, in the innermost loop).
@@ -142,17 +165,26 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
     u32 t = blockIdx.y;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
-    u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
-    bool valid = i < n;
+    u32 i0 = blockIdx.x * PF_TILE + threadIdx.x;
     float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
     u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
     size_t base = (size_t)tp.slot * n;
-    float s[STATE_DIM];
-    float lw = NEG_INF;
-    u32 m = 0;
-    if (valid) {
+    float sv[PF_PER_THREAD][STATE_DIM];
+    float lwv[PF_PER_THREAD];
+    u32 mv[PF_PER_THREAD];
+    u32 valid_mask = 0;
+#pragma unroll
+    for (int q = 0; q < PF_PER_THREAD; ++q) {
+        u32 i = i0 + q * PF_BLOCK;
+        lwv[q] = NEG_INF;
+        mv[q] = 0;
+#pragma unroll
+        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = 0.0f;
+        if (i >= n) continue;
+        valid_mask |= 1u << q;
+        float s[STATE_DIM];
         for (int c = 0; c < STATE_DIM; ++c) s[c] = st[(size_t)c * n + i];
-        m = md[i];
+        u32 m = md[i];
         if (sp->forced_model != 0xffffffffu) {
             m = sp->forced_model;
         } else {
@@ -171,37 +203,47 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         for (int c = 0; c < STATE_DIM; ++c) st[(size_t)c * n + i] = s[c];
         md[i] = m;
         ll_out[base + i] = l;
-        lw = log_w[base + i] - tp.offset + l;
+        float lw = log_w[base + i] - tp.offset + l;
         log_w[base + i] = lw;
+#pragma unroll
+        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = s[c];
+        lwv[q] = lw;
+        mv[q] = m;
     }
-    block_sums(lw, valid, s, m, valid ? s[6] : 0.0f, ref + t * 8, e_out + base + i,
-               partials + ((size_t)t * n_blocks + blockIdx.x) * PART, sp->n_models);
+    tile_sums(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
+              partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
 }
 
-// The block sums alone, from the current weights (after tempering or a reset).
+// The tile sums alone, from the current weights (after tempering or a reset), for the tracks
+// of the slow path.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
 pf_sums(const StepParams* sp, const TrackParams* tracks, const u32* flags, float* s0, float* s1,
         u32* m0, u32* m1, const float* log_w, float* e_out, const float* ref, float* partials,
-        u32 n_blocks) {
+        u32 n_tiles) {
     u32 t = blockIdx.y;
     if (!IS_SLOW(flags[t])) return; // uniform over the block
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
-    u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
-    bool valid = i < n;
+    u32 i0 = blockIdx.x * PF_TILE + threadIdx.x;
     const float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
     const u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
     size_t base = (size_t)tp.slot * n;
-    float s[STATE_DIM];
-    float lw = NEG_INF;
-    u32 m = 0;
-    if (valid) {
-        for (int c = 0; c < STATE_DIM; ++c) s[c] = st[(size_t)c * n + i];
-        m = md[i];
-        lw = log_w[base + i];
+    float sv[PF_PER_THREAD][STATE_DIM];
+    float lwv[PF_PER_THREAD];
+    u32 mv[PF_PER_THREAD];
+    u32 valid_mask = 0;
+#pragma unroll
+    for (int q = 0; q < PF_PER_THREAD; ++q) {
+        u32 i = i0 + q * PF_BLOCK;
+        bool valid = i < n;
+        if (valid) valid_mask |= 1u << q;
+#pragma unroll
+        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = valid ? st[(size_t)c * n + i] : 0.0f;
+        mv[q] = valid ? md[i] : 0;
+        lwv[q] = valid ? log_w[base + i] : NEG_INF;
     }
-    block_sums(lw, valid, s, m, valid ? s[6] : 0.0f, ref + t * 8, e_out + base + i,
-               partials + ((size_t)t * n_blocks + blockIdx.x) * PART, sp->n_models);
+    tile_sums(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
+              partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
 }
 
 // Combine a track's block partials in f64 (one block of 1024 threads per track): out[t] = [max,
@@ -467,7 +509,7 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
     size_t base = (size_t)tracks[t].slot * n;
     double v = 0.0;
     if (i < n) {
-        float bm = partials[((size_t)t * n_blocks + i / PF_BLOCK) * PART];
+        float bm = partials[((size_t)t * n_blocks + i / PF_TILE) * PART];
         double mx = sums[(size_t)t * PART];
         double f = bm > NEG_INF ? exp((double)bm - mx) : 0.0;
         v = (double)e[base + i] * f;

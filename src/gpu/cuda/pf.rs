@@ -30,6 +30,9 @@ use crate::track::{
 };
 
 const PF_BLOCK: u32 = 256;
+/// Particles per block of pf_step and pf_sums (kernels/pf.cu: PF_TILE), each of which writes
+/// one row of partial sums.
+const PF_TILE: u32 = 1024;
 const SCAN_BLOCK: u32 = 1024;
 const PART: usize = 48;
 
@@ -243,6 +246,15 @@ fn grid(n: usize, per_block: u32, tracks: usize) -> LaunchConfig {
     }
 }
 
+/// Blocks of PF_BLOCK threads over tiles of PF_TILE particles, for each of `tracks` tracks.
+fn tiles(n: usize, tracks: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u32).div_ceil(PF_TILE), tracks as u32, 1),
+        block_dim: (PF_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 fn bytes<T: Pod>(v: &[T]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
@@ -431,7 +443,7 @@ impl CudaParticleFilter {
     fn launch_finalize(&mut self, t: usize, after_slow: bool) -> Result<(), BackendError> {
         let after = u32::from(after_slow);
         let s = self.gpu.stream.clone();
-        let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        let nb = self.n.div_ceil(PF_TILE as usize) as u32;
         // SAFETY: argument list matches pf_finalize; sums and flags hold every slot.
         unsafe {
             s.launch_builder(&self.k.finalize)
@@ -457,7 +469,7 @@ impl CudaParticleFilter {
     fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
-        let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        let nb = self.n.div_ceil(PF_TILE as usize) as u32;
         // SAFETY: argument lists match kernels/pf.cu; every buffer is sized for all slots.
         unsafe {
             s.launch_builder(&self.k.scan_local)
@@ -507,7 +519,7 @@ impl CudaParticleFilter {
     fn enqueue_step(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
-        let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        let nb = self.n.div_ceil(PF_TILE as usize) as u32;
         let (tu, nu) = (t as u32, nn as u32);
         // SAFETY: `up` and `d_up` have the same length; `up` is not written until the step has
         // been synchronised.
@@ -547,7 +559,7 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.reference)
                 .arg(&mut self.partials)
                 .arg(&nb)
-                .launch(grid(nn, PF_BLOCK, t))
+                .launch(tiles(nn, t))
                 .map_err(err("pf_step"))?;
         }
         self.launch_finalize(t, false)?;
@@ -568,7 +580,8 @@ impl CudaParticleFilter {
     fn enqueue_slow(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
-        let nb = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        let nb = self.n.div_ceil(PF_TILE as usize) as u32;
+        let nbt = self.n.div_ceil(PF_BLOCK as usize) as u32;
         let (zero, grid_len, tu) = (0.0f32, TEMPER_GRID as u32, t as u32);
         let per_track = LaunchConfig {
             grid_dim: (tu, 1, 1),
@@ -593,13 +606,13 @@ impl CudaParticleFilter {
                 .arg(&self.log_w)
                 .arg(&self.ll)
                 .arg(&mut self.temper_parts)
-                .arg(&nb)
+                .arg(&nbt)
                 .launch(grid(nn, PF_BLOCK, t))
                 .map_err(err("pf_temper_bounds"))?;
             s.launch_builder(&self.k.temper_bounds_final)
                 .arg(&self.ptr.flags)
                 .arg(&self.temper_parts)
-                .arg(&nb)
+                .arg(&nbt)
                 .arg(&mut self.temper_bounds)
                 .launch(per_track)
                 .map_err(err("pf_temper_bounds_final"))?;
@@ -612,14 +625,14 @@ impl CudaParticleFilter {
                 .arg(&self.temper_bounds)
                 .arg(&grid_len)
                 .arg(&mut self.temper_grid)
-                .arg(&nb)
+                .arg(&nbt)
                 .launch(grid(nn, PF_BLOCK, t))
                 .map_err(err("pf_temper_grid"))?;
             s.launch_builder(&self.k.temper_choose)
                 .arg(&self.ptr.step)
                 .arg(&self.ptr.flags)
                 .arg(&self.temper_grid)
-                .arg(&nb)
+                .arg(&nbt)
                 .arg(&grid_len)
                 .arg(&self.ptr.betas)
                 .launch(LaunchConfig {
@@ -650,7 +663,7 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.reference)
                 .arg(&mut self.partials)
                 .arg(&nb)
-                .launch(grid(nn, PF_BLOCK, t))
+                .launch(tiles(nn, t))
                 .map_err(err("pf_sums"))?;
         }
         self.launch_finalize(t, true)?;
@@ -1033,6 +1046,8 @@ mod tests {
             format!("#define TEMPER_MIN_ESS {}", crate::track::TEMPER_MIN_ESS),
             format!("#define ROUGHEN_H {}", crate::track::ROUGHEN_H),
             format!("#define TEMPER_G {}", crate::track::TEMPER_GRID),
+            format!("#define PF_BLOCK {PF_BLOCK}"),
+            format!("#define PF_PER_THREAD {}", PF_TILE / PF_BLOCK),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
