@@ -1,9 +1,8 @@
 // Shared device code: Philox4x32-10, the branch-free fast math, the motion models and the TDOA
 // likelihood. Each function mirrors its Rust twin operation for operation (src/philox.rs,
 // src/fastmath.rs, src/track/models.rs, src/track/likelihood.rs). The module is compiled with
-// fused multiply-adds and fast division and square root (src/gpu/cuda/mod.rs: OPTIONS), so a
-// particle's prediction and log-likelihood agree with the CPU's to a few ulps, not bit for bit;
-// random numbers and every discrete decision come out the same.
+// --fmad=false (no contraction into fused multiply-adds) and IEEE division and square root, so a
+// particle's prediction and log-likelihood come out as on the CPU.
 //
 // The files in kernels/ are compiled as one NVRTC program: common.cuh, then gcc.cu, then pf.cu.
 

@@ -8,7 +8,7 @@
 //! drivers and NVRTCs (CUDA 13 on a workstation) load fine.
 //!
 //! Kernels. `kernels/*.cu` are compiled at start-up by NVRTC into a CUBIN for the device's own
-//! architecture (sm_XY) (see OPTIONS for the arithmetic). The CUBIN
+//! architecture (sm_XY), with `--fmad=false` so device arithmetic matches the CPU twin. The CUBIN
 //! is cached on disk, keyed by the source, the options, the architecture and the NVRTC and driver
 //! versions, so a restart loads it without NVRTC. Cache directory: `$SONOTRACK_CACHE_DIR`, else
 //! `$CACHE_DIRECTORY` (set by systemd's `CacheDirectory=`), else `$XDG_CACHE_HOME/sonotrack`,
@@ -38,14 +38,11 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../../../kernels/pf.cu"),
 );
 
-/// NVRTC options; part of the cache key. Fused multiply-adds and the fast (2-ulp) division and
-/// square root make device results differ from the CPU twin's by a few ulps per operation,
-/// well inside the parity tolerances (1e-4 relative; see tests/parity.rs), at a large saving in
-/// the particle step, which is compute-bound.
+/// NVRTC options; part of the cache key.
 const OPTIONS: &[&str] = &[
-    "--fmad=true",
-    "--prec-div=false",
-    "--prec-sqrt=false",
+    "--fmad=false",
+    "--prec-div=true",
+    "--prec-sqrt=true",
     "--std=c++17",
 ];
 
@@ -413,7 +410,7 @@ mod tests {
     fn cache_key_names_everything_that_matters() {
         let k = cache_key_for((8, 7), (12, 2), 12020);
         assert!(
-            k.contains("sm_87") && k.contains("--fmad=true") && k.contains("source"),
+            k.contains("sm_87") && k.contains("--fmad=false") && k.contains("source"),
             "{k}"
         );
         assert_ne!(fnv1a(b"a"), fnv1a(b"b"));
