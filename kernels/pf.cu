@@ -55,7 +55,7 @@ extern "C" __global__ void pf_ref(const TrackParams* tracks, u32 n_tracks, u32 n
 
 // Each thread of pf_step and pf_sums holds PF_PER_THREAD particles (i, i + PF_BLOCK, ...): a
 // block covers a tile of PF_TILE particles, and writes one row of partial sums per tile.
-#define PF_PER_THREAD 4
+#define PF_PER_THREAD 2
 #define PF_TILE (PF_BLOCK * PF_PER_THREAD)
 
 // Weighted sums of one tile of particles, relative to the tile's largest log weight; the

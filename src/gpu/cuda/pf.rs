@@ -32,7 +32,7 @@ use crate::track::{
 const PF_BLOCK: u32 = 256;
 /// Particles per block of pf_step and pf_sums (kernels/pf.cu: PF_TILE), each of which writes
 /// one row of partial sums.
-const PF_TILE: u32 = 1024;
+const PF_TILE: u32 = 512;
 const SCAN_BLOCK: u32 = 1024;
 const PART: usize = 48;
 
