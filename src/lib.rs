@@ -13,7 +13,9 @@
 pub mod audio;
 pub mod backend;
 pub mod bench;
+pub mod bound;
 pub mod config;
+pub mod crlb;
 pub mod dsp;
 pub mod error;
 pub mod eval;
