@@ -287,7 +287,8 @@ impl BoundTracker {
             } else {
                 // Two sensors: assume equal SNR, γ² = b².
                 let b = msc.first().copied().unwrap_or(0.0).sqrt();
-                vec![b / (1.0 - b).max(1e-9); m]
+                let b = b.min(crlb::MAX_SNR / (1.0 + crlb::MAX_SNR));
+                vec![b / (1.0 - b); m]
             };
             // One representative bin carrying the band's Σ 2ω².
             let mut jb = DMatrix::<f64>::zeros(m, m);

@@ -190,6 +190,9 @@ pub fn bands(lo_bin: usize, hi_bin: usize, max_bands: usize) -> Vec<(usize, usiz
         .collect()
 }
 
+/// Largest per-bin SNR `snr_from_coherence` reports (30 dB).
+pub const MAX_SNR: f64 = 1000.0;
+
 /// Per-sensor SNR from pairwise magnitude-squared coherences: γ²_ij = b_i b_j with b = a / (1 +
 /// a), solved for log b in least squares over the pairs (three or more sensors). `msc[p]` is
 /// the coherence of `pairs[p]`.
@@ -214,9 +217,11 @@ pub fn snr_from_coherence(m: usize, pairs: &[(usize, usize)], msc: &[f64]) -> Ve
         .lu()
         .solve(&atb)
         .unwrap_or_else(|| nalgebra::DVector::from_element(m, -30.0));
+    // Per-bin SNR is capped at 30 dB: a coherence estimate a hair from 1 (few cells, a tonal
+    // component) would otherwise claim near-infinite information.
     y.iter()
         .map(|&v| {
-            let b = v.min(-1e-9).exp();
+            let b = v.exp().min(MAX_SNR / (1.0 + MAX_SNR));
             b / (1.0 - b)
         })
         .collect()

@@ -43,6 +43,41 @@ enum Cmd {
         duration: Option<f64>,
         #[arg(long, value_enum, default_value = "auto")]
         backend: BackendArg,
+        /// Write plots (tracks, error with the bound, GCC-PHAT heat map, model probabilities)
+        /// into this directory.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// Score a position stream (JSON Lines from `replay --out` or a live sink) against truth:
+    /// RMSE and percentiles per target, OSPA and ID switches, direction errors, and, given the
+    /// recording, the ratio to the Cramér–Rao bound.
+    Evaluate {
+        /// The position stream.
+        tracks: PathBuf,
+        /// Ground truth (t,target,x,y,z with t the emission time). Default: the scene's.
+        #[arg(long)]
+        truth: Option<PathBuf>,
+        /// Scene directory the stream came from (truth, audio and array for the bound).
+        #[arg(long)]
+        scene: Option<PathBuf>,
+        /// Or: the recording and its configuration (for the bound).
+        #[arg(long)]
+        audio: Option<PathBuf>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value_t = 2.0)]
+        warmup: f64,
+        #[arg(long, default_value_t = 2.0)]
+        threshold: f64,
+        /// OSPA cut-off, metres.
+        #[arg(long, default_value_t = 5.0)]
+        ospa_c: f64,
+        /// OSPA order.
+        #[arg(long, default_value_t = 1.0)]
+        ospa_p: f64,
+        /// Also write the evaluation as JSON.
+        #[arg(long)]
+        json: Option<PathBuf>,
     },
     /// Replay a scene directory (audio*.wav + array.json [+ truth.csv]) or a WAV file with
     /// --config, and print a summary (with accuracy when truth is available).
@@ -85,6 +120,16 @@ enum Cmd {
         /// Also write the summary (counters, accuracy) as JSON.
         #[arg(long)]
         summary_json: Option<PathBuf>,
+        /// Write plots (tracks, error with the bound, GCC-PHAT heat map, model probabilities)
+        /// into this directory.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Skip the Cramér–Rao bound (a second pass over the audio when truth is present).
+        #[arg(long)]
+        no_bound: bool,
+        /// OSPA cut-off (m) for scenes with several targets.
+        #[arg(long, default_value_t = 5.0)]
+        ospa_c: f64,
     },
     /// Write a simulated scene directory (audio, array.json, truth.csv) for planning or tests.
     Simulate {
@@ -206,7 +251,31 @@ fn run(cmd: Cmd) -> Result<()> {
             seed,
             duration,
             backend,
-        } => demo(&preset, seed, duration, backend.into()),
+            plot,
+        } => demo(&preset, seed, duration, backend.into(), plot),
+        Cmd::Evaluate {
+            tracks,
+            truth,
+            scene,
+            audio,
+            config,
+            warmup,
+            threshold,
+            ospa_c,
+            ospa_p,
+            json,
+        } => evaluate_cmd(EvaluateArgs {
+            tracks,
+            truth,
+            scene,
+            audio,
+            config,
+            warmup,
+            threshold,
+            ospa_c,
+            ospa_p,
+            json,
+        }),
         Cmd::Replay {
             input,
             config,
@@ -221,6 +290,9 @@ fn run(cmd: Cmd) -> Result<()> {
             warmup,
             threshold,
             summary_json,
+            plot,
+            no_bound,
+            ospa_c,
         } => {
             let (cfg, wav, truth) = replay::resolve(&input, config.as_deref())?;
             let cfg = cfg.with_overrides(&sets)?;
@@ -235,6 +307,10 @@ fn run(cmd: Cmd) -> Result<()> {
                 want_curves: false,
                 warmup_s: warmup,
                 threshold_m: threshold,
+                plot,
+                bound: !no_bound,
+                ospa_c_m: ospa_c,
+                ospa_p: 1.0,
             };
             let summary = replay::replay_file(&cfg, &wav, truth.as_ref(), &opts)?;
             eprint!("{summary}");
@@ -249,6 +325,8 @@ fn run(cmd: Cmd) -> Result<()> {
                     "frames_dropped": summary.counters.frames_dropped(),
                     "births": summary.births,
                     "accuracy": summary.accuracy,
+                    "evaluation": summary.evaluation,
+                    "plots": summary.plots,
                 });
                 std::fs::write(
                     &path,
@@ -376,11 +454,104 @@ fn unknown_preset(name: &str) -> Error {
     ))
 }
 
+struct EvaluateArgs {
+    tracks: PathBuf,
+    truth: Option<PathBuf>,
+    scene: Option<PathBuf>,
+    audio: Option<PathBuf>,
+    config: Option<PathBuf>,
+    warmup: f64,
+    threshold: f64,
+    ospa_c: f64,
+    ospa_p: f64,
+    json: Option<PathBuf>,
+}
+
+fn evaluate_cmd(a: EvaluateArgs) -> Result<()> {
+    let frames = sonotrack::evaluate::read_stream(&a.tracks)?;
+    // Where the truth, the configuration and the audio come from.
+    let (cfg, wav, scene_truth) = match (&a.scene, &a.audio) {
+        (Some(dir), _) => {
+            let (c, w, t) = replay::resolve(dir, a.config.as_deref())?;
+            (Some(c), Some(w), t)
+        }
+        (None, Some(w)) => {
+            let Some(c) = &a.config else {
+                return Err(Error::Usage(
+                    "--audio needs --config (the array and frame settings the stream used)".into(),
+                ));
+            };
+            (Some(Config::load(c)?), Some(w.clone()), None)
+        }
+        (None, None) => (
+            a.config.as_deref().map(Config::load).transpose()?,
+            None,
+            None,
+        ),
+    };
+    let truth = match (&a.truth, scene_truth) {
+        (Some(p), _) => Truth::load(p)?,
+        (None, Some(t)) => t,
+        (None, None) => {
+            return Err(Error::Usage(
+                "no truth: give --truth truth.csv or --scene DIR holding truth.csv".into(),
+            ));
+        }
+    };
+    if frames.is_empty() {
+        return Err(Error::Usage(format!(
+            "{}: no track messages to evaluate",
+            a.tracks.display()
+        )));
+    }
+    let ropts = ReplayOptions {
+        warmup_s: a.warmup,
+        threshold_m: a.threshold,
+        ospa_c_m: a.ospa_c,
+        ospa_p: a.ospa_p,
+        ..ReplayOptions::default()
+    };
+    let (eopts, bounds) = match &cfg {
+        Some(c) => {
+            let bounds = match &wav {
+                Some(w) => {
+                    let mut src = sonotrack::audio::wav::WavSource::open(w)?;
+                    let k = truth.targets.keys().next().copied().unwrap_or(0);
+                    Some(sonotrack::bound::frame_bounds(c, &mut src, 0, &truth, k)?)
+                }
+                None => None,
+            };
+            (replay::eval_options(c, &truth, &ropts), bounds)
+        }
+        None => (
+            sonotrack::evaluate::EvalOptions {
+                warmup_s: a.warmup,
+                threshold_m: a.threshold,
+                ospa_c_m: a.ospa_c,
+                ospa_p: a.ospa_p,
+                ..Default::default()
+            },
+            None,
+        ),
+    };
+    let e = sonotrack::evaluate::evaluate(&frames, &truth, bounds.as_deref(), &eopts);
+    println!("{e}");
+    if bounds.is_none() {
+        println!("  (give --scene DIR, or --audio WAV --config C, for the Cramér–Rao bound)");
+    }
+    if let Some(path) = a.json {
+        std::fs::write(&path, serde_json::to_string_pretty(&e).unwrap_or_default())
+            .map_err(|e| Error::Io { path, source: e })?;
+    }
+    Ok(())
+}
+
 fn demo(
     preset: &str,
     seed: Option<u64>,
     duration: Option<f64>,
     backend: BackendChoice,
+    plot: Option<PathBuf>,
 ) -> Result<()> {
     let mut spec = SceneSpec::preset(preset).ok_or_else(|| unknown_preset(preset))?;
     if let Some(s) = seed {
@@ -412,20 +583,31 @@ fn demo(
         backend,
         warmup_s: 2.0,
         threshold_m: 1.0,
+        plot,
         ..ReplayOptions::default()
     };
-    let summary = replay::replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
+    let mut summary = replay::replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
+    // The bound needs the audio again: the simulation is deterministic, so simulate it anew.
+    let mut again = SimSource::new(spec.clone())?;
+    replay::finish(
+        &mut summary,
+        &cfg,
+        Some((&mut again as &mut dyn sonotrack::audio::AudioSource, 0)),
+        Some(&truth),
+        &opts,
+    )?;
     println!(
         "{:>7} {:>26} {:>26} {:>8}",
         "t (s)", "track x, y, z (m)", "truth x, y, z (m)", "err (m)"
     );
     let mut next = 0.0;
-    for (t_frame, rep) in &summary.recorder.rows {
+    for f in &summary.frames {
+        let t_frame = &f.t_frame;
         if *t_frame < next {
             continue;
         }
         next = t_frame.floor() + 1.0;
-        match rep {
+        match f.reports.first().map(|r| (&r.t, &r.pos)) {
             Some((t, p)) => {
                 let q = truth.at(0, *t).unwrap_or([f64::NAN; 3]);
                 let e =

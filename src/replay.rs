@@ -8,12 +8,15 @@ use crate::audio::AudioSource;
 use crate::audio::assembler::FrameAssembler;
 use crate::audio::wav::WavSource;
 use crate::backend;
+use crate::bound::FrameBound;
 use crate::config::{BackendChoice, Config};
 use crate::error::{Error, Result};
-use crate::eval::{Accuracy, Recorder};
+use crate::eval::Accuracy;
+use crate::evaluate::{EvalOptions, Evaluation, FrameReports, Report};
 use crate::output::SinkSet;
 use crate::output::jsonl::JsonlSink;
 use crate::pipeline::{Counters, FrameView, Pipeline, PipelineOptions};
+use crate::plot::GccTrace;
 use crate::scene::{Scene, Truth};
 
 /// What to replay and how.
@@ -32,6 +35,13 @@ pub struct ReplayOptions {
     /// Accuracy ignores frames before this time (track start-up).
     pub warmup_s: f64,
     pub threshold_m: f64,
+    /// Write plots into this directory.
+    pub plot: Option<PathBuf>,
+    /// With truth: compute the Cramér–Rao bound along the recording (a second, cheaper pass).
+    pub bound: bool,
+    /// OSPA cut-off (m) and order for several targets.
+    pub ospa_c_m: f64,
+    pub ospa_p: f64,
 }
 
 impl Default for ReplayOptions {
@@ -47,6 +57,10 @@ impl Default for ReplayOptions {
             want_curves: false,
             warmup_s: 2.0,
             threshold_m: 2.0,
+            plot: None,
+            bound: true,
+            ospa_c_m: 5.0,
+            ospa_p: 1.0,
         }
     }
 }
@@ -63,8 +77,18 @@ pub struct ReplaySummary {
     pub births: u64,
     pub deletions: u64,
     pub tempered_steps: u64,
+    /// Target 0's accuracy (the evaluation's first row), for quick checks.
     pub accuracy: Option<Accuracy>,
-    pub recorder: Recorder,
+    pub evaluation: Option<Evaluation>,
+    /// Every frame's reports.
+    pub frames: Vec<FrameReports>,
+    /// The Cramér–Rao bound per frame (with truth, when computed).
+    pub bounds: Option<Vec<FrameBound>>,
+    /// GCC-PHAT curves kept for plots.
+    pub gcc: Option<GccTrace>,
+    pub model_names: Vec<String>,
+    /// Plot files written.
+    pub plots: Vec<PathBuf>,
     pub warnings: Vec<String>,
 }
 
@@ -121,7 +145,24 @@ pub fn replay_file(
         src.set_range(opts.from_s, opts.to_s)?;
     }
     let origin = src.first_frame();
-    replay_source(cfg, &mut src, origin, truth, opts)
+    let mut summary = replay_source(cfg, &mut src, origin, truth, opts)?;
+    let mut again = if truth.is_some() && opts.bound {
+        let mut s = WavSource::open(wav)?;
+        if opts.from_s.is_some() || opts.to_s.is_some() {
+            s.set_range(opts.from_s, opts.to_s)?;
+        }
+        Some(s)
+    } else {
+        None
+    };
+    finish(
+        &mut summary,
+        cfg,
+        again.as_mut().map(|s| (s as &mut dyn AudioSource, origin)),
+        truth,
+        opts,
+    )?;
+    Ok(summary)
 }
 
 /// Replay any source (a WAV file, a simulated scene).
@@ -148,7 +189,7 @@ pub fn replay_source(
         backends,
         sinks,
         PipelineOptions {
-            want_curves: opts.want_curves,
+            want_curves: opts.want_curves || opts.plot.is_some(),
             reproducible: opts.reproducible,
             live: false,
         },
@@ -175,14 +216,32 @@ pub fn replay_source(
     } else {
         None
     };
-    let mut rec = Recorder::default();
+    let mut frames: Vec<FrameReports> = Vec::new();
+    let params = crate::dsp::gcc::GccParams::from_config(cfg);
+    let mut gcc = opts
+        .plot
+        .as_ref()
+        .map(|_| GccTrace::new(&params, total / hop.max(1) as u64 + 1, 1200));
     let start = Instant::now();
     let fs = cfg.sample_rate_hz();
-    let mut frames_seen = 0u64;
     let mut observe = |v: &FrameView| {
-        frames_seen += 1;
-        // One source in this version: score the first track's report.
-        rec.push(v.t_centre_s, v.reports.first().map(|r| (r.t_s, r.position)));
+        frames.push(FrameReports {
+            seq: v.seq,
+            t_frame: v.t_centre_s,
+            reports: v
+                .reports
+                .iter()
+                .map(|r| Report {
+                    id: r.id,
+                    t: r.t_s,
+                    pos: r.position,
+                    models: r.model_probs.clone(),
+                })
+                .collect(),
+        });
+        if let Some(g) = gcc.as_mut() {
+            g.push(v.seq, v.t_centre_s, &v.gcc.curves, params.curve_half);
+        }
     };
     let mut last_update = Instant::now();
     let mut progress = |read: u64| {
@@ -205,7 +264,8 @@ pub fn replay_source(
     }
     pipe.sinks.flush(Duration::from_secs(30));
     let wall = start.elapsed();
-    let accuracy = truth.and_then(|t| rec.accuracy(t, 0, opts.warmup_s, opts.threshold_m));
+    let evaluation =
+        truth.map(|t| crate::evaluate::evaluate(&frames, t, None, &eval_options(cfg, t, opts)));
     Ok(ReplaySummary {
         input: src.describe(),
         backend: pipe.backend().to_string(),
@@ -216,10 +276,83 @@ pub fn replay_source(
         births: pipe.tracker().births,
         deletions: pipe.tracker().deletions,
         tempered_steps: pipe.tracker().tempered_steps,
-        accuracy,
-        recorder: rec,
+        accuracy: evaluation
+            .as_ref()
+            .and_then(|e| e.per_target.values().next().cloned()),
+        evaluation,
+        frames,
+        bounds: None,
+        gcc,
+        model_names: cfg.tracker.models.iter().map(|m| m.name.clone()).collect(),
+        plots: Vec::new(),
         warnings: src.warnings(),
     })
+}
+
+/// How a replay is scored: against the array's centre, with direction errors for direction-only
+/// tracking and for compact arrays (aperture under a fifth of the median range to the truth).
+pub fn eval_options(cfg: &Config, truth: &Truth, opts: &ReplayOptions) -> EvalOptions {
+    let geo = cfg.geometry();
+    let centre = geo.centroid();
+    let mut ranges: Vec<f64> = truth
+        .targets
+        .values()
+        .flat_map(|rows| {
+            rows.iter()
+                .map(|r| (nalgebra::Vector3::from(r.1) - centre).norm())
+        })
+        .collect();
+    ranges.sort_by(f64::total_cmp);
+    let median = ranges.get(ranges.len() / 2).copied().unwrap_or(0.0);
+    let direction_only = cfg.array.mode == crate::config::TrackMode::Direction;
+    EvalOptions {
+        warmup_s: opts.warmup_s,
+        threshold_m: opts.threshold_m,
+        ospa_c_m: opts.ospa_c_m,
+        ospa_p: opts.ospa_p,
+        centre: centre.into(),
+        direction_only,
+        angles: direction_only || geo.aperture_m() < 0.2 * median,
+    }
+}
+
+/// After a replay with truth: the bound along the recording (from `src`, a fresh reader of the
+/// same audio) and the evaluation against it; then the plots, when asked for.
+pub fn finish(
+    summary: &mut ReplaySummary,
+    cfg: &Config,
+    src: Option<(&mut dyn AudioSource, u64)>,
+    truth: Option<&Truth>,
+    opts: &ReplayOptions,
+) -> Result<()> {
+    if let (Some(t), Some((src, origin))) = (truth, src) {
+        if opts.bound {
+            let k = t.targets.keys().next().copied().unwrap_or(0);
+            let b = crate::bound::frame_bounds(cfg, src, origin, t, k)?;
+            let e = crate::evaluate::evaluate(
+                &summary.frames,
+                t,
+                Some(&b),
+                &eval_options(cfg, t, opts),
+            );
+            summary.accuracy = e.per_target.values().next().cloned();
+            summary.evaluation = Some(e);
+            summary.bounds = Some(b);
+        }
+    }
+    if let Some(dir) = &opts.plot {
+        let input = crate::plot::PlotInput {
+            cfg,
+            frames: &summary.frames,
+            model_names: &summary.model_names,
+            truth,
+            bounds: summary.bounds.as_deref(),
+            gcc: summary.gcc.as_ref(),
+            warmup_s: opts.warmup_s,
+        };
+        summary.plots = crate::plot::write_all(dir, &input)?;
+    }
+    Ok(())
 }
 
 impl std::fmt::Display for ReplaySummary {
@@ -271,6 +404,12 @@ impl std::fmt::Display for ReplaySummary {
         }
         if let Some(a) = &self.accuracy {
             writeln!(f, "accuracy: {a}")?;
+        }
+        if let Some(e) = &self.evaluation {
+            writeln!(f, "{e}")?;
+        }
+        for p in &self.plots {
+            writeln!(f, "plot:     {}", p.display())?;
         }
         Ok(())
     }

@@ -171,3 +171,85 @@ fn unknown_set_key_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("gcc.frames"));
 }
+
+/// Replay with plots and a position stream, then score the stream with `evaluate`: the same
+/// accuracy, a finite ratio to the Cramér–Rao bound, and real PNG/SVG files.
+#[test]
+fn replay_plots_and_evaluate_the_stream() {
+    let dir = common::tmp_dir("cli-eval");
+    let scene = dir.join("scene");
+    let out = sonotrack()
+        .args(["-q", "simulate", "--duration", "5", "--out"])
+        .arg(&scene)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stream = dir.join("tracks.jsonl");
+    let plots = dir.join("plots");
+    let out = sonotrack()
+        .args(["-q", "replay", "--backend", "cpu", "--no-progress", "--out"])
+        .arg(&stream)
+        .arg("--plot")
+        .arg(&plots)
+        .arg(&scene)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("Cramér–Rao bound"), "{err}");
+    for f in [
+        "tracks.png",
+        "tracks.svg",
+        "error.png",
+        "error.svg",
+        "models.png",
+        "models.svg",
+        "gcc.png",
+    ] {
+        let bytes = std::fs::read(plots.join(f)).unwrap();
+        assert!(bytes.len() > 2000, "{f}: {} bytes", bytes.len());
+        if f.ends_with(".png") {
+            assert_eq!(&bytes[1..4], b"PNG", "{f}");
+        } else {
+            assert!(String::from_utf8_lossy(&bytes).contains("<svg"), "{f}");
+        }
+    }
+    let json = dir.join("eval.json");
+    let out = sonotrack()
+        .args(["-q", "evaluate"])
+        .arg(&stream)
+        .arg("--scene")
+        .arg(&scene)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("OSPA") && text.contains("RMSE / bound"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rmse = v["per_target"]["0"]["rmse_m"].as_f64().unwrap();
+    assert!(rmse > 0.0 && rmse < 0.1, "{v}");
+    let ratio = v["bound"]["ratio"].as_f64().unwrap();
+    assert!(ratio.is_finite() && ratio > 0.0, "{v}");
+    assert_eq!(v["id_switches"].as_u64(), Some(0));
+    // No truth anywhere: a usage error that says what to give.
+    let out = sonotrack()
+        .args(["-q", "evaluate"])
+        .arg(&stream)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--truth"));
+}

@@ -1,0 +1,730 @@
+//! Scoring a position stream against ground truth: `sonotrack evaluate`, and the summary at the
+//! end of a replay.
+//!
+//! Time. Truth rows carry the *emission* time of each position. Every report carries the
+//! emission time of its state (`t`) besides the arrival time of its frame (`t_frame`), so each
+//! report is compared with the truth interpolated at its own `t`: the propagation delay between
+//! emission and arrival (tens of milliseconds across a harbour) is removed by construction and
+//! never counted as error. Frames are bucketed by their arrival time.
+//!
+//! One target: per-frame error of the report assigned to it (below), RMSE, median, 90th
+//! percentile, maximum and the share of frames within a threshold (a frame with no assigned
+//! report counts as outside). Several targets: the OSPA distance per frame (cut-off c, order p;
+//! Schuhmacher, Vo and Vo 2008) averaged over frames, and the number of ID switches (a target's
+//! assigned track id changing from one assignment to the next). Assignment: the optimal OSPA
+//! assignment of each frame (Hungarian algorithm), a pair counting only when closer than c.
+//! Compact arrays (and direction-only tracking): azimuth, elevation and great-circle errors of
+//! the direction from the array centre.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use nalgebra::Vector3;
+use serde::Serialize;
+
+use crate::bound::FrameBound;
+use crate::error::{Error, Result};
+use crate::eval::{Accuracy, accuracy_of};
+use crate::scene::Truth;
+
+/// One track report, as read back from a position stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub id: u64,
+    /// Emission time of the state.
+    pub t: f64,
+    pub pos: [f64; 3],
+    /// Model probabilities in configuration order (empty when unknown).
+    pub models: Vec<f32>,
+}
+
+/// The reports of one frame.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FrameReports {
+    pub seq: u64,
+    /// Arrival time of the frame centre.
+    pub t_frame: f64,
+    pub reports: Vec<Report>,
+}
+
+/// How to score.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    pub warmup_s: f64,
+    pub threshold_m: f64,
+    /// OSPA cut-off (m) and order.
+    pub ospa_c_m: f64,
+    pub ospa_p: f64,
+    /// Array centre, for directions.
+    pub centre: [f64; 3],
+    /// Reports are unit vectors (direction-only tracking).
+    pub direction_only: bool,
+    /// Report azimuth/elevation errors (compact arrays; always in direction-only mode).
+    pub angles: bool,
+}
+
+impl Default for EvalOptions {
+    fn default() -> Self {
+        Self {
+            warmup_s: 2.0,
+            threshold_m: 2.0,
+            ospa_c_m: 5.0,
+            ospa_p: 1.0,
+            centre: [0.0; 3],
+            direction_only: false,
+            angles: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OspaSummary {
+    pub c_m: f64,
+    pub p: f64,
+    /// Mean over scored frames.
+    pub mean_m: f64,
+    pub median_m: f64,
+    pub frames: usize,
+    /// Mean number of reports and of truth targets per scored frame.
+    pub mean_tracks: f64,
+    pub mean_targets: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AngleErrors {
+    pub frames: usize,
+    pub azimuth_rmse_deg: f64,
+    pub elevation_rmse_deg: f64,
+    /// Great-circle angle between reported and true directions.
+    pub angle_rmse_deg: f64,
+    pub angle_median_deg: f64,
+    pub angle_p90_deg: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BoundSummary {
+    /// RMS over the scored frames of the per-frame bound (metres; degrees for directions).
+    pub rms_bound: f64,
+    pub median_bound: f64,
+    /// RMSE divided by the RMS bound (below 1: the filter gains from following the source over
+    /// many frames; the bound is for one frame).
+    pub ratio: f64,
+    pub frames: usize,
+    pub unit: &'static str,
+}
+
+/// Everything `evaluate` reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evaluation {
+    pub frames: usize,
+    pub targets: usize,
+    /// Per truth target: position accuracy of its assigned reports (3-D tracking).
+    pub per_target: BTreeMap<u32, Accuracy>,
+    pub ospa: Option<OspaSummary>,
+    pub id_switches: usize,
+    pub angles: Option<AngleErrors>,
+    /// Accuracy against the Cramér–Rao bound (target 0), when the bound was computed.
+    pub bound: Option<BoundSummary>,
+    pub warmup_s: f64,
+    pub time_reference: &'static str,
+}
+
+pub const TIME_REFERENCE: &str = "reports are compared with the truth at their emission time (t), so the emission-to-arrival delay is not counted as error";
+
+/// Read a JSON Lines position stream: track messages grouped by frame; status lines give the
+/// number of frames processed, so frames without any report are counted too.
+pub fn read_stream(path: &Path) -> Result<Vec<FrameReports>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.into(),
+        source: e,
+    })?;
+    parse_stream(&text).map_err(|(line, problem)| Error::Scene {
+        path: path.into(),
+        problem: format!("line {line}: {problem}"),
+        fix: "give the JSON Lines written by `sonotrack replay --out` or a live JSONL/UDP sink"
+            .into(),
+    })
+}
+
+/// Parse a position stream (see `read_stream`).
+pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize, String)> {
+    let mut by_seq: BTreeMap<u64, FrameReports> = BTreeMap::new();
+    let mut frames_in = 0u64;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| (i + 1, format!("not JSON: {e}")))?;
+        match v.get("type").and_then(|t| t.as_str()) {
+            Some("track") => {
+                let num = |k: &str| {
+                    v.get(k)
+                        .and_then(|x| x.as_f64())
+                        .ok_or_else(|| (i + 1, format!("track message without `{k}`")))
+                };
+                let pos = v
+                    .get("pos")
+                    .and_then(|p| p.as_array())
+                    .filter(|a| a.len() == 3)
+                    .and_then(|a| Some([a[0].as_f64()?, a[1].as_f64()?, a[2].as_f64()?]))
+                    .ok_or_else(|| (i + 1, "track message without a 3-element `pos`".into()))?;
+                let seq = num("seq")? as u64;
+                let e = by_seq.entry(seq).or_insert_with(|| FrameReports {
+                    seq,
+                    ..Default::default()
+                });
+                e.t_frame = num("t_frame")?;
+                e.reports.push(Report {
+                    id: num("id")? as u64,
+                    t: num("t")?,
+                    pos,
+                    models: Vec::new(),
+                });
+            }
+            Some("status") => {
+                if let Some(n) = v.get("frames_in").and_then(|x| x.as_u64()) {
+                    frames_in = frames_in.max(n);
+                }
+            }
+            Some(other) => return Err((i + 1, format!("unknown message type `{other}`"))),
+            None => return Err((i + 1, "message without `type`".into())),
+        }
+    }
+    if by_seq.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Frame times are regular in the sequence number: fit t_frame = a + b seq and fill in the
+    // frames without reports.
+    let pts: Vec<(f64, f64)> = by_seq.values().map(|f| (f.seq as f64, f.t_frame)).collect();
+    let n = pts.len() as f64;
+    let (mx, my) = pts
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let sxx: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let sxy: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    let last = by_seq
+        .keys()
+        .next_back()
+        .copied()
+        .unwrap_or(0)
+        .max(frames_in.saturating_sub(1));
+    let mut out = Vec::with_capacity(last as usize + 1);
+    if slope <= 0.0 {
+        // One frame only: no spacing to infer.
+        return Ok(by_seq.into_values().collect());
+    }
+    for seq in 0..=last {
+        out.push(by_seq.remove(&seq).unwrap_or_else(|| FrameReports {
+            seq,
+            t_frame: my + slope * (seq as f64 - mx),
+            reports: Vec::new(),
+        }));
+    }
+    Ok(out)
+}
+
+/// Minimum-cost assignment of rows to columns of a square cost matrix (Hungarian algorithm,
+/// O(n³)). Returns the column of each row.
+pub fn hungarian(cost: &[Vec<f64>]) -> Vec<usize> {
+    let n = cost.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    // Potentials formulation (1-based arrays with a virtual column 0).
+    let inf = f64::INFINITY;
+    let mut u = vec![0.0; n + 1];
+    let mut v = vec![0.0; n + 1];
+    let mut p = vec![0usize; n + 1];
+    let mut way = vec![0usize; n + 1];
+    for i in 1..=n {
+        p[0] = i;
+        let mut j0 = 0usize;
+        let mut minv = vec![inf; n + 1];
+        let mut used = vec![false; n + 1];
+        loop {
+            used[j0] = true;
+            let i0 = p[j0];
+            let mut delta = inf;
+            let mut j1 = 0usize;
+            for j in 1..=n {
+                if used[j] {
+                    continue;
+                }
+                let cur = cost[i0 - 1][j - 1] - u[i0] - v[j];
+                if cur < minv[j] {
+                    minv[j] = cur;
+                    way[j] = j0;
+                }
+                if minv[j] < delta {
+                    delta = minv[j];
+                    j1 = j;
+                }
+            }
+            for j in 0..=n {
+                if used[j] {
+                    u[p[j]] += delta;
+                    v[j] -= delta;
+                } else {
+                    minv[j] -= delta;
+                }
+            }
+            j0 = j1;
+            if p[j0] == 0 {
+                break;
+            }
+        }
+        loop {
+            let j1 = way[j0];
+            p[j0] = p[j1];
+            j0 = j1;
+            if j0 == 0 {
+                break;
+            }
+        }
+    }
+    let mut ans = vec![0usize; n];
+    for j in 1..=n {
+        if p[j] > 0 {
+            ans[p[j] - 1] = j - 1;
+        }
+    }
+    ans
+}
+
+/// OSPA distance between sets `x` and `y` (distances `d[i][j]` given), cut-off `c`, order `p`;
+/// also the optimal assignment: for each x, the y it is paired with (when closer than c).
+pub fn ospa(d: &[Vec<f64>], m: usize, n: usize, c: f64, p: f64) -> (f64, Vec<Option<usize>>) {
+    let k = m.max(n);
+    if k == 0 {
+        return (0.0, Vec::new());
+    }
+    let cp = c.powf(p);
+    let cost: Vec<Vec<f64>> = (0..k)
+        .map(|i| {
+            (0..k)
+                .map(|j| {
+                    if i < m && j < n {
+                        d[i][j].min(c).powf(p)
+                    } else {
+                        cp
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let a = hungarian(&cost);
+    let total: f64 = a.iter().enumerate().map(|(i, &j)| cost[i][j]).sum();
+    let pairs = (0..m)
+        .map(|i| {
+            let j = a[i];
+            (j < n && d[i][j] < c).then_some(j)
+        })
+        .collect();
+    ((total / k as f64).powf(1.0 / p), pairs)
+}
+
+fn dist(a: &[f64; 3], b: &[f64; 3]) -> f64 {
+    ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt()
+}
+
+fn unit(v: Vector3<f64>) -> Option<Vector3<f64>> {
+    let n = v.norm();
+    (n > 1e-12).then(|| v / n)
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let x = q * (sorted.len() - 1) as f64;
+    let i = x.floor() as usize;
+    let f = x - i as f64;
+    if i + 1 < sorted.len() {
+        sorted[i] * (1.0 - f) + sorted[i + 1] * f
+    } else {
+        sorted[sorted.len() - 1]
+    }
+}
+
+/// Score `frames` against `truth`; `bounds` (per frame, target 0) adds the comparison with the
+/// Cramér–Rao bound.
+pub fn evaluate(
+    frames: &[FrameReports],
+    truth: &Truth,
+    bounds: Option<&[FrameBound]>,
+    o: &EvalOptions,
+) -> Evaluation {
+    let targets: Vec<u32> = truth.targets.keys().copied().collect();
+    let centre = Vector3::from(o.centre);
+    // Distance used for assignment: metres in 3-D, chord length on the unit sphere for
+    // directions (so that c is then a fraction of a radian, about).
+    let direction_of = |p: &[f64; 3]| -> Option<Vector3<f64>> {
+        if o.direction_only {
+            unit(Vector3::from(*p))
+        } else {
+            unit(Vector3::from(*p) - centre)
+        }
+    };
+    let mut errors: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let mut scored: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut ospas = Vec::new();
+    let (mut sum_tracks, mut sum_targets) = (0usize, 0usize);
+    let mut last_id: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut switches = 0usize;
+    let (mut az2, mut el2, mut ang) = (0.0, 0.0, Vec::new());
+    let mut bound_pairs: Vec<(f64, f64)> = Vec::new();
+    let mut scored_frames = 0usize;
+    for f in frames {
+        if f.t_frame < o.warmup_s {
+            continue;
+        }
+        let alive: Vec<u32> = targets
+            .iter()
+            .copied()
+            .filter(|&k| truth.at(k, f.t_frame).is_some())
+            .collect();
+        if alive.is_empty() && f.reports.is_empty() {
+            continue;
+        }
+        scored_frames += 1;
+        // Distances with the truth at each report's emission time (or the frame time when the
+        // truth has ended by then).
+        let truth_for = |k: u32, r: &Report| truth.at(k, r.t).or_else(|| truth.at(k, f.t_frame));
+        let d: Vec<Vec<f64>> = alive
+            .iter()
+            .map(|&k| {
+                f.reports
+                    .iter()
+                    .map(|r| match truth_for(k, r) {
+                        Some(q) if o.direction_only => {
+                            match (direction_of(&r.pos), unit(Vector3::from(q) - centre)) {
+                                (Some(a), Some(b)) => (a - b).norm(),
+                                _ => f64::INFINITY,
+                            }
+                        }
+                        Some(q) => dist(&r.pos, &q),
+                        None => f64::INFINITY,
+                    })
+                    .collect()
+            })
+            .collect();
+        let (dd, pairs) = ospa(&d, alive.len(), f.reports.len(), o.ospa_c_m, o.ospa_p);
+        ospas.push(dd);
+        sum_tracks += f.reports.len();
+        sum_targets += alive.len();
+        for (ti, &k) in alive.iter().enumerate() {
+            *scored.entry(k).or_default() += 1;
+            let Some(j) = pairs[ti] else { continue };
+            let r = &f.reports[j];
+            if let Some(prev) = last_id.insert(k, r.id) {
+                if prev != r.id {
+                    switches += 1;
+                }
+            }
+            let Some(q) = truth_for(k, r) else { continue };
+            if !o.direction_only {
+                errors.entry(k).or_default().push(d[ti][j]);
+            }
+            if o.angles || o.direction_only {
+                if let (Some(a), Some(b)) = (direction_of(&r.pos), unit(Vector3::from(q) - centre))
+                {
+                    let (aza, ela) = crate::crlb::angles(&a);
+                    let (azb, elb) = crate::crlb::angles(&b);
+                    let mut daz = (aza - azb).to_degrees();
+                    daz = (daz + 180.0).rem_euclid(360.0) - 180.0;
+                    az2 += daz * daz;
+                    el2 += (ela - elb).to_degrees().powi(2);
+                    ang.push(a.dot(&b).clamp(-1.0, 1.0).acos().to_degrees());
+                }
+            }
+            if k == targets.first().copied().unwrap_or(0) {
+                if let Some(b) = bounds.and_then(|b| crate::bound::nearest(b, f.t_frame)) {
+                    let err = if o.direction_only {
+                        ang.last().copied()
+                    } else {
+                        Some(d[ti][j])
+                    };
+                    let bnd = if o.direction_only {
+                        match (b.azimuth_deg, b.elevation_deg) {
+                            (Some(a), Some(e)) => {
+                                let el = direction_of(&q)
+                                    .map(|u| crate::crlb::angles(&u).1)
+                                    .unwrap_or(0.0);
+                                Some((a * a * el.cos().powi(2) + e * e).sqrt())
+                            }
+                            _ => None,
+                        }
+                    } else {
+                        b.position_m
+                    };
+                    if let (Some(e), Some(bv)) = (err, bnd) {
+                        bound_pairs.push((e, bv));
+                    }
+                }
+            }
+        }
+    }
+    let per_target = if o.direction_only {
+        BTreeMap::new()
+    } else {
+        targets
+            .iter()
+            .filter_map(|k| {
+                let e = errors.get(k).cloned().unwrap_or_default();
+                let n = scored.get(k).copied().unwrap_or(0);
+                accuracy_of(&e, n, o.warmup_s, o.threshold_m).map(|a| (*k, a))
+            })
+            .collect()
+    };
+    let ospa = (!ospas.is_empty()).then(|| {
+        let mut s = ospas.clone();
+        s.sort_by(f64::total_cmp);
+        OspaSummary {
+            c_m: o.ospa_c_m,
+            p: o.ospa_p,
+            mean_m: ospas.iter().sum::<f64>() / ospas.len() as f64,
+            median_m: percentile(&s, 0.5),
+            frames: ospas.len(),
+            mean_tracks: sum_tracks as f64 / ospas.len() as f64,
+            mean_targets: sum_targets as f64 / ospas.len() as f64,
+        }
+    });
+    let angles = (!ang.is_empty()).then(|| {
+        let n = ang.len() as f64;
+        let mut s = ang.clone();
+        s.sort_by(f64::total_cmp);
+        AngleErrors {
+            frames: ang.len(),
+            azimuth_rmse_deg: (az2 / n).sqrt(),
+            elevation_rmse_deg: (el2 / n).sqrt(),
+            angle_rmse_deg: (ang.iter().map(|a| a * a).sum::<f64>() / n).sqrt(),
+            angle_median_deg: percentile(&s, 0.5),
+            angle_p90_deg: percentile(&s, 0.9),
+        }
+    });
+    let bound = (!bound_pairs.is_empty()).then(|| {
+        let n = bound_pairs.len() as f64;
+        let rmse = (bound_pairs.iter().map(|(e, _)| e * e).sum::<f64>() / n).sqrt();
+        let rb = (bound_pairs.iter().map(|(_, b)| b * b).sum::<f64>() / n).sqrt();
+        let mut s: Vec<f64> = bound_pairs.iter().map(|(_, b)| *b).collect();
+        s.sort_by(f64::total_cmp);
+        BoundSummary {
+            rms_bound: rb,
+            median_bound: percentile(&s, 0.5),
+            ratio: rmse / rb,
+            frames: bound_pairs.len(),
+            unit: if o.direction_only { "deg" } else { "m" },
+        }
+    });
+    Evaluation {
+        frames: scored_frames,
+        targets: targets.len(),
+        per_target,
+        ospa,
+        id_switches: switches,
+        angles,
+        bound,
+        warmup_s: o.warmup_s,
+        time_reference: TIME_REFERENCE,
+    }
+}
+
+impl std::fmt::Display for Evaluation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "evaluation: {} frames after {:.1} s, {} truth target(s)",
+            self.frames, self.warmup_s, self.targets
+        )?;
+        if !self.per_target.is_empty() {
+            writeln!(
+                f,
+                "  {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}",
+                "target", "RMSE m", "median m", "p90 m", "max m", "within", "tracked"
+            )?;
+            for (k, a) in &self.per_target {
+                writeln!(
+                    f,
+                    "  {:>6} {:>10.4} {:>10.4} {:>10.4} {:>9.3} {:>8.1}% {:>4}/{}",
+                    k, a.rmse_m, a.median_m, a.p90_m, a.max_m, a.within_pct, a.tracked, a.frames
+                )?;
+            }
+            if let Some(a) = self.per_target.values().next() {
+                writeln!(
+                    f,
+                    "  (within: share of frames with an error up to {} m)",
+                    a.threshold_m
+                )?;
+            }
+        }
+        if let Some(o) = &self.ospa {
+            writeln!(
+                f,
+                "  OSPA (c = {} m, p = {}): mean {:.4} m, median {:.4} m; {:.2} tracks for {:.2} targets per frame; {} ID switches",
+                o.c_m, o.p, o.mean_m, o.median_m, o.mean_tracks, o.mean_targets, self.id_switches
+            )?;
+        }
+        if let Some(a) = &self.angles {
+            writeln!(
+                f,
+                "  direction: azimuth RMSE {:.3}°, elevation RMSE {:.3}°, angle RMSE {:.3}° (median {:.3}°, p90 {:.3}°)",
+                a.azimuth_rmse_deg,
+                a.elevation_rmse_deg,
+                a.angle_rmse_deg,
+                a.angle_median_deg,
+                a.angle_p90_deg
+            )?;
+        }
+        if let Some(b) = &self.bound {
+            writeln!(
+                f,
+                "  Cramér–Rao bound (one frame): RMS {:.4} {u}, median {:.4} {u}; RMSE / bound = {:.2} over {} frames",
+                b.rms_bound,
+                b.median_bound,
+                b.ratio,
+                b.frames,
+                u = b.unit
+            )?;
+        }
+        write!(f, "  time: {}", self.time_reference)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fr(seq: u64, t: f64, reps: &[(u64, [f64; 3])]) -> FrameReports {
+        FrameReports {
+            seq,
+            t_frame: t,
+            reports: reps
+                .iter()
+                .map(|&(id, pos)| Report {
+                    id,
+                    t,
+                    pos,
+                    models: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn hungarian_finds_the_optimum() {
+        let c = vec![
+            vec![4.0, 1.0, 3.0],
+            vec![2.0, 0.0, 5.0],
+            vec![3.0, 2.0, 2.0],
+        ];
+        let a = hungarian(&c);
+        let total: f64 = a.iter().enumerate().map(|(i, &j)| c[i][j]).sum();
+        assert_eq!(total, 5.0); // 1 + 2 + 2
+        let mut seen = a.clone();
+        seen.sort();
+        assert_eq!(seen, vec![0, 1, 2]);
+    }
+
+    /// OSPA by hand: targets at 0 and 10 (on a line), tracks at 1 and 30; c = 5, p = 1.
+    /// Pairs: 0-1 (distance 1), 10-30 (cut to 5): (1 + 5) / 2 = 3. One extra track far away:
+    /// (1 + 5 + 5) / 3. Empty against two targets: c.
+    #[test]
+    fn ospa_by_hand() {
+        let d = vec![vec![1.0, 30.0], vec![9.0, 20.0]];
+        let (v, pairs) = ospa(&d, 2, 2, 5.0, 1.0);
+        assert!((v - 3.0).abs() < 1e-12, "{v}");
+        assert_eq!(pairs, vec![Some(0), None]);
+        let d3 = vec![vec![1.0, 30.0, 50.0], vec![9.0, 20.0, 40.0]];
+        let (v3, _) = ospa(&d3, 2, 3, 5.0, 1.0);
+        assert!((v3 - 11.0 / 3.0).abs() < 1e-12, "{v3}");
+        let (v0, _) = ospa(&[vec![], vec![]], 2, 0, 5.0, 1.0);
+        assert!((v0 - 5.0).abs() < 1e-12);
+        // p = 2: sqrt((1 + 25) / 2).
+        let (v2, _) = ospa(&d, 2, 2, 5.0, 2.0);
+        assert!((v2 - 13.0f64.sqrt()).abs() < 1e-12);
+        assert_eq!(ospa(&[], 0, 0, 5.0, 1.0).0, 0.0);
+    }
+
+    #[test]
+    fn rmse_ospa_and_id_switches_on_a_made_up_stream() {
+        // Two targets moving along x at y = 0 and y = 10 for t in [0, 10].
+        let truth =
+            Truth::parse("t,target,x,y,z\n0,0,0,0,0\n10,0,10,0,0\n0,1,0,10,0\n10,1,10,10,0\n")
+                .unwrap();
+        let frames = vec![
+            fr(0, 3.0, &[(1, [3.0, 0.1, 0.0]), (2, [3.0, 10.0, 0.2])]),
+            // Track ids swap between the targets here: two switches.
+            fr(1, 4.0, &[(2, [4.0, 0.0, 0.0]), (1, [4.0, 10.0, 0.0])]),
+            // Target 1 missed, a false track far away.
+            fr(2, 5.0, &[(2, [5.0, 0.3, 0.0]), (7, [50.0, 50.0, 0.0])]),
+        ];
+        let o = EvalOptions {
+            warmup_s: 2.0,
+            threshold_m: 0.25,
+            ospa_c_m: 5.0,
+            ospa_p: 1.0,
+            ..Default::default()
+        };
+        let e = evaluate(&frames, &truth, None, &o);
+        assert_eq!(e.frames, 3);
+        assert_eq!(e.id_switches, 2);
+        let a0 = &e.per_target[&0];
+        // Target 0 errors: 0.1, 0, 0.3.
+        assert!((a0.rmse_m - ((0.01 + 0.09) / 3.0f64).sqrt()).abs() < 1e-12);
+        assert_eq!((a0.frames, a0.tracked), (3, 3));
+        assert!((a0.within_pct - 200.0 / 3.0).abs() < 1e-9);
+        let a1 = &e.per_target[&1];
+        assert_eq!((a1.frames, a1.tracked), (3, 2));
+        // OSPA per frame: (0.1 + 0.2) / 2, 0, (0.3 + 5) / 2.
+        let o_ = e.ospa.unwrap();
+        assert!(
+            (o_.mean_m - (0.15 + 0.0 + 2.65) / 3.0).abs() < 1e-12,
+            "{}",
+            o_.mean_m
+        );
+    }
+
+    #[test]
+    fn angles_from_the_array_centre() {
+        // Source due east 100 m away; report 1 m north of it: azimuth error atan(1/100).
+        let truth = Truth::parse("0,0,100,0,0\n10,0,100,0,0\n").unwrap();
+        let frames = vec![fr(0, 5.0, &[(1, [100.0, 1.0, 0.0])])];
+        let o = EvalOptions {
+            angles: true,
+            ..Default::default()
+        };
+        let e = evaluate(&frames, &truth, None, &o);
+        let a = e.angles.unwrap();
+        assert!((a.azimuth_rmse_deg - (0.01f64).atan().to_degrees()).abs() < 1e-9);
+        assert!(a.elevation_rmse_deg.abs() < 1e-9);
+        // Direction-only reports: unit vectors.
+        let o2 = EvalOptions {
+            direction_only: true,
+            ..Default::default()
+        };
+        let frames2 = vec![fr(0, 5.0, &[(1, [0.0, 1.0, 0.0])])];
+        let e2 = evaluate(&frames2, &truth, None, &o2);
+        assert!((e2.angles.unwrap().angle_rmse_deg - 90.0).abs() < 1e-9);
+        assert!(e2.per_target.is_empty());
+    }
+
+    #[test]
+    fn stream_parsing_fills_frames_without_reports() {
+        let text = r#"{"type":"status","t":1.0,"frames_in":6}
+{"type":"track","t":0.1,"t_frame":0.125,"seq":1,"id":3,"pos":[1,2,3]}
+{"type":"track","t":0.2,"t_frame":0.25,"seq":2,"id":3,"pos":[1,2,3]}
+{"type":"track","t":0.45,"t_frame":0.5,"seq":4,"id":3,"pos":[1,2,3]}
+"#;
+        let f = parse_stream(text).unwrap();
+        assert_eq!(f.len(), 6);
+        assert!(f[3].reports.is_empty());
+        assert!((f[3].t_frame - 0.375).abs() < 1e-12);
+        assert!((f[0].t_frame - 0.0).abs() < 1e-12);
+        assert_eq!(parse_stream("{\"type\":\"x\"}").unwrap_err().0, 1);
+        assert!(parse_stream("{\"type\":\"track\",\"seq\":1}").is_err());
+        assert!(parse_stream("not json").is_err());
+    }
+}
