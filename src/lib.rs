@@ -26,6 +26,7 @@ pub mod gpu;
 pub mod output;
 pub mod philox;
 pub mod pipeline;
+pub mod plan;
 pub mod plot;
 pub mod replay;
 pub mod scene;

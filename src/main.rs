@@ -48,6 +48,29 @@ enum Cmd {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// Map how well an array can locate a source (the Cramér–Rao bound over the search volume)
+    /// and where its delays are ambiguous, before deploying it.
+    Plan {
+        config: PathBuf,
+        /// Write the maps (PNG) and plan.json here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Per-channel SNR over the band (dB) when the source is --at metres from a sensor.
+        #[arg(long, default_value_t = 10.0)]
+        snr_db: f64,
+        #[arg(long, default_value_t = 20.0)]
+        at: f64,
+        #[arg(long, value_enum, default_value = "white")]
+        spectrum: sonotrack::plan::SourceSpectrum,
+        /// Grid points along each axis.
+        #[arg(long, default_value_t = 120)]
+        resolution: usize,
+        /// Depth (z, m) of the horizontal map (default: the middle of the search volume).
+        #[arg(long, allow_hyphen_values = true)]
+        depth: Option<f64>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
     /// Score a position stream (JSON Lines from `replay --out` or a live sink) against truth:
     /// RMSE and percentiles per target, OSPA and ID switches, direction errors, and, given the
     /// recording, the ratio to the Cramér–Rao bound.
@@ -253,6 +276,32 @@ fn run(cmd: Cmd) -> Result<()> {
             backend,
             plot,
         } => demo(&preset, seed, duration, backend.into(), plot),
+        Cmd::Plan {
+            config,
+            out,
+            snr_db,
+            at,
+            spectrum,
+            resolution,
+            depth,
+            sets,
+        } => {
+            let cfg = Config::load(&config)?.with_overrides(&sets)?;
+            let opts = sonotrack::plan::PlanOptions {
+                snr_db,
+                at_m: at,
+                spectrum,
+                resolution: resolution.clamp(8, 1000),
+                z_m: depth,
+                out,
+                ..Default::default()
+            };
+            let t = std::time::Instant::now();
+            let report = sonotrack::plan::plan(&cfg, &opts)?;
+            print!("{report}");
+            println!("({:.1} s)", t.elapsed().as_secs_f64());
+            Ok(())
+        }
         Cmd::Evaluate {
             tracks,
             truth,

@@ -253,3 +253,44 @@ fn replay_plots_and_evaluate_the_stream() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--truth"));
 }
+
+/// `plan` on a shipped array writes its maps and summary in seconds.
+#[test]
+fn plan_writes_maps_for_a_shipped_array() {
+    let dir = common::tmp_dir("cli-plan");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let t = std::time::Instant::now();
+    let out = sonotrack()
+        .args([
+            "-q",
+            "plan",
+            "--resolution",
+            "60",
+            "--depth",
+            "-12",
+            "--out",
+        ])
+        .arg(&dir)
+        .arg(root.join("boards/arrays/tetra-4-hydrophone.toml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(t.elapsed().as_secs() < 60);
+    assert!(text.contains("bound outward from the centre"), "{text}");
+    assert!(
+        text.contains("second position with the same delays"),
+        "{text}"
+    );
+    for f in ["plan-top.png", "plan-side.png"] {
+        let b = std::fs::read(dir.join(f)).unwrap();
+        assert_eq!(&b[1..4], b"PNG");
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(v["slices"].as_array().unwrap().len(), 2);
+}

@@ -183,6 +183,44 @@ pub fn locate(
     })
 }
 
+/// Every distinct position that explains `obs` almost exactly (residual RMS below `tol_s`),
+/// searched from the standard start points and `extra_starts`, within `bounds`: more than one
+/// means the TDOAs are ambiguous there (four sensors, or sources near a planar array's plane).
+pub fn all_solutions(
+    geo: &ArrayGeometry,
+    obs: &[Obs],
+    bounds: Option<([f64; 3], [f64; 3])>,
+    extra_starts: &[Vector3<f64>],
+    tol_s: f64,
+    min_separation_m: f64,
+) -> Vec<Vector3<f64>> {
+    let inside = |x: &Vector3<f64>| match bounds {
+        Some((lo, hi)) => (0..3).all(|k| x[k] >= lo[k] - 1e-6 && x[k] <= hi[k] + 1e-6),
+        None => true,
+    };
+    let mut found: Vec<Vector3<f64>> = Vec::new();
+    for s in extra_starts
+        .iter()
+        .copied()
+        .chain(start_points(geo, bounds))
+    {
+        let (x, _) = solve_from(geo, obs, s, tol_s);
+        if !x.iter().all(|v| v.is_finite()) || !inside(&x) {
+            continue;
+        }
+        let rms = (obs
+            .iter()
+            .map(|o| residual_and_jacobian(geo, o, &x).0.powi(2))
+            .sum::<f64>()
+            / obs.len().max(1) as f64)
+            .sqrt();
+        if rms <= tol_s && found.iter().all(|f| (f - x).norm() > min_separation_m) {
+            found.push(x);
+        }
+    }
+    found
+}
+
 /// Far-field direction (unit vector from the array towards the source) by linear least squares
 /// on `c τ_ab = (m_b - m_a) · u`. For a planar array the out-of-plane component comes from the
 /// unit norm, on the side of `hemisphere` (a vector pointing into the half-space to prefer).
