@@ -47,6 +47,14 @@ pub enum Error {
         fix: String,
     },
 
+    /// A capture device could not be opened or failed while running.
+    #[error("audio device `{device}`: {problem}\n  fix: {fix}")]
+    Audio {
+        device: String,
+        problem: String,
+        fix: String,
+    },
+
     /// Invalid command-line usage that clap cannot express.
     #[error("{0}")]
     Usage(String),

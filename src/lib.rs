@@ -16,6 +16,7 @@ pub mod bench;
 pub mod bound;
 pub mod config;
 pub mod crlb;
+pub mod daemon;
 pub mod dsp;
 pub mod error;
 pub mod eval;

@@ -48,6 +48,28 @@ enum Cmd {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
+    /// Run the live daemon: capture from the configured ALSA device, track, and send positions to
+    /// the configured outputs until SIGTERM. Under systemd it reports readiness, status and a
+    /// watchdog; SIGHUP re-reads the outputs.
+    Run {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
+        /// Read this WAV file paced like a live device instead of capturing.
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Pace factor for --input (1 = real time).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        seconds: Option<f64>,
+    },
+    /// List capture devices (ALSA names, channel counts, rates, formats) and serial ports.
+    Devices,
     /// Map how well an array can locate a source (the Cramér–Rao bound over the search volume)
     /// and where its delays are ambiguous, before deploying it.
     Plan {
@@ -276,6 +298,29 @@ fn run(cmd: Cmd) -> Result<()> {
             backend,
             plot,
         } => demo(&preset, seed, duration, backend.into(), plot),
+        Cmd::Run {
+            config,
+            sets,
+            backend,
+            input,
+            speed,
+            seconds,
+        } => {
+            let summary = sonotrack::daemon::run(&sonotrack::daemon::RunOptions {
+                config,
+                sets,
+                backend: backend.map(Into::into),
+                input,
+                speed,
+                max_seconds: seconds,
+            })?;
+            eprint!("{summary}");
+            Ok(())
+        }
+        Cmd::Devices => {
+            devices();
+            Ok(())
+        }
         Cmd::Plan {
             config,
             out,
@@ -501,6 +546,35 @@ fn unknown_preset(name: &str) -> Error {
         "no preset `{name}`; presets: {}",
         PRESETS.join(", ")
     ))
+}
+
+fn devices() {
+    #[cfg(feature = "capture")]
+    {
+        let devs = sonotrack::audio::capture::list_devices();
+        println!("capture devices (ALSA names for audio.device):");
+        if devs.is_empty() {
+            println!("  none found");
+        }
+        for (name, desc) in devs {
+            println!("  {name:<32} {desc}");
+            for line in sonotrack::audio::capture::describe_device(&name) {
+                println!("  {:<32}   {line}", "");
+            }
+        }
+    }
+    #[cfg(not(feature = "capture"))]
+    println!("capture devices: this build has no live capture (build with --features capture)");
+    println!("serial ports (for output.sink port):");
+    match serialport::available_ports() {
+        Ok(ports) if !ports.is_empty() => {
+            for p in ports {
+                println!("  {:<32} {:?}", p.port_name, p.port_type);
+            }
+        }
+        Ok(_) => println!("  none found"),
+        Err(e) => println!("  cannot list: {e}"),
+    }
 }
 
 struct EvaluateArgs {

@@ -86,6 +86,8 @@ pub struct Pipeline {
     window: (Duration, Duration, u64),
     started: Instant,
     reports: Vec<TrackReport>,
+    /// Live: when the frame being processed was complete (carried into its messages).
+    pub frame_ready: Option<Instant>,
 }
 
 impl Pipeline {
@@ -108,6 +110,7 @@ impl Pipeline {
             window: (Duration::ZERO, Duration::ZERO, 0),
             started: Instant::now(),
             reports: Vec::new(),
+            frame_ready: None,
             cfg: cfg.clone(),
             opts,
             correlator: backends.correlator,
@@ -239,7 +242,9 @@ impl Pipeline {
             if !self.sinks.runners.is_empty() {
                 for r in &reports {
                     let m = TrackMessage::new(r, &self.model_names, wall);
-                    self.sinks.send(Message::track(&m, self.sinks.want_nmea));
+                    let mut msg = Message::track(&m, self.sinks.want_nmea);
+                    msg.ready = self.frame_ready;
+                    self.sinks.send(msg);
                 }
             }
             self.reports = reports;

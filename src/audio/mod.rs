@@ -2,7 +2,9 @@
 //! streams into frames.
 
 pub mod assembler;
+pub mod callback;
 pub mod capture;
+pub mod ring;
 pub mod sim;
 pub mod wav;
 

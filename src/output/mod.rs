@@ -185,6 +185,8 @@ pub struct Message {
     pub t_s: f64,
     pub json: String,
     pub nmea: Option<String>,
+    /// Live: when the frame behind this message was complete (for the latency figure).
+    pub ready: Option<std::time::Instant>,
 }
 
 impl Message {
@@ -195,6 +197,7 @@ impl Message {
             t_s: m.t,
             json: serde_json::to_string(m).unwrap_or_default(),
             nmea: want_nmea.then(|| nmea::track_sentence(m)),
+            ready: None,
         }
     }
 
@@ -205,7 +208,54 @@ impl Message {
             t_s: m.t,
             json: serde_json::to_string(m).unwrap_or_default(),
             nmea: want_nmea.then(|| nmea::status_sentence(m)),
+            ready: None,
         }
+    }
+}
+
+/// Latency from a frame being complete to its message leaving, as a fixed histogram (flat
+/// memory however long the daemon runs): 50 µs bins up to 100 ms, then one overflow bin.
+#[derive(Debug)]
+pub struct LatencyHistogram {
+    bins: Box<[AtomicU64]>,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self {
+            bins: (0..=LATENCY_BINS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+const LATENCY_BINS: usize = 2000;
+const LATENCY_BIN_US: f64 = 50.0;
+
+impl LatencyHistogram {
+    pub fn record(&self, d: Duration) {
+        let bin = ((d.as_secs_f64() * 1e6 / LATENCY_BIN_US) as usize).min(LATENCY_BINS);
+        self.bins[bin].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.bins.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The q-quantile in milliseconds (upper edge of its bin), None when empty.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        let n = self.count();
+        if n == 0 {
+            return None;
+        }
+        let target = ((n as f64 * q).ceil() as u64).max(1);
+        let mut acc = 0;
+        for (i, b) in self.bins.iter().enumerate() {
+            acc += b.load(Ordering::Relaxed);
+            if acc >= target {
+                return Some((i + 1) as f64 * LATENCY_BIN_US / 1000.0);
+            }
+        }
+        None
     }
 }
 
@@ -227,6 +277,8 @@ pub struct SinkStats {
     /// Dropped because the write failed (port gone, peer unreachable).
     pub write_errors: AtomicU64,
     pub rate_limited: AtomicU64,
+    /// Frame-complete to message-sent latency of track messages (live only).
+    pub latency: LatencyHistogram,
 }
 
 impl SinkStats {
@@ -275,6 +327,9 @@ impl SinkRunner {
                         Cmd::Msg(m) => match sink.send(&m) {
                             Ok(()) => {
                                 st.sent.fetch_add(1, Ordering::Relaxed);
+                                if let (Some(r), false) = (m.ready, m.is_status) {
+                                    st.latency.record(r.elapsed());
+                                }
                                 if failing {
                                     log::info!("output {log_name}: delivering again");
                                     failing = false;
@@ -465,6 +520,7 @@ mod tests {
             t_s: t,
             json: format!("{{\"i\":{i}}}"),
             nmea: None,
+            ready: None,
         }
     }
 

@@ -92,6 +92,7 @@ mod tests {
             t_s: 0.0,
             json: "{\"a\":1}".into(),
             nmea: None,
+            ready: None,
         };
         sink.send(&m).unwrap();
         let mut buf = [0u8; 64];
