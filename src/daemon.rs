@@ -30,6 +30,9 @@ pub struct RunOptions {
     pub backend: Option<BackendChoice>,
     /// Read this WAV file, paced like a live device, instead of capturing (soak tests, demos).
     pub input: Option<PathBuf>,
+    /// Or simulate this built-in scene, paced like a live device, for as long as the daemon
+    /// runs (the configuration's array must be the preset's).
+    pub simulate: Option<String>,
     /// Pace factor for `input` (1 = real time).
     pub speed: f64,
     /// Stop after this many seconds of wall time.
@@ -60,7 +63,13 @@ impl Notifier {
         let path = std::env::var("NOTIFY_SOCKET")
             .ok()
             .filter(|p| !p.is_empty());
-        let sock = path.and_then(|p| UnixDatagram::unbound().ok().map(|s| (s, p)));
+        // Non-blocking: a notification that cannot be queued is dropped, never waited for
+        // (the pipeline must not stall on a slow or absent reader).
+        let sock = path.and_then(|p| {
+            let s = UnixDatagram::unbound().ok()?;
+            s.set_nonblocking(true).ok()?;
+            Some((s, p))
+        });
         // Ping at half the interval systemd expects.
         let watchdog = std::env::var("WATCHDOG_USEC")
             .ok()
@@ -85,9 +94,9 @@ impl Notifier {
     }
 }
 
-/// A WAV file read at the pace of a live device.
+/// A file or a simulation read at the pace of a live device.
 struct Paced {
-    src: WavSource,
+    src: Box<dyn AudioSource>,
     start: Instant,
     read: u64,
     speed: f64,
@@ -129,8 +138,21 @@ impl AudioSource for Paced {
 }
 
 fn open_source(cfg: &Config, o: &RunOptions) -> Result<Box<dyn AudioSource>> {
-    if let Some(path) = &o.input {
-        let src = WavSource::open(path)?;
+    let paced: Option<Box<dyn AudioSource>> = match (&o.input, &o.simulate) {
+        (Some(path), _) => Some(Box::new(WavSource::open(path)?)),
+        (None, Some(preset)) => {
+            let mut spec = crate::audio::sim::SceneSpec::preset(preset).ok_or_else(|| {
+                Error::Usage(format!(
+                    "no preset `{preset}` (harbour, tetra, room, two-boats)"
+                ))
+            })?;
+            // Long enough for any run (generated on the fly, constant memory).
+            spec.duration_s = o.max_seconds.unwrap_or(86_400.0) * o.speed.max(1.0) + 10.0;
+            Some(Box::new(crate::audio::sim::SimSource::new(spec)?))
+        }
+        (None, None) => None,
+    };
+    if let Some(src) = paced {
         return Ok(Box::new(Paced {
             src,
             start: Instant::now(),

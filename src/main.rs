@@ -61,6 +61,10 @@ enum Cmd {
         /// Read this WAV file paced like a live device instead of capturing.
         #[arg(long)]
         input: Option<PathBuf>,
+        /// Or simulate a built-in scene (harbour, tetra, room, two-boats) paced like a live
+        /// device; the configuration's array must be the preset's.
+        #[arg(long, conflicts_with = "input")]
+        simulate: Option<String>,
         /// Pace factor for --input (1 = real time).
         #[arg(long, default_value_t = 1.0)]
         speed: f64,
@@ -303,6 +307,7 @@ fn run(cmd: Cmd) -> Result<()> {
             sets,
             backend,
             input,
+            simulate,
             speed,
             seconds,
         } => {
@@ -311,6 +316,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 sets,
                 backend: backend.map(Into::into),
                 input,
+                simulate,
                 speed,
                 max_seconds: seconds,
             })?;

@@ -484,8 +484,11 @@ impl SimSource {
             problem,
             fix: "correct the scene".into(),
         })?;
-        // First pass without noise: signal power per 1-s block and channel, and the peak.
-        let mut dry = Self::build(spec.clone(), 0.0, 1.0);
+        // First pass without noise: signal power per 1-s block and channel, and the peak, over
+        // the first minute at most (long runs would otherwise simulate everything twice).
+        let mut calib = spec.clone();
+        calib.duration_s = calib.duration_s.min(60.0);
+        let mut dry = Self::build(calib, 0.0, 1.0);
         let ch = spec.sensors_m.len();
         let fs = spec.sample_rate_hz as usize;
         let mut buf = vec![0.0f32; ch * fs];
