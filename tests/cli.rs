@@ -44,6 +44,21 @@ fn every_shipped_configuration_checks() {
         }
     }
     assert!(checked >= 6);
+    // The configuration the .deb installs (its board include points into /usr/share).
+    let pkg = std::fs::read_to_string(root.join("../packaging/sonotrack.toml"))
+        .unwrap()
+        .replace(
+            "/usr/share/sonotrack/boards/",
+            &format!("{}/", root.display()),
+        );
+    let dir = common::tmp_dir("cli-pkg");
+    std::fs::write(dir.join("sonotrack.toml"), pkg).unwrap();
+    let out = sonotrack()
+        .args(["-q", "check"])
+        .arg(dir.join("sonotrack.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // A board file alone is not a configuration, and says how to use it.
     let out = sonotrack()
         .args(["-q", "check"])
