@@ -58,7 +58,11 @@ fn every_shipped_configuration_checks() {
         .arg(dir.join("sonotrack.toml"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A board file alone is not a configuration, and says how to use it.
     let out = sonotrack()
         .args(["-q", "check"])

@@ -58,7 +58,11 @@ fn errors(datagrams: &[String], truth: &Truth, after: f64) -> Vec<f64> {
             if t < after {
                 return None;
             }
-            let p: Vec<f64> = v["pos"].as_array()?.iter().filter_map(|x| x.as_f64()).collect();
+            let p: Vec<f64> = v["pos"]
+                .as_array()?
+                .iter()
+                .filter_map(|x| x.as_f64())
+                .collect();
             let q = truth.at(0, t)?;
             Some(((p[0] - q[0]).powi(2) + (p[1] - q[1]).powi(2) + (p[2] - q[2]).powi(2)).sqrt())
         })
@@ -68,7 +72,8 @@ fn errors(datagrams: &[String], truth: &Truth, after: f64) -> Vec<f64> {
 fn receive(rx: &UdpSocket, until: Instant, child: &mut Child) -> Vec<String> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 65536];
-    rx.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     while Instant::now() < until {
         if let Ok(n) = rx.recv(&mut buf) {
             out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
@@ -130,11 +135,18 @@ fn notify_udp_sighup_and_sigterm() {
         .spawn()
         .unwrap();
     // Positions for 2.5 s of wall time (5 s of audio at twice real time).
-    let first = receive(&rx, Instant::now() + Duration::from_millis(2500), &mut child);
+    let first = receive(
+        &rx,
+        Instant::now() + Duration::from_millis(2500),
+        &mut child,
+    );
     // SIGHUP: the outputs are re-read; the same UDP output plus a JSON Lines file now.
     let jsonl = dir.join("after-hup.jsonl");
     let text = std::fs::read_to_string(&cfg).unwrap()
-        + &format!("[[output.sink]]\nkind = \"jsonl\"\npath = \"{}\"\n", jsonl.display());
+        + &format!(
+            "[[output.sink]]\nkind = \"jsonl\"\npath = \"{}\"\n",
+            jsonl.display()
+        );
     std::fs::write(&cfg, text).unwrap();
     signal(&child, libc::SIGHUP);
     let second = receive(&rx, Instant::now() + Duration::from_millis(800), &mut child);
@@ -145,7 +157,10 @@ fn notify_udp_sighup_and_sigterm() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(t.elapsed() < Duration::from_secs(2), "no exit within 2 s of SIGTERM");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "no exit within 2 s of SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let stderr = {
@@ -171,16 +186,21 @@ fn notify_udp_sighup_and_sigterm() {
     let mut s = e.clone();
     s.sort_by(f64::total_cmp);
     assert!(s[s.len() / 2] < 0.05, "median error {}", s[s.len() / 2]);
-    assert!(!errors(&second, &truth, 0.0).is_empty(), "no positions after SIGHUP");
+    assert!(
+        !errors(&second, &truth, 0.0).is_empty(),
+        "no positions after SIGHUP"
+    );
     let after = std::fs::read_to_string(&jsonl).unwrap_or_default();
-    assert!(after.contains("\"type\":\"track\""), "the reloaded outputs got nothing");
+    assert!(
+        after.contains("\"type\":\"track\""),
+        "the reloaded outputs got nothing"
+    );
     // Every frame is accounted for in the last status.
     let last = first
         .iter()
         .chain(&second)
         .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
-        .filter(|v| v["type"] == "status")
-        .last()
+        .rfind(|v| v["type"] == "status")
         .unwrap();
     assert_eq!(
         last["frames_in"].as_u64().unwrap(),

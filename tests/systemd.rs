@@ -26,7 +26,10 @@ fn unit_file_verifies() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     // Nothing to complain about in our own unit (other units on the system may be noisy).
-    let ours: Vec<&str> = err.lines().filter(|l| l.contains("sonotrack.service")).collect();
+    let ours: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("sonotrack.service"))
+        .collect();
     assert!(ours.is_empty(), "{ours:?}");
     for key in [
         "Type=notify",
@@ -43,7 +46,10 @@ fn unit_file_verifies() {
         "LimitRTPRIO=",
         "LD_LIBRARY_PATH=",
     ] {
-        assert!(std::fs::read_to_string(&path).unwrap().contains(key), "{key}");
+        assert!(
+            std::fs::read_to_string(&path).unwrap().contains(key),
+            "{key}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

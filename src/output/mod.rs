@@ -303,6 +303,9 @@ pub struct SinkRunner {
     handle: Option<JoinHandle<()>>,
 }
 
+/// Consecutive good sends after which a failing output counts as recovered (for the log).
+const RECOVERED_AFTER: u32 = 20;
+
 /// Messages a sink may have queued before new ones are dropped.
 pub const QUEUE_CAPACITY: usize = 256;
 
@@ -321,7 +324,12 @@ impl SinkRunner {
         let handle = std::thread::Builder::new()
             .name(thread_name)
             .spawn(move || {
+                // An output is back only after a run of good sends: a UDP peer that is away
+                // makes sends fail and succeed alternately (the ICMP errors arrive late), and
+                // that must not flood the log.
                 let mut failing = false;
+                let mut streak = 0u32;
+                let mut dropped_since = 0u64;
                 for cmd in rx {
                     match cmd {
                         Cmd::Msg(m) => match sink.send(&m) {
@@ -330,17 +338,23 @@ impl SinkRunner {
                                 if let (Some(r), false) = (m.ready, m.is_status) {
                                     st.latency.record(r.elapsed());
                                 }
-                                if failing {
-                                    log::info!("output {log_name}: delivering again");
+                                streak += 1;
+                                if failing && streak >= RECOVERED_AFTER {
+                                    log::info!(
+                                        "output {log_name}: delivering again ({dropped_since} messages dropped)"
+                                    );
                                     failing = false;
                                 }
                             }
                             Err(e) => {
                                 st.write_errors.fetch_add(1, Ordering::Relaxed);
+                                streak = 0;
                                 if !failing {
                                     log::warn!("output {log_name}: {e}; dropping messages until it recovers");
                                     failing = true;
+                                    dropped_since = 0;
                                 }
+                                dropped_since += 1;
                             }
                         },
                         Cmd::Flush(done) => {
