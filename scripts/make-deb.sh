@@ -12,6 +12,16 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 root=target/deb/sonotrack_${version}_${arch}
 rm -rf "$root"
 install -D -m 0755 "$bin" "$root/usr/bin/sonotrack"
+# Ship it without debug sections (the unstripped build stays in target/ for symbolising).
+case "$arch" in
+    arm64) strip=$(command -v aarch64-linux-gnu-strip || true) ;;
+    *) strip=$(command -v strip || true) ;;
+esac
+if [ -n "$strip" ]; then
+    "$strip" --strip-debug "$root/usr/bin/sonotrack"
+else
+    echo "warning: no strip for $arch; the packaged binary keeps its debug sections" >&2
+fi
 install -D -m 0644 systemd/sonotrack.service "$root/lib/systemd/system/sonotrack.service"
 install -D -m 0644 systemd/sonotrack.service.d/local.conf.sample \
     "$root/usr/share/doc/sonotrack/local.conf.sample"

@@ -48,6 +48,8 @@ pub struct RunSummary {
     pub dropped: std::collections::BTreeMap<String, u64>,
     pub sink_drops: std::collections::BTreeMap<String, u64>,
     pub latency_ms: Vec<(String, Option<f64>, Option<f64>)>,
+    /// Processing time per frame: median and 99th percentile, milliseconds.
+    pub processing_ms: (Option<f64>, Option<f64>),
     pub reloads: u64,
     pub seconds: f64,
 }
@@ -354,6 +356,10 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
                 )
             })
             .collect(),
+        processing_ms: (
+            pipe.proc_time.quantile_ms(0.5),
+            pipe.proc_time.quantile_ms(0.99),
+        ),
         reloads,
         seconds: started.elapsed().as_secs_f64(),
     };
@@ -379,6 +385,9 @@ impl std::fmt::Display for RunSummary {
             self.sink_drops,
             self.reloads
         )?;
+        if let (Some(a), Some(b)) = self.processing_ms {
+            writeln!(f, "processing per frame: median {a:.2} ms, p99 {b:.2} ms")?;
+        }
         for (name, p50, p99) in &self.latency_ms {
             if let (Some(a), Some(b)) = (p50, p99) {
                 writeln!(

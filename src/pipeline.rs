@@ -88,6 +88,9 @@ pub struct Pipeline {
     reports: Vec<TrackReport>,
     /// Live: when the frame being processed was complete (carried into its messages).
     pub frame_ready: Option<Instant>,
+    /// Processing time per frame (its share of the correlation, the tracker step, the hand-off
+    /// to the outputs), so a daemon can tell processing time from scheduling delay.
+    pub proc_time: crate::output::LatencyHistogram,
 }
 
 impl Pipeline {
@@ -111,6 +114,7 @@ impl Pipeline {
             started: Instant::now(),
             reports: Vec::new(),
             frame_ready: None,
+            proc_time: crate::output::LatencyHistogram::default(),
             cfg: cfg.clone(),
             opts,
             correlator: backends.correlator,
@@ -251,6 +255,7 @@ impl Pipeline {
             let took = start.elapsed() + gcc_time;
             self.counters.proc_total += took;
             self.counters.proc_max = self.counters.proc_max.max(took);
+            self.proc_time.record(took);
             self.window.0 += took;
             self.window.1 = self.window.1.max(took);
             self.window.2 += 1;
