@@ -279,7 +279,7 @@ fn main() -> ExitCode {
     };
     // Logging is best effort: a second logger (tests) is not an error.
     let _ = simple_logger::SimpleLogger::new().with_level(level).init();
-    match run(cli.cmd) {
+    match rayon::scope(|_| run(cli.cmd)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -282,6 +282,17 @@ pub trait Correlator: Send {
 /// the normalisation `sum_k mult_k |G'_k|` (0 when the pair carries no signal).
 ///
 /// `mag_a`/`mag_b` are `|X|^beta` per bin for the two channels.
+/// A sum in four interleaved running totals (the additions then overlap instead of waiting on
+/// each other).
+#[inline(always)]
+fn sum4(values: impl Iterator<Item = f64>) -> f64 {
+    let mut acc = [0.0f64; 4];
+    for (j, v) in values.enumerate() {
+        acc[j & 3] += v;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
 pub fn weight_pair(
     p: &GccParams,
     xa: &[Complex32],
@@ -297,13 +308,15 @@ pub fn weight_pair(
     // Mean weight magnitude over the band sets the regulariser's scale.
     let mut mean = 0.0f64;
     if phat {
-        for k in lo..=hi {
-            mean += f64::from(mag_a[k] * mag_b[k]);
-        }
+        mean = sum4(
+            mag_a[lo..=hi]
+                .iter()
+                .zip(&mag_b[lo..=hi])
+                .map(|(a, b)| f64::from(a * b)),
+        );
         mean /= (hi - lo + 1) as f64;
     }
     let reg = (f64::from(p.regularisation) * mean) as f32 + f32::MIN_POSITIVE;
-    let mut norm = 0.0f64;
     for k in lo..=hi {
         let g = xa[k] * xb[k].conj();
         let taper = p.band_taper[k];
@@ -312,11 +325,14 @@ pub fn weight_pair(
         } else {
             taper
         };
-        let gw = g * w;
-        out[k] = gw;
-        let mult = if k == 0 || k == n_half { 1.0 } else { 2.0 };
-        norm += mult * f64::from((gw.re * gw.re + gw.im * gw.im).sqrt());
+        out[k] = g * w;
     }
+    // The two one-sided ends count once, every other bin twice (its mirror image).
+    let norm = sum4(out[lo..=hi].iter().enumerate().map(|(j, gw)| {
+        let k = lo + j;
+        let mult = if k == 0 || k == n_half { 1.0 } else { 2.0 };
+        mult * f64::from((gw.re * gw.re + gw.im * gw.im).sqrt())
+    }));
     norm as f32
 }
 
@@ -339,13 +355,24 @@ pub fn find_peaks(
         return;
     }
     let at = |lag: i64| curve[(lag + c) as usize];
-    // Mean and spread over the physical lags, for the quality figure.
-    let (mut s, mut s2) = (0.0f64, 0.0f64);
-    for lag in -bound..=bound {
-        let v = f64::from(at(lag));
-        s += v;
-        s2 += v * v;
+    // Mean and spread over the physical lags, for the quality figure (four running sums, so
+    // the additions do not wait on each other).
+    let phys = &curve[(c - bound) as usize..=(c + bound) as usize];
+    let (mut s4, mut q4) = ([0.0f64; 4], [0.0f64; 4]);
+    let mut quads = phys.chunks_exact(4);
+    for q in &mut quads {
+        for i in 0..4 {
+            let v = f64::from(q[i]);
+            s4[i] += v;
+            q4[i] += v * v;
+        }
     }
+    for (i, &v) in quads.remainder().iter().enumerate() {
+        s4[i] += f64::from(v);
+        q4[i] += f64::from(v) * f64::from(v);
+    }
+    let s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+    let s2 = (q4[0] + q4[1]) + (q4[2] + q4[3]);
     let n = (2 * bound + 1) as f64;
     let mean = s / n;
     let var = s2 / n - mean * mean;
@@ -361,32 +388,44 @@ pub fn find_peaks(
     let cap = (4 * out.len() + 8).min(MAX_CANDIDATES);
     let mut cand = [(f32::NEG_INFINITY, 0i64); MAX_CANDIDATES];
     let mut n_cand = 0usize;
-    for lag in -bound..=bound {
-        let v = at(lag);
-        let left = if lag > -bound {
-            at(lag - 1)
-        } else {
-            f32::NEG_INFINITY
-        };
-        let right = if lag < bound {
-            at(lag + 1)
-        } else {
-            f32::NEG_INFINITY
-        };
-        if !(v >= left && v > right && v.is_finite()) {
-            continue;
+    // In blocks: first the local maxima are gathered without a data-dependent branch (a noisy
+    // curve has a maximum at every third lag, which no predictor guesses), then each goes
+    // through the insertion, which rejects most with one well-predicted comparison.
+    const BLK: usize = 256;
+    let mut buf = [(0.0f32, 0i64); BLK];
+    let mut start = -bound;
+    while start <= bound {
+        let end = (start + BLK as i64 - 1).min(bound);
+        let mut m = 0usize;
+        for lag in start..=end {
+            let v = at(lag);
+            let left = if lag > -bound {
+                at(lag - 1)
+            } else {
+                f32::NEG_INFINITY
+            };
+            let right = if lag < bound {
+                at(lag + 1)
+            } else {
+                f32::NEG_INFINITY
+            };
+            buf[m] = (v, lag);
+            m += usize::from((v >= left) & (v > right) & v.is_finite());
         }
-        if n_cand == cap && v <= cand[cap - 1].0 {
-            continue;
+        for &(v, lag) in &buf[..m] {
+            if n_cand == cap && v <= cand[cap - 1].0 {
+                continue;
+            }
+            // Insertion: shift the worse ones down by one (dropping the last when full).
+            let mut i = n_cand.min(cap - 1);
+            while i > 0 && cand[i - 1].0 < v {
+                cand[i] = cand[i - 1];
+                i -= 1;
+            }
+            cand[i] = (v, lag);
+            n_cand = (n_cand + 1).min(cap);
         }
-        // Insertion: shift the worse ones down by one (dropping the last when full).
-        let mut i = n_cand.min(cap - 1);
-        while i > 0 && cand[i - 1].0 < v {
-            cand[i] = cand[i - 1];
-            i -= 1;
-        }
-        cand[i] = (v, lag);
-        n_cand = (n_cand + 1).min(cap);
+        start = end + 1;
     }
     let cand = &cand[..n_cand];
     let mut kept = 0usize;

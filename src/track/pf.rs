@@ -173,12 +173,28 @@ fn pass1_impl(
     sums_impl(ch, &x.reference)
 }
 
+/// The largest value (NaN-ignoring, as `f32::max`), in lanes so the comparisons overlap.
+#[inline(always)]
+fn max_lanes(v: &[f32]) -> f32 {
+    let mut m = [f32::NEG_INFINITY; LANES];
+    let mut blocks = v.chunks_exact(LANES);
+    for b in &mut blocks {
+        for i in 0..LANES {
+            m[i] = m[i].max(b[i]);
+        }
+    }
+    for &x in blocks.remainder() {
+        m[0] = m[0].max(x);
+    }
+    m.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+}
+
 /// The chunk's largest log weight `m` and the weighted sums with e = exp(log w - m) (also left
 /// in `e`), relative to `reference`.
 #[inline(always)]
 fn sums_impl(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
     let len = ch.log_w.len();
-    let mx = ch.log_w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mx = max_lanes(ch.log_w);
     let mut out = ChunkSums::zero();
     if !mx.is_finite() {
         ch.e.fill(0.0);
@@ -189,6 +205,7 @@ fn sums_impl(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
     let mut s = [0.0f64; LANES];
     let mut s2 = [0.0f64; LANES];
     let mut turn = [0.0f64; LANES];
+    let mut models = [[0.0f64; MAX_MODELS]; LANES];
     let mut b = 0;
     while b < len {
         let cnt = (len - b).min(LANES);
@@ -213,8 +230,10 @@ fn sums_impl(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
             }
             turn[i] += w * f64::from(st[6][i]);
         }
+        // Per-lane model sums: consecutive particles mostly share a model, and one running
+        // sum per model would make every addition wait on the previous one.
         for i in 0..cnt {
-            out.models[ch.model[b + i] as usize] += f64::from(e[i]);
+            models[i][ch.model[b + i] as usize] += f64::from(e[i]);
         }
         b += LANES;
     }
@@ -227,6 +246,9 @@ fn sums_impl(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
         }
         for a in 0..21 {
             out.xx[a] += xx[a][i];
+        }
+        for (o, m) in out.models.iter_mut().zip(&models[i]) {
+            *o += m;
         }
     }
     (mx, out)
@@ -540,28 +562,11 @@ impl CpuParticleFilter {
                 ml = ml.max(*ll);
             }
         }
+        let avx2 = self.avx2;
         let parts: Vec<([f64; G], [f64; G])> = lw
             .par_chunks(CHUNK)
             .zip(self.ll.par_chunks(CHUNK))
-            .map(|(wc, lc)| {
-                let mut s = [0.0f64; G];
-                let mut s2 = [0.0f64; G];
-                for (&w, &ll) in wc.iter().zip(lc) {
-                    if !ll.is_finite() {
-                        continue;
-                    }
-                    let a = f64::from(w - ll - mp).exp();
-                    // y = e^(b 2^-G+1), squared up to e^b.
-                    let mut y = (f64::from(ll - ml) * (-(TEMPER_GRID as f64)).exp2()).exp();
-                    for g in (0..G).rev() {
-                        let e = a * y;
-                        s[g] += e;
-                        s2[g] += e * e;
-                        y *= y;
-                    }
-                }
-                (s, s2)
-            })
+            .map(|(wc, lc)| temper_grid_sums(wc, lc, mp, ml, avx2))
             .collect();
         let mut s = [0.0f64; G];
         let mut s2 = [0.0f64; G];
@@ -675,23 +680,45 @@ impl CpuParticleFilter {
         let u0 = f64::from(philox::uniform(
             philox::draw(p.seed, meas.frame, t.slot, 0, Stream::Resample)[0],
         ));
-        resample::systematic(&self.cdf, u0, &mut self.anc);
         let base = slot * STATE_DIM * n;
         let src = &self.state[base..base + STATE_DIM * n];
         let src_m = &self.model[slot * n..(slot + 1) * n];
-        let anc = &self.anc;
-        self.scratch_state
-            .par_chunks_mut(n)
+        let cdf = &self.cdf;
+        // One parallel pass per block of output slots: its ancestors, then its share of every
+        // state component and of the model index.
+        let mut comps: Vec<std::slice::ChunksMut<'_, f32>> = self
+            .scratch_state
+            .chunks_mut(n)
+            .map(|c| c.chunks_mut(resample::BLOCK))
+            .collect();
+        let mut models = self.scratch_model.chunks_mut(resample::BLOCK);
+        let mut ancs = self.anc.chunks_mut(resample::BLOCK);
+        let blocks: Vec<_> = (0..n.div_ceil(resample::BLOCK))
+            .map(|_| {
+                let dst: [&mut [f32]; STATE_DIM] =
+                    std::array::from_fn(|c| comps[c].next().unwrap_or_default());
+                (
+                    dst,
+                    models.next().unwrap_or_default(),
+                    ancs.next().unwrap_or_default(),
+                )
+            })
+            .collect();
+        blocks
+            .into_par_iter()
             .enumerate()
-            .for_each(|(c, dst)| {
-                let comp = &src[c * n..(c + 1) * n];
-                for (d, &a) in dst.iter_mut().zip(anc) {
-                    *d = comp[a as usize];
+            .for_each(|(b, (mut dst, dm, anc))| {
+                resample::systematic_block(cdf, u0, b * resample::BLOCK, n, anc);
+                for (c, d) in dst.iter_mut().enumerate() {
+                    let comp = &src[c * n..(c + 1) * n];
+                    for (d, &a) in d.iter_mut().zip(anc.iter()) {
+                        *d = comp[a as usize];
+                    }
+                }
+                for (d, &a) in dm.iter_mut().zip(anc.iter()) {
+                    *d = src_m[a as usize];
                 }
             });
-        for (d, &a) in self.scratch_model.iter_mut().zip(anc) {
-            *d = src_m[a as usize];
-        }
         self.state[base..base + STATE_DIM * n].copy_from_slice(&self.scratch_state);
         self.model[slot * n..(slot + 1) * n].copy_from_slice(&self.scratch_model);
         self.log_w[slot * n..(slot + 1) * n].fill(0.0);
@@ -705,6 +732,75 @@ impl CpuParticleFilter {
         }
         Ok(())
     }
+}
+
+/// Lanes of f64 in the tempering sums (four fill an AVX2 register).
+const TEMPER_LANES: usize = 4;
+
+/// One chunk's tempering sums on the grid: s[g] = Σ e_g, s2[g] = Σ e_g² with
+/// e_g = e^(prev - mp) e^(β_g (ll - ml)), β_g = 2^-g, for particles with a finite likelihood.
+/// Lanes of particles are summed separately (so the loop vectorises) and added at the end.
+#[inline(always)]
+fn temper_grid_sums_impl(
+    wc: &[f32],
+    lc: &[f32],
+    mp: f32,
+    ml: f32,
+) -> ([f64; TEMPER_GRID + 1], [f64; TEMPER_GRID + 1]) {
+    const G: usize = TEMPER_GRID + 1;
+    let finest = (-(TEMPER_GRID as f64)).exp2();
+    let mut s = [[0.0f64; TEMPER_LANES]; G];
+    let mut s2 = [[0.0f64; TEMPER_LANES]; G];
+    for (wb, lb) in wc.chunks(TEMPER_LANES).zip(lc.chunks(TEMPER_LANES)) {
+        let mut a = [0.0f64; TEMPER_LANES];
+        let mut y = [0.0f64; TEMPER_LANES];
+        for (i, (&w, &ll)) in wb.iter().zip(lb).enumerate() {
+            if ll.is_finite() {
+                a[i] = f64::from(w - ll - mp).exp();
+                // y = e^(b 2^-G+1), squared up to e^b.
+                y[i] = (f64::from(ll - ml) * finest).exp();
+            }
+        }
+        for g in (0..G).rev() {
+            for i in 0..TEMPER_LANES {
+                let e = a[i] * y[i];
+                s[g][i] += e;
+                s2[g][i] += e * e;
+                y[i] *= y[i];
+            }
+        }
+    }
+    (
+        std::array::from_fn(|g| s[g].iter().sum()),
+        std::array::from_fn(|g| s2[g].iter().sum()),
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn temper_grid_sums_avx2(
+    wc: &[f32],
+    lc: &[f32],
+    mp: f32,
+    ml: f32,
+) -> ([f64; TEMPER_GRID + 1], [f64; TEMPER_GRID + 1]) {
+    temper_grid_sums_impl(wc, lc, mp, ml)
+}
+
+fn temper_grid_sums(
+    wc: &[f32],
+    lc: &[f32],
+    mp: f32,
+    ml: f32,
+    avx2: bool,
+) -> ([f64; TEMPER_GRID + 1], [f64; TEMPER_GRID + 1]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        // SAFETY: `avx2` is true only when the processor reported AVX2 at start-up.
+        return unsafe { temper_grid_sums_avx2(wc, lc, mp, ml) };
+    }
+    let _ = avx2;
+    temper_grid_sums_impl(wc, lc, mp, ml)
 }
 
 /// Regularise one chunk after a tempered resampling (lanes of Philox normals).
