@@ -33,8 +33,9 @@ pub fn systematic_par(cdf: &[f64], u0: f64, out: &mut [u32]) {
 }
 
 /// Slots `j0..j0 + out.len()` of `n`, by a walk from the block's first ancestor (found by binary
-/// search). The walk has no data-dependent branch: each step either moves to the next particle
-/// or settles the slot (a select, not a jump), so irregular copy counts cost no mispredictions.
+/// search). Each slot probes the next four cumulative sums at once instead of stepping one by
+/// one, so irregular copy counts cost neither mispredicted branches nor a chain of dependent
+/// loads.
 /// (Counting each particle's slots instead, from an estimate corrected with the exact target
 /// formula, was measured 4x slower: a rounding call and divisions per particle.)
 pub fn systematic_block(cdf: &[f64], u0: f64, j0: usize, n: usize, out: &mut [u32]) {
@@ -52,12 +53,22 @@ pub fn systematic_block(cdf: &[f64], u0: f64, j0: usize, n: usize, out: &mut [u3
         for (k, t) in t.iter_mut().enumerate() {
             *t = (u0 + (jb + k) as f64) / n as f64 * total;
         }
-        let mut k = 0;
-        while k < o.len() {
-            let advance = i + 1 < len && cdf[i] <= t[k];
-            o[k] = i as u32;
-            i += usize::from(advance);
-            k += usize::from(!advance);
+        let at = |i: usize| cdf.get(i).copied().unwrap_or(f64::INFINITY);
+        for (o, &t) in o.iter_mut().zip(t.iter()) {
+            // Four probes at once: the cumulative sums are sorted, so the ones at or below the
+            // target form a prefix and their count is the step (most slots move 0-2 places, so
+            // the loop rarely goes round twice).
+            loop {
+                let step = usize::from(at(i) <= t)
+                    + usize::from(at(i + 1) <= t)
+                    + usize::from(at(i + 2) <= t)
+                    + usize::from(at(i + 3) <= t);
+                i += step;
+                if step < 4 {
+                    break;
+                }
+            }
+            *o = i.min(len - 1) as u32;
         }
     }
 }
