@@ -206,14 +206,16 @@ fn sums_impl(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
     let mut s2 = [0.0f64; LANES];
     let mut turn = [0.0f64; LANES];
     let mut models = [[0.0f64; MAX_MODELS]; LANES];
+    // The exponentials first, in a loop of their own that vectorises (inside the lane loop the
+    // partial last block kept them scalar).
+    for (e, &w) in ch.e[..len].iter_mut().zip(&ch.log_w[..len]) {
+        *e = fastmath::exp(w - mx);
+    }
     let mut b = 0;
     while b < len {
         let cnt = (len - b).min(LANES);
         let mut e = [0.0f32; LANES];
-        for i in 0..cnt {
-            e[i] = fastmath::exp(ch.log_w[b + i] - mx);
-            ch.e[b + i] = e[i];
-        }
+        e[..cnt].copy_from_slice(&ch.e[b..b + cnt]);
         let st = load(&ch.s, b, cnt);
         for i in 0..LANES {
             let w = f64::from(e[i]);
