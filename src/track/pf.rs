@@ -1084,6 +1084,62 @@ mod tests {
         }
     }
 
+    /// The tempering grid sums in lanes (either build) agree with one plain loop, including
+    /// particles with an infinite log-likelihood and a length that is not a multiple of the lanes.
+    #[test]
+    fn temper_grid_sums_match_a_plain_loop() {
+        let n = 1000 + 3;
+        let (mut lw, mut ll) = (Vec::new(), Vec::new());
+        for i in 0..n as u32 {
+            let w = philox::draw(7, 3, 0, i, Stream::Predict);
+            ll.push(if i % 17 == 0 {
+                f32::NEG_INFINITY
+            } else {
+                -40.0 * philox::uniform(w[0])
+            });
+            lw.push(-5.0 * philox::uniform(w[1]) + ll[i as usize]);
+        }
+        let (mut mp, mut ml) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+        for (w, l) in lw.iter().zip(&ll) {
+            if l.is_finite() {
+                mp = mp.max(w - l);
+                ml = ml.max(*l);
+            }
+        }
+        const G: usize = TEMPER_GRID + 1;
+        let (mut s, mut s2) = ([0.0f64; G], [0.0f64; G]);
+        for (&w, &l) in lw.iter().zip(&ll) {
+            if !l.is_finite() {
+                continue;
+            }
+            for (g, (sg, s2g)) in s.iter_mut().zip(s2.iter_mut()).enumerate() {
+                let beta = (-(g as f64)).exp2();
+                let e = f64::from(w - l - mp).exp() * (f64::from(l - ml) * beta).exp();
+                *sg += e;
+                *s2g += e * e;
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        let has_avx2 = std::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let has_avx2 = false;
+        for avx2 in [false, has_avx2] {
+            let (a, b) = temper_grid_sums(&lw, &ll, mp, ml, avx2);
+            for g in 0..G {
+                assert!(
+                    (a[g] - s[g]).abs() <= 1e-9 * s[g].abs().max(1e-300),
+                    "s[{g}] {} {}",
+                    a[g],
+                    s[g]
+                );
+                assert!(
+                    (b[g] - s2[g]).abs() <= 1e-9 * s2[g].abs().max(1e-300),
+                    "s2[{g}]"
+                );
+            }
+        }
+    }
+
     /// A measurement made from the exact TDOAs of a point.
     fn measurement(f: &CpuParticleFilter, frame: u64, at: [f32; 3]) -> TdoaMeasurement {
         let p = f.params();
