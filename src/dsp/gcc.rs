@@ -282,13 +282,19 @@ pub trait Correlator: Send {
 /// the normalisation `sum_k mult_k |G'_k|` (0 when the pair carries no signal).
 ///
 /// `mag_a`/`mag_b` are `|X|^beta` per bin for the two channels.
-/// A sum in four interleaved running totals (the additions then overlap instead of waiting on
-/// each other).
+/// Σ f(v[i]) in four interleaved running totals (the additions then overlap instead of
+/// waiting on each other).
 #[inline(always)]
-fn sum4(values: impl Iterator<Item = f64>) -> f64 {
+fn sum4<T>(v: &[T], f: impl Fn(&T) -> f64) -> f64 {
     let mut acc = [0.0f64; 4];
-    for (j, v) in values.enumerate() {
-        acc[j & 3] += v;
+    let mut quads = v.chunks_exact(4);
+    for q in &mut quads {
+        for i in 0..4 {
+            acc[i] += f(&q[i]);
+        }
+    }
+    for (i, x) in quads.remainder().iter().enumerate() {
+        acc[i] += f(x);
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
@@ -303,36 +309,46 @@ pub fn weight_pair(
 ) -> f32 {
     let (lo, hi) = p.band_bins;
     let n_half = p.fft_len / 2;
-    out.fill(Complex32::new(0.0, 0.0));
+    out[..lo].fill(Complex32::new(0.0, 0.0));
+    out[hi + 1..].fill(Complex32::new(0.0, 0.0));
     let phat = p.weighting == Weighting::Phat;
-    // Mean weight magnitude over the band sets the regulariser's scale.
-    let mut mean = 0.0f64;
+    let (ma, mb) = (&mag_a[lo..=hi], &mag_b[lo..=hi]);
+    let (xa, xb) = (&xa[lo..=hi], &xb[lo..=hi]);
+    let taper = &p.band_taper[lo..=hi];
+    let band = &mut out[lo..=hi];
     if phat {
-        mean = sum4(
-            mag_a[lo..=hi]
-                .iter()
-                .zip(&mag_b[lo..=hi])
-                .map(|(a, b)| f64::from(a * b)),
-        );
-        mean /= (hi - lo + 1) as f64;
+        // Mean weight magnitude over the band sets the regulariser's scale.
+        let mut acc = [0.0f64; 4];
+        let mut qa = ma.chunks_exact(4);
+        let mut qb = mb.chunks_exact(4);
+        for (a, b) in (&mut qa).zip(&mut qb) {
+            for i in 0..4 {
+                acc[i] += f64::from(a[i] * b[i]);
+            }
+        }
+        for (i, (a, b)) in qa.remainder().iter().zip(qb.remainder()).enumerate() {
+            acc[i] += f64::from(a * b);
+        }
+        let mean = ((acc[0] + acc[1]) + (acc[2] + acc[3])) / band.len() as f64;
+        let reg = (f64::from(p.regularisation) * mean) as f32 + f32::MIN_POSITIVE;
+        for (((((o, a), b), t), m), n) in band.iter_mut().zip(xa).zip(xb).zip(taper).zip(ma).zip(mb)
+        {
+            *o = (a * b.conj()) * (t / (m * n + reg));
+        }
+    } else {
+        for (((o, a), b), t) in band.iter_mut().zip(xa).zip(xb).zip(taper) {
+            *o = (a * b.conj()) * *t;
+        }
     }
-    let reg = (f64::from(p.regularisation) * mean) as f32 + f32::MIN_POSITIVE;
-    for k in lo..=hi {
-        let g = xa[k] * xb[k].conj();
-        let taper = p.band_taper[k];
-        let w = if phat {
-            taper / (mag_a[k] * mag_b[k] + reg)
-        } else {
-            taper
-        };
-        out[k] = g * w;
+    // Every bin counts twice (its mirror image) except the two one-sided ends.
+    let mag = |g: &Complex32| f64::from((g.re * g.re + g.im * g.im).sqrt());
+    let mut norm = 2.0 * sum4(band, mag);
+    if lo == 0 {
+        norm -= mag(&out[0]);
     }
-    // The two one-sided ends count once, every other bin twice (its mirror image).
-    let norm = sum4(out[lo..=hi].iter().enumerate().map(|(j, gw)| {
-        let k = lo + j;
-        let mult = if k == 0 || k == n_half { 1.0 } else { 2.0 };
-        mult * f64::from((gw.re * gw.re + gw.im * gw.im).sqrt())
-    }));
+    if hi == n_half {
+        norm -= mag(&out[n_half]);
+    }
     norm as f32
 }
 
