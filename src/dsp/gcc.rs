@@ -370,7 +370,6 @@ pub fn find_peaks(
     if bound < 0 {
         return;
     }
-    let at = |lag: i64| curve[(lag + c) as usize];
     // Mean and spread over the physical lags, for the quality figure (four running sums, so
     // the additions do not wait on each other).
     let phys = &curve[(c - bound) as usize..=(c + bound) as usize];
@@ -409,23 +408,25 @@ pub fn find_peaks(
     // through the insertion, which rejects most with one well-predicted comparison.
     const BLK: usize = 256;
     let mut buf = [(0.0f32, 0i64); BLK];
-    let mut start = -bound;
-    while start <= bound {
-        let end = (start + BLK as i64 - 1).min(bound);
+    let len = phys.len();
+    let mut start = 0usize;
+    while start < len {
+        let end = (start + BLK).min(len);
         let mut m = 0usize;
-        for lag in start..=end {
-            let v = at(lag);
-            let left = if lag > -bound {
-                at(lag - 1)
+        // Indices into `phys` (lag = index - bound), so the compiler can drop the bounds checks.
+        for idx in start..end {
+            let v = phys[idx];
+            let left = if idx > 0 {
+                phys[idx - 1]
             } else {
                 f32::NEG_INFINITY
             };
-            let right = if lag < bound {
-                at(lag + 1)
+            let right = if idx + 1 < len {
+                phys[idx + 1]
             } else {
                 f32::NEG_INFINITY
             };
-            buf[m] = (v, lag);
+            buf[m] = (v, idx as i64 - bound);
             m += usize::from((v >= left) & (v > right) & v.is_finite());
         }
         for &(v, lag) in &buf[..m] {
@@ -441,7 +442,7 @@ pub fn find_peaks(
             cand[i] = (v, lag);
             n_cand = (n_cand + 1).min(cap);
         }
-        start = end + 1;
+        start = end;
     }
     let cand = &cand[..n_cand];
     let mut kept = 0usize;

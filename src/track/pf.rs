@@ -271,26 +271,51 @@ unsafe fn pass1_avx2(
 
 /// Pass 1 with its random numbers generated first (see `fastmath::step_noise`).
 fn pass1(x: &StepCtx, ch: &mut ChunkMut, avx2: bool) -> (f32, ChunkSums) {
+    // Scratch kept per worker thread: a step would otherwise allocate and clear eleven buffers
+    // per chunk. Nothing in pass 1 re-enters it on the same thread; if it ever did, the inner
+    // call gets fresh buffers instead of a panic.
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Pass1Scratch> =
+            std::cell::RefCell::new(Pass1Scratch::default());
+    }
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut s) => pass1_with(x, ch, avx2, &mut s),
+        Err(_) => pass1_with(x, ch, avx2, &mut Pass1Scratch::default()),
+    })
+}
+
+/// Pass 1's buffers: the random numbers and the likelihood's and model switch's scratch.
+#[derive(Default)]
+struct Pass1Scratch {
+    u: Vec<f32>,
+    z: [Vec<f32>; 4],
+    sc: LikScratch,
+    sw: Vec<u32>,
+}
+
+fn pass1_with(
+    x: &StepCtx,
+    ch: &mut ChunkMut,
+    avx2: bool,
+    s: &mut Pass1Scratch,
+) -> (f32, ChunkSums) {
     let len = ch.log_w.len();
-    let mut u = vec![0.0f32; len];
-    let mut z: [Vec<f32>; 4] = std::array::from_fn(|_| vec![0.0f32; len]);
-    let mut sc = LikScratch::default();
-    let mut sw = vec![0u32; len];
-    fastmath::step_noise(
-        x.p.seed,
-        x.meas.frame,
-        x.t.slot,
-        ch.start,
-        &mut u,
-        &mut z,
-        avx2,
-    );
+    // Every element is written before it is read (`step_noise` fills u and z, the switch
+    // clears its scratch): resizing only keeps the lengths right.
+    s.u.resize(len, 0.0);
+    s.sw.resize(len, 0);
+    for z in &mut s.z {
+        z.resize(len, 0.0);
+    }
+    let Pass1Scratch { u, z, sc, sw } = s;
+    let (u, sw) = (&mut u[..len], &mut sw[..len]);
+    fastmath::step_noise(x.p.seed, x.meas.frame, x.t.slot, ch.start, u, z, avx2);
     #[cfg(target_arch = "x86_64")]
     if avx2 {
         // SAFETY: `avx2` is true only when the processor reported AVX2 at start-up.
-        return unsafe { pass1_avx2(x, ch, &u, &z, &mut sc, &mut sw) };
+        return unsafe { pass1_avx2(x, ch, u, z, sc, sw) };
     }
-    pass1_impl(x, ch, &u, &z, &mut sc, &mut sw)
+    pass1_impl(x, ch, u, z, sc, sw)
 }
 
 #[cfg(target_arch = "x86_64")]
