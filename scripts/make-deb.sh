@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/board/aarch64-unknown-linux-gnu/release/sonotrack}
 arch=${2:-arm64}
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 root=target/deb/sonotrack_${version}_${arch}
 rm -rf "$root"
 install -D -m 0755 "$bin" "$root/usr/bin/sonotrack"
