@@ -82,23 +82,49 @@ pub struct BoundTracker {
     out: Vec<FrameBound>,
 }
 
+/// A frame's analysis window and band as the bound sees them.
+pub(crate) struct FrameBand {
+    pub window: Vec<f32>,
+    /// The window's equivalent noise bandwidth, in bins.
+    pub enbw: f64,
+    /// First and last bin of the processing band (DC and Nyquist left out).
+    pub lo: usize,
+    pub hi: usize,
+}
+
+pub(crate) fn frame_band(cfg: &Config) -> FrameBand {
+    let fs = cfg.sample_rate_hz();
+    let n = cfg.frame_samples();
+    let window = crate::dsp::gcc::GccParams::from_config(cfg).window_coefficients();
+    let (s1, s2) = window.iter().fold((0.0f64, 0.0f64), |(a, b), &w| {
+        (a + f64::from(w), b + f64::from(w) * f64::from(w))
+    });
+    let enbw = if s1 > 0.0 {
+        n as f64 * s2 / (s1 * s1)
+    } else {
+        1.0
+    };
+    let band = cfg.band_hz();
+    let lo = ((band[0] * n as f64 / fs).ceil() as usize).max(1);
+    let hi = ((band[1] * n as f64 / fs).floor() as usize).min(n / 2 - 1);
+    FrameBand {
+        window,
+        enbw,
+        lo,
+        hi,
+    }
+}
+
 impl BoundTracker {
     pub fn new(cfg: &Config, target: u32) -> Self {
         let fs = cfg.sample_rate_hz();
         let n = cfg.frame_samples();
-        let params = crate::dsp::gcc::GccParams::from_config(cfg);
-        let window = params.window_coefficients();
-        let (s1, s2) = window.iter().fold((0.0f64, 0.0f64), |(a, b), &w| {
-            (a + f64::from(w), b + f64::from(w) * f64::from(w))
-        });
-        let enbw = if s1 > 0.0 {
-            n as f64 * s2 / (s1 * s1)
-        } else {
-            1.0
-        };
-        let band = cfg.band_hz();
-        let lo = ((band[0] * n as f64 / fs).ceil() as usize).max(1);
-        let hi = ((band[1] * n as f64 / fs).floor() as usize).min(n / 2 - 1);
+        let FrameBand {
+            window,
+            enbw,
+            lo,
+            hi,
+        } = frame_band(cfg);
         let bands = crlb::bands(lo, hi, BANDS);
         let band_w2 = bands
             .iter()

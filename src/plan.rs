@@ -151,19 +151,7 @@ struct Bands {
 fn bands(cfg: &Config, spectrum: SourceSpectrum) -> Bands {
     let fs = cfg.sample_rate_hz();
     let n = cfg.frame_samples();
-    let params = crate::dsp::gcc::GccParams::from_config(cfg);
-    let w = params.window_coefficients();
-    let (s1, s2) = w.iter().fold((0.0f64, 0.0f64), |(a, b), &v| {
-        (a + f64::from(v), b + f64::from(v) * f64::from(v))
-    });
-    let enbw = if s1 > 0.0 {
-        n as f64 * s2 / (s1 * s1)
-    } else {
-        1.0
-    };
-    let band = cfg.band_hz();
-    let lo = ((band[0] * n as f64 / fs).ceil() as usize).max(1);
-    let hi = ((band[1] * n as f64 / fs).floor() as usize).min(n / 2 - 1);
+    let crate::bound::FrameBand { enbw, lo, hi, .. } = crate::bound::frame_band(cfg);
     let bb = crlb::bands(lo, hi, 32);
     let mut weight = Vec::new();
     let mut shape = Vec::new();
