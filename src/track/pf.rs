@@ -74,7 +74,7 @@ struct SlotArrays<'a> {
 }
 
 /// One slot's views of the bank's arrays (a free function, so that the caller can borrow other
-/// fields at the same time).
+/// fields at the same time); `state` is already the slot's own buffer.
 fn slot_arrays<'a>(
     state: &'a mut [f32],
     model: &'a mut [u32],
@@ -85,7 +85,7 @@ fn slot_arrays<'a>(
     slot: usize,
 ) -> SlotArrays<'a> {
     SlotArrays {
-        state: &mut state[slot * STATE_DIM * n..(slot + 1) * STATE_DIM * n],
+        state,
         model: &mut model[slot * n..(slot + 1) * n],
         log_w: &mut log_w[slot * n..(slot + 1) * n],
         ll,
@@ -424,7 +424,9 @@ pub struct CpuParticleFilter {
     p: FilterParams,
     n: usize,
     /// `state[(slot * STATE_DIM + c) * n + i]`: component c of particle i of a slot.
-    state: Vec<f32>,
+    /// One buffer per slot, STATE_DIM × n each (component-major), so that resampling can
+    /// swap a slot's buffer with the scratch instead of copying back.
+    state: Vec<Vec<f32>>,
     model: Vec<u32>,
     log_w: Vec<f32>,
     /// Per slot: log of the sum of exp(log_w); subtracting it normalises the weights.
@@ -451,7 +453,7 @@ impl CpuParticleFilter {
         let avx2 = false;
         Self {
             n,
-            state: vec![0.0; p.slots * STATE_DIM * n],
+            state: vec![vec![0.0; STATE_DIM * n]; p.slots],
             model: vec![0; p.slots * n],
             log_w: vec![0.0; p.slots * n],
             log_norm: vec![(n as f64).ln(); p.slots],
@@ -478,13 +480,8 @@ impl CpuParticleFilter {
         }
     }
 
-    fn state_range(&self, slot: usize) -> std::ops::Range<usize> {
-        slot * STATE_DIM * self.n..(slot + 1) * STATE_DIM * self.n
-    }
-
     fn particle(&self, slot: usize, i: usize) -> [f32; 7] {
-        let base = slot * STATE_DIM * self.n;
-        std::array::from_fn(|c| self.state[base + c * self.n + i])
+        std::array::from_fn(|c| self.state[slot][c * self.n + i])
     }
 
     /// The paper's rule: the model whose weighted-mean predicted TDOAs lie closest (L1) to the
@@ -551,7 +548,7 @@ impl CpuParticleFilter {
 
     fn arrays(&mut self, slot: usize) -> SlotArrays<'_> {
         slot_arrays(
-            &mut self.state,
+            &mut self.state[slot],
             &mut self.model,
             &mut self.log_w,
             &mut self.ll,
@@ -648,7 +645,7 @@ impl CpuParticleFilter {
         };
         let chunks = split(
             slot_arrays(
-                &mut self.state,
+                &mut self.state[slot],
                 &mut self.model,
                 &mut self.log_w,
                 &mut self.ll,
@@ -707,8 +704,7 @@ impl CpuParticleFilter {
         let u0 = f64::from(philox::uniform(
             philox::draw(p.seed, meas.frame, t.slot, 0, Stream::Resample)[0],
         ));
-        let base = slot * STATE_DIM * n;
-        let src = &self.state[base..base + STATE_DIM * n];
+        let src = &self.state[slot];
         let src_m = &self.model[slot * n..(slot + 1) * n];
         let cdf = &self.cdf;
         // One parallel pass per block of output slots: its ancestors, then its share of every
@@ -746,7 +742,7 @@ impl CpuParticleFilter {
                     *d = src_m[a as usize];
                 }
             });
-        self.state[base..base + STATE_DIM * n].copy_from_slice(&self.scratch_state);
+        std::mem::swap(&mut self.state[slot], &mut self.scratch_state);
         self.model[slot * n..(slot + 1) * n].copy_from_slice(&self.scratch_model);
         self.log_w[slot * n..(slot + 1) * n].fill(0.0);
         self.log_norm[slot] = (n as f64).ln();
@@ -990,7 +986,7 @@ impl ParticleFilter for CpuParticleFilter {
         let p = &self.p;
         split(
             slot_arrays(
-                &mut self.state,
+                &mut self.state[slot],
                 &mut self.model,
                 &mut self.log_w,
                 &mut self.ll,
@@ -1042,7 +1038,7 @@ impl ParticleFilter for CpuParticleFilter {
         let n = self.n;
         let off = self.log_norm[s] as f32;
         Ok(Particles {
-            state: self.state[self.state_range(s)].to_vec(),
+            state: self.state[s].clone(),
             model: self.model[s * n..(s + 1) * n].to_vec(),
             log_weight: self.log_w[s * n..(s + 1) * n]
                 .iter()
@@ -1063,8 +1059,7 @@ impl ParticleFilter for CpuParticleFilter {
                 "particle arrays do not match the filter size",
             ));
         }
-        let range = self.state_range(s);
-        self.state[range].copy_from_slice(&parts.state);
+        self.state[s].copy_from_slice(&parts.state);
         self.model[s * n..(s + 1) * n].copy_from_slice(&parts.model);
         self.log_w[s * n..(s + 1) * n].copy_from_slice(&parts.log_weight);
         self.log_norm[s] = 0.0;
