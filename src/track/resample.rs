@@ -1,8 +1,9 @@
 //! Systematic resampling. Output slot j takes the particle whose interval of the cumulative
 //! weights contains `(u0 + j) / N`: a single uniform per track and frame, and each particle is
 //! copied either floor(N w) or ceil(N w) times. The GPU finds each slot's ancestor by binary
-//! search (one thread per slot, balanced work); the CPU walks the sorted positions once. Both
-//! give the same ancestors for the same cumulative sums.
+//! search (one thread per slot, balanced work); the CPU walks the sorted positions, a block of
+//! slots at a time, each block starting from a binary search. Both give the same ancestors for
+//! the same cumulative sums.
 
 /// Inclusive prefix sums of `weights` (need not be normalised), in f64.
 pub fn cumulative(weights: impl Iterator<Item = f64>, out: &mut Vec<f64>) {
@@ -14,23 +15,9 @@ pub fn cumulative(weights: impl Iterator<Item = f64>, out: &mut Vec<f64>) {
     }
 }
 
-/// Ancestors by one merge walk. `cdf` is inclusive and its last entry is the total; `u0` in (0, 1).
-pub fn systematic(cdf: &[f64], u0: f64, out: &mut [u32]) {
-    systematic_block(cdf, u0, 0, out.len(), out);
-}
-
-/// Output slots per block of [`systematic_par`].
+/// Output slots per block: the filter resamples blocks in parallel, each fused with the gather
+/// of its particles (see `CpuParticleFilter::step_one`).
 pub const BLOCK: usize = 1024;
-
-/// [`systematic`] with blocks of output slots in parallel (each block finds its first ancestor
-/// by binary search, then walks): the same ancestors.
-pub fn systematic_par(cdf: &[f64], u0: f64, out: &mut [u32]) {
-    use rayon::prelude::*;
-    let n = out.len();
-    out.par_chunks_mut(BLOCK)
-        .enumerate()
-        .for_each(|(b, o)| systematic_block(cdf, u0, b * BLOCK, n, o));
-}
 
 /// Slots `j0..j0 + out.len()` of `n`, by a walk from the block's first ancestor (found by binary
 /// search). Each slot probes the next four cumulative sums at once instead of stepping one by
@@ -87,6 +74,20 @@ pub fn ancestor(cdf: &[f64], u0: f64, j: usize, n: usize) -> u32 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// All slots in one walk.
+    fn systematic(cdf: &[f64], u0: f64, out: &mut [u32]) {
+        systematic_block(cdf, u0, 0, out.len(), out);
+    }
+
+    /// Blocks of slots in parallel, as the filter runs them.
+    fn systematic_par(cdf: &[f64], u0: f64, out: &mut [u32]) {
+        use rayon::prelude::*;
+        let n = out.len();
+        out.par_chunks_mut(BLOCK)
+            .enumerate()
+            .for_each(|(b, o)| systematic_block(cdf, u0, b * BLOCK, n, o));
+    }
 
     proptest! {
         /// The count is kept, each particle is copied floor(Nw) or ceil(Nw) times (which makes
