@@ -373,21 +373,8 @@ pub fn find_peaks(
     // Mean and spread over the physical lags, for the quality figure (four running sums, so
     // the additions do not wait on each other).
     let phys = &curve[(c - bound) as usize..=(c + bound) as usize];
-    let (mut s4, mut q4) = ([0.0f64; 4], [0.0f64; 4]);
-    let mut quads = phys.chunks_exact(4);
-    for q in &mut quads {
-        for i in 0..4 {
-            let v = f64::from(q[i]);
-            s4[i] += v;
-            q4[i] += v * v;
-        }
-    }
-    for (i, &v) in quads.remainder().iter().enumerate() {
-        s4[i] += f64::from(v);
-        q4[i] += f64::from(v) * f64::from(v);
-    }
-    let s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-    let s2 = (q4[0] + q4[1]) + (q4[2] + q4[3]);
+    let s = sum4(phys, |&v| f64::from(v));
+    let s2 = sum4(phys, |&v| f64::from(v) * f64::from(v));
     let n = (2 * bound + 1) as f64;
     let mean = s / n;
     let var = s2 / n - mean * mean;
