@@ -219,21 +219,24 @@ __device__ __forceinline__ u32 switch_model(const StepParams* sp, u32 from, floa
 // [2][RR_SHARED][blockDim.x]); larger arrays fall back to per-thread local memory.
 #define RR_SHARED 8
 
-__device__ __forceinline__ float log_likelihood(const StepParams* sp, const float* sensors,
-                                                const u32* pairs, const float* tdoa,
-                                                const float* amp, const float* floor_,
-                                                const float* s, float lag, float* rr_shared) {
-    float rho_local[MAX_SENSORS];
-    float rate_local[MAX_SENSORS];
+// SHARED: rho and rate live in `rr_shared` (a __shared__ array, so that the compiler emits
+// shared-memory loads rather than generic ones); otherwise in per-thread local memory.
+template <bool SHARED>
+__device__ __forceinline__ float log_likelihood_impl(const StepParams* sp, const float* sensors,
+                                                     const u32* pairs, const float* tdoa,
+                                                     const float* amp, const float* floor_,
+                                                     const float* s, float lag,
+                                                     float* rr_shared) {
+    float rho_local[SHARED ? 1 : MAX_SENSORS];
+    float rate_local[SHARED ? 1 : MAX_SENSORS];
     // The step's constants, read once (the compiler cannot tell they do not change).
     const u32 ns = sp->n_sensors < MAX_SENSORS ? sp->n_sensors : MAX_SENSORS;
     const u32 n_pairs = sp->n_pairs, kk = sp->k;
     const float inv_c = sp->inv_c, inv_two_var = sp->inv_two_var, gate = sp->gate;
     const bool three_d = sp->mode == 0;
-    bool sh = rr_shared != nullptr && ns <= RR_SHARED;
-    u32 stride = sh ? blockDim.x : 1;
-    float* rho = sh ? rr_shared + threadIdx.x : rho_local;
-    float* rate = sh ? rr_shared + RR_SHARED * blockDim.x + threadIdx.x : rate_local;
+    const u32 stride = SHARED ? blockDim.x : 1;
+    float* rho = SHARED ? rr_shared + threadIdx.x : rho_local;
+    float* rate = SHARED ? rr_shared + RR_SHARED * blockDim.x + threadIdx.x : rate_local;
 #define RHO(a) rho[(a) * stride]
 #define RATE(a) rate[(a) * stride]
     for (u32 a = 0; a < ns; ++a) {
@@ -278,6 +281,18 @@ __device__ __forceinline__ float log_likelihood(const StepParams* sp, const floa
 #undef RATE
 }
 
+// The per-particle log-likelihood; `rr_shared` ([2][RR_SHARED][blockDim.x] floats of shared
+// memory) holds rho and rate when the array has at most RR_SHARED sensors.
+__device__ __forceinline__ float log_likelihood(const StepParams* sp, const float* sensors,
+                                                const u32* pairs, const float* tdoa,
+                                                const float* amp, const float* floor_,
+                                                const float* s, float lag, float* rr_shared) {
+    if (sp->n_sensors <= RR_SHARED)
+        return log_likelihood_impl<true>(sp, sensors, pairs, tdoa, amp, floor_, s, lag,
+                                         rr_shared);
+    return log_likelihood_impl<false>(sp, sensors, pairs, tdoa, amp, floor_, s, lag, nullptr);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Block reductions.
 
@@ -296,21 +311,46 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// Pick a or b by a lane-uniform-or-not condition with bit operations. A plain `c ? v[i] :
+// v[i + half]` on array elements is turned by the compiler into a load from a computed index,
+// which moves the whole array to local memory (measured: the reduce-scatters below spilled
+// their 32 values to the stack in pf_step, pf_sums and pf_temper_grid).
+__device__ __forceinline__ float pick(bool c, float a, float b) {
+    u32 m = c ? 0xffffffffu : 0u;
+    return __uint_as_float((__float_as_uint(a) & m) | (__float_as_uint(b) & ~m));
+}
+__device__ __forceinline__ double pick(bool c, double a, double b) {
+    u64 m = c ? ~0ull : 0ull;
+    return __longlong_as_double((long long)(((u64)__double_as_longlong(a) & m) |
+                                            ((u64)__double_as_longlong(b) & ~m)));
+}
+
+// One halving step of a reduce-scatter: lanes with bit HALF set keep the upper half of v[0..2
+// HALF), the others the lower half, each adding its partner's copy. HALF is a template
+// argument so that the loop is unrolled completely (with a run-time bound the compiler
+// unrolled it only partly, indexed v at run time and so kept it in local memory).
+template <int HALF, typename T>
+__device__ __forceinline__ void reduce_scatter_step(T* v, int lane) {
+    bool upper = (lane & HALF) != 0;
+#pragma unroll
+    for (int i = 0; i < HALF; ++i) {
+        T lo = v[i], hi = v[i + HALF];
+        T send = pick(upper, lo, hi);
+        T keep = pick(upper, hi, lo);
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, HALF);
+    }
+}
+
 // Reduce-scatter over a warp: on entry every lane holds v[0..32); on exit lane l's v[0] is the
 // sum over the warp's lanes of v[l] (31 shuffles for 32 sums, against 160 for 32 warp_sums).
 template <typename T>
 __device__ __forceinline__ T warp_reduce_scatter32(T (&v)[32]) {
     int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int half = 16; half >= 1; half >>= 1) {
-        bool upper = (lane & half) != 0;
-#pragma unroll
-        for (int i = 0; i < half; ++i) {
-            T send = upper ? v[i] : v[i + half];
-            T keep = upper ? v[i + half] : v[i];
-            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, half);
-        }
-    }
+    reduce_scatter_step<16>(v, lane);
+    reduce_scatter_step<8>(v, lane);
+    reduce_scatter_step<4>(v, lane);
+    reduce_scatter_step<2>(v, lane);
+    reduce_scatter_step<1>(v, lane);
     return v[0];
 }
 
@@ -320,16 +360,10 @@ __device__ __forceinline__ T warp_reduce_scatter16(T (&v)[16]) {
     int lane = threadIdx.x & 31;
 #pragma unroll
     for (int i = 0; i < 16; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], 16);
-#pragma unroll
-    for (int half = 8; half >= 1; half >>= 1) {
-        bool upper = (lane & half) != 0;
-#pragma unroll
-        for (int i = 0; i < half; ++i) {
-            T send = upper ? v[i] : v[i + half];
-            T keep = upper ? v[i + half] : v[i];
-            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, half);
-        }
-    }
+    reduce_scatter_step<8>(v, lane);
+    reduce_scatter_step<4>(v, lane);
+    reduce_scatter_step<2>(v, lane);
+    reduce_scatter_step<1>(v, lane);
     return v[0];
 }
 

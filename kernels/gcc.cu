@@ -10,6 +10,12 @@
 #define PEAK_GRID 16     // PEAK_GRID: offsets -0.5..=0.5 in steps of 1/16
 #define MAX_PEAKS 16
 #define MAX_EXCLUDED 128
+// find_peaks examines at most min(4 k + 8, MAX_CANDIDATES) local maxima, best first.
+#define MAX_CANDIDATES 72
+// Local maxima listed in shared memory for the warp-level selection (curves in shared memory
+// have at most PEAK_SHARED / 2 + 1 of them).
+#define CAND_CAP (PEAK_SHARED / 2 + 1)
+#define CAND_GONE 0x7fff
 // Curves up to this many lags are searched in shared memory (the search and the refinement
 // read each value many times); longer ones are read from global memory.
 #define PEAK_SHARED 8192
@@ -28,8 +34,11 @@ __device__ __forceinline__ float mag(float2 x, float beta) {
     return beta == 1.0f ? a : powf(a, beta);
 }
 
-// One pair of one frame: weighted cross-spectrum and its normalisation (as weight_pair).
-extern "C" __global__ void __launch_bounds__(GCC_BLOCK)
+// One pair of one frame: weighted cross-spectrum and its normalisation (as weight_pair). A
+// block per pair and frame; GCC_CROSS_BLOCK threads, so that each walks few bins (with 256 a
+// single frame's few pairs left the kernel latency-bound).
+#define GCC_CROSS_BLOCK 1024
+extern "C" __global__ void __launch_bounds__(GCC_CROSS_BLOCK)
 gcc_cross(const float2* spectra, const u32* pairs, const float* taper, u32 channels, u32 n_pairs,
           u32 nb, u32 lo, u32 hi, u32 phat, float beta, float regularisation, float2* cross,
           float* norms) {
@@ -76,6 +85,28 @@ struct PeakOut {
     float quality;
 };
 
+// The refined peak from the interpolant on the 17-point grid around integer lag `lag`: the best
+// grid point and a parabola through it and its neighbours (refine_peak), clamped to the bound.
+__device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mean, float std) {
+    int best = 0;
+    for (int g = 1; g <= PEAK_GRID; ++g) if (grid[g] > grid[best]) best = g;
+    double h = 1.0 / (double)PEAK_GRID;
+    double offset = (double)(best - PEAK_GRID / 2) * h;
+    double value = grid[best];
+    if (best > 0 && best < PEAK_GRID) {
+        double a = grid[best - 1], b = grid[best], cc = grid[best + 1];
+        double den = a - 2.0 * b + cc;
+        if (den < 0.0) {
+            double d = 0.5 * (a - cc) / den;
+            offset += d * h;
+            value = b - 0.25 * (a - cc) * d;
+        }
+    }
+    float lag_f = fminf(fmaxf((float)lag + (float)offset, -ml), ml);
+    float q = (float)(((double)(float)value - (double)mean) / (double)std);
+    return PeakOut{lag_f, (float)value, q};
+}
+
 // One pair of one frame: curve, statistics over the physical lags, the best peaks at least
 // min_sep apart (best first), each refined on a 17-point grid of the band-limited interpolant
 // and a parabola (as find_peaks and refine_peak).
@@ -95,6 +126,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __shared__ float cand_v;
     __shared__ int stop;
     __shared__ float sc[PEAK_SHARED];
+    __shared__ short cand[CAND_CAP];
+    __shared__ int n_cand;
     u32 p = blockIdx.x, f = blockIdx.y;
     size_t row = (size_t)f * n_pairs + p;
     const float* c = corr + row * fft_len;
@@ -120,6 +153,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     if (threadIdx.x == 0) {
         n_excluded = 0;
         n_accepted = 0;
+        n_cand = 0;
         stop = 0;
     }
     if (bound < 0) {
@@ -150,7 +184,82 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         return;
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int iter = 0; iter < (int)k_peaks + MAX_EXCLUDED - MAX_PEAKS; ++iter) {
+    const int cap = min(4 * (int)k_peaks + 8, MAX_CANDIDATES);
+    // The local maxima (an end of the bound counts if it rises towards the end), listed once.
+    for (int l = -bound + (int)threadIdx.x; l <= bound && use_sh; l += blockDim.x) {
+        float v = CURVE(l);
+        float left = l > -bound ? CURVE(l - 1) : GCC_NEG_INF;
+        float right = l < bound ? CURVE(l + 1) : GCC_NEG_INF;
+        if (v >= left && v > right && isfinite(v)) {
+            int at = atomicAdd(&n_cand, 1);
+            if (at < CAND_CAP) cand[at] = (short)l;
+        }
+    }
+    __syncthreads();
+    if (use_sh && n_cand <= CAND_CAP) {
+        // One warp takes them best first (ties: the smaller lag), as find_peaks: a candidate
+        // within min_sep of an accepted peak is passed over; each accepted one is refined on
+        // the 17-point grid (lane g evaluates grid point g) and a parabola. No block-wide
+        // barrier in the loop: the earlier version rescanned the curve with the whole block
+        // for every candidate and was latency-bound (16 us for 6 pairs).
+        if (warp != 0) goto done;
+        int nc = n_cand, n_acc = 0;
+        for (int examined = 0; examined < cap && n_acc < (int)k_peaks; ++examined) {
+            float bv = GCC_NEG_INF;
+            int bl = 0x7fffffff, bi = -1;
+            for (int q = lane; q < nc; q += 32) {
+                int l = cand[q];
+                if (l == CAND_GONE) continue;
+                float v = sc[l + ch];
+                if (v > bv || (v == bv && l < bl)) {
+                    bv = v;
+                    bl = l;
+                    bi = q;
+                }
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                int ol = __shfl_xor_sync(0xffffffffu, bl, o);
+                int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (ov > bv || (ov == bv && ol < bl)) {
+                    bv = ov;
+                    bl = ol;
+                    bi = oi;
+                }
+            }
+            if (!(bv > GCC_NEG_INF)) break;
+            if (lane == 0) cand[bi] = (short)CAND_GONE;
+            bool near = lane < n_acc && fabsf(accepted[lane].lag - (float)bl) < min_sep;
+            if (__any_sync(0xffffffffu, near)) {
+                __syncwarp();
+                continue;
+            }
+            if (lane <= PEAK_GRID) {
+                int centre = bl + ch;
+                double t = (double)centre + (double)(lane - PEAK_GRID / 2) / (double)PEAK_GRID;
+                double i0 = floor(t);
+                double frac = t - i0;
+                int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
+                const float* tw = taps + phase * 2 * PEAK_HALF;
+                int first = (int)i0 - PEAK_HALF + 1;
+                double acc = 0.0;
+                for (int k = 0; k < 2 * PEAK_HALF; ++k) {
+                    int j = first + k;
+                    if (j >= 0 && j < 2 * ch + 1) acc += (double)sc[j] * (double)tw[k];
+                }
+                grid[lane] = acc;
+            }
+            __syncwarp();
+            if (lane == 0) accepted[n_acc] = refined_peak(grid, bl, ml, mean_sh, std_sh);
+            ++n_acc;
+            __syncwarp();
+        }
+        if (lane == 0) n_accepted = n_acc;
+        goto done;
+    }
+    // Fallback for curves too long for shared memory: the block finds the best remaining local
+    // maximum by a scan of the curve, one candidate at a time.
+    for (int iter = 0; iter < cap; ++iter) {
         // The best local maximum not yet excluded (ties: the smaller lag).
         float bv = GCC_NEG_INF;
         int bl = 0x7fffffff;
@@ -191,7 +300,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             }
             cand_v = v;
             cand_lag = l;
-            stop = !(v > GCC_NEG_INF) || n_accepted >= (int)k_peaks || n_excluded >= MAX_EXCLUDED;
+            stop = !(v > GCC_NEG_INF) || n_accepted >= (int)k_peaks || n_excluded >= cap;
             if (!stop) {
                 excluded[n_excluded++] = l;
                 for (int a = 0; a < n_accepted; ++a) {
@@ -224,27 +333,12 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             if (g <= PEAK_GRID && part == 0) grid[g] = acc;
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int best = 0;
-            for (int g = 1; g <= PEAK_GRID; ++g) if (grid[g] > grid[best]) best = g;
-            double h = 1.0 / (double)PEAK_GRID;
-            double offset = (double)(best - PEAK_GRID / 2) * h;
-            double value = grid[best];
-            if (best > 0 && best < PEAK_GRID) {
-                double a = grid[best - 1], b = grid[best], cc = grid[best + 1];
-                double den = a - 2.0 * b + cc;
-                if (den < 0.0) {
-                    double d = 0.5 * (a - cc) / den;
-                    offset += d * h;
-                    value = b - 0.25 * (a - cc) * d;
-                }
-            }
-            float lag_f = fminf(fmaxf((float)cand_lag + (float)offset, -ml), ml);
-            float q = (float)(((double)(float)value - (double)mean_sh) / (double)std_sh);
-            accepted[n_accepted++] = PeakOut{lag_f, (float)value, q};
-        }
+        if (threadIdx.x == 0)
+            accepted[n_accepted++] = refined_peak(grid, cand_lag, ml, mean_sh, std_sh);
         __syncthreads();
     }
+done:
+    __syncthreads();
     if (threadIdx.x == 0) {
         // Best first by refined value.
         for (int a = 1; a < n_accepted; ++a) {

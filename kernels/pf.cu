@@ -57,21 +57,26 @@ extern "C" __global__ void pf_ref(const TrackParams* tracks, u32 n_tracks, u32 n
 // block covers a tile of PF_TILE particles, and writes one row of partial sums per tile.
 #define PF_PER_THREAD 2
 #define PF_TILE (PF_BLOCK * PF_PER_THREAD)
+// Small filters (the live path: a few thousand particles) would occupy only a few SMs with
+// those tiles, each thread working through its particles one after the other: pf_step_small
+// and pf_sums_small take one particle per thread in blocks of PF_SMALL_BLOCK, spreading the
+// same work over many more SMs (src/gpu/cuda/pf.rs picks by the particle count).
+#define PF_SMALL_BLOCK 64
 
 // Weighted sums of one tile of particles, relative to the tile's largest log weight; the
 // block writes them to `out` (one PART row). Each thread first sums its own particles' moments,
 // then per warp the 30 moment sums are reduce-scattered in one pass (lane j ends with sum j),
 // and the model sums in a second pass only when there is more than one model.
-__device__ __forceinline__ void tile_sums(const float (&lw)[PF_PER_THREAD],
-                                          const float (&st)[PF_PER_THREAD][STATE_DIM],
-                                          const u32 (&model)[PF_PER_THREAD], u32 valid_mask,
+template <int B, int P>
+__device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st)[P][STATE_DIM],
+                                          const u32 (&model)[P], u32 valid_mask,
                                           const float* ref, float* e_out, float* out,
                                           u32 n_models) {
     __shared__ float scratch[32];
-    __shared__ float warp_parts[PF_BLOCK / 32][PART];
+    __shared__ float warp_parts[B / 32][PART];
     float mine_max = NEG_INF;
 #pragma unroll
-    for (int q = 0; q < PF_PER_THREAD; ++q)
+    for (int q = 0; q < P; ++q)
         if (valid_mask & (1u << q)) mine_max = fmaxf(mine_max, lw[q]);
     float mx = block_max_all(mine_max, scratch);
     float r[6];
@@ -81,12 +86,12 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[PF_PER_THREAD],
     float a[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) a[k] = 0.0f;
-    float e[PF_PER_THREAD];
+    float e[P];
 #pragma unroll
-    for (int q = 0; q < PF_PER_THREAD; ++q) {
+    for (int q = 0; q < P; ++q) {
         bool valid = (valid_mask & (1u << q)) != 0;
         e[q] = (valid && mx > NEG_INF) ? fm_exp(lw[q] - mx) : 0.0f;
-        if (valid) e_out[q * PF_BLOCK] = e[q];
+        if (valid) e_out[q * B] = e[q];
         float d[6];
 #pragma unroll
         for (int c = 0; c < 6; ++c) d[c] = valid ? st[q][c] - r[c] : 0.0f;
@@ -112,7 +117,7 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[PF_PER_THREAD],
         for (int m = 0; m < 16; ++m) {
             b[m] = 0.0f;
 #pragma unroll
-            for (int q = 0; q < PF_PER_THREAD; ++q) b[m] += model[q] == (u32)m ? e[q] : 0.0f;
+            for (int q = 0; q < P; ++q) b[m] += model[q] == (u32)m ? e[q] : 0.0f;
         }
         float mm = warp_reduce_scatter16(b);
         if (lane < 16) warp_parts[warp][30 + lane] = mm;
@@ -122,20 +127,25 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[PF_PER_THREAD],
     __syncthreads();
     if (threadIdx.x >= 1 && threadIdx.x < PART - 1) {
         float acc = 0.0f;
-        for (int w = 0; w < PF_BLOCK / 32; ++w) acc += warp_parts[w][threadIdx.x];
+        for (int w = 0; w < B / 32; ++w) acc += warp_parts[w][threadIdx.x];
         out[threadIdx.x] = acc;
     }
     if (threadIdx.x == 0) out[0] = mx;
     if (threadIdx.x == PART - 1) out[PART - 1] = 0.0f; // the unused slot
 }
 
-// Switch model, predict, weigh, and the tile's weighted sums.
-extern "C" __global__ void __launch_bounds__(PF_BLOCK)
-pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
-        const float* sensors, const u32* pairs, const float* tdoa, const float* amp,
-        const float* floor_, float* s0, float* s1, u32* m0, u32* m1, float* log_w, float* ll_out,
-        float* e_out, const float* ref, float* partials, u32 n_tiles) {
-    __shared__ float rr[2][RR_SHARED][PF_BLOCK];
+// Switch model, predict, weigh, and the tile's weighted sums: B threads, P particles each.
+#define PF_STEP_ARGS                                                                           \
+    const StepParams *sp, const TrackParams *tracks, const Coeffs *coeffs,                    \
+        const float *sensors, const u32 *pairs, const float *tdoa, const float *amp,          \
+        const float *floor_, float *s0, float *s1, u32 *m0, u32 *m1, float *log_w,            \
+        float *ll_out, float *e_out, const float *ref, float *partials, u32 n_tiles
+#define PF_STEP_PASS                                                                           \
+    sp, tracks, coeffs, sensors, pairs, tdoa, amp, floor_, s0, s1, m0, m1, log_w, ll_out, e_out, \
+        ref, partials, n_tiles
+template <int B, int P>
+__device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
+    __shared__ float rr[2][RR_SHARED][B];
     // The measurement and geometry in shared memory when they fit (every thread reads all of
     // it, in the innermost loop).
     __shared__ float m_tdoa[MEAS_SHARED], m_amp[MEAS_SHARED], m_floor[MEAS_PAIRS];
@@ -156,26 +166,21 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
         for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
         __syncthreads();
-        tdoa = m_tdoa;
-        amp = m_amp;
-        floor_ = m_floor;
-        pairs = m_pairs;
-        sensors = m_sensors;
     }
     u32 t = blockIdx.y;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
-    u32 i0 = blockIdx.x * PF_TILE + threadIdx.x;
+    u32 i0 = blockIdx.x * (B * P) + threadIdx.x;
     float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
     u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
     size_t base = (size_t)tp.slot * n;
-    float sv[PF_PER_THREAD][STATE_DIM];
-    float lwv[PF_PER_THREAD];
-    u32 mv[PF_PER_THREAD];
+    float sv[P][STATE_DIM];
+    float lwv[P];
+    u32 mv[P];
     u32 valid_mask = 0;
 #pragma unroll
-    for (int q = 0; q < PF_PER_THREAD; ++q) {
-        u32 i = i0 + q * PF_BLOCK;
+    for (int q = 0; q < P; ++q) {
+        u32 i = i0 + q * B;
         lwv[q] = NEG_INF;
         mv[q] = 0;
 #pragma unroll
@@ -187,13 +192,20 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         u32 m = md[i];
         if (sp->forced_model != 0xffffffffu) {
             m = sp->forced_model;
-        } else {
+        } else if (sp->n_models > 1) {
             uint4 w = draw(sp->seed, sp->frame, tp.slot, i, S_SWITCH);
             m = switch_model(sp, m, uniform(w.x));
+        } else {
+            m = 0; // what switch_model gives for one model, without drawing its uniform
         }
         float4 z = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT));
         advance(&coeffs[t], sp->mode, m, tp.dt, s, z);
-        float l = log_likelihood(sp, sensors, pairs, tdoa, amp, floor_, s, tp.lag, &rr[0][0][0]);
+        // Two call sites, so that each knows where the measurement lives (shared-memory loads
+        // rather than generic ones in the innermost loop).
+        float l = msh ? log_likelihood(sp, m_sensors, m_pairs, m_tdoa, m_amp, m_floor, s, tp.lag,
+                                       &rr[0][0][0])
+                      : log_likelihood(sp, sensors, pairs, tdoa, amp, floor_, s, tp.lag,
+                                       &rr[0][0][0]);
         if (sp->has_bounds) {
             bool inside = s[0] >= sp->lo[0] && s[0] <= sp->hi[0] && s[1] >= sp->lo[1] &&
                           s[1] <= sp->hi[1] && s[2] >= sp->lo[2] && s[2] <= sp->hi[2];
@@ -210,31 +222,42 @@ pf_step(const StepParams* sp, const TrackParams* tracks, const Coeffs* coeffs,
         lwv[q] = lw;
         mv[q] = m;
     }
-    tile_sums(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
-              partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
+    tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
+                    partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
+}
+
+extern "C" __global__ void __launch_bounds__(PF_BLOCK) pf_step(PF_STEP_ARGS) {
+    pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK) pf_step_small(PF_STEP_ARGS) {
+    pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS);
 }
 
 // The tile sums alone, from the current weights (after tempering or a reset), for the tracks
 // of the slow path.
-extern "C" __global__ void __launch_bounds__(PF_BLOCK)
-pf_sums(const StepParams* sp, const TrackParams* tracks, const u32* flags, float* s0, float* s1,
-        u32* m0, u32* m1, const float* log_w, float* e_out, const float* ref, float* partials,
-        u32 n_tiles) {
+#define PF_SUMS_ARGS                                                                           \
+    const StepParams *sp, const TrackParams *tracks, const u32 *flags, float *s0, float *s1,  \
+        u32 *m0, u32 *m1, const float *log_w, float *e_out, const float *ref, float *partials, \
+        u32 n_tiles
+#define PF_SUMS_PASS sp, tracks, flags, s0, s1, m0, m1, log_w, e_out, ref, partials, n_tiles
+template <int B, int P>
+__device__ __forceinline__ void pf_sums_body(PF_SUMS_ARGS) {
     u32 t = blockIdx.y;
     if (!IS_SLOW(flags[t])) return; // uniform over the block
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
-    u32 i0 = blockIdx.x * PF_TILE + threadIdx.x;
+    u32 i0 = blockIdx.x * (B * P) + threadIdx.x;
     const float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
     const u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
     size_t base = (size_t)tp.slot * n;
-    float sv[PF_PER_THREAD][STATE_DIM];
-    float lwv[PF_PER_THREAD];
-    u32 mv[PF_PER_THREAD];
+    float sv[P][STATE_DIM];
+    float lwv[P];
+    u32 mv[P];
     u32 valid_mask = 0;
 #pragma unroll
-    for (int q = 0; q < PF_PER_THREAD; ++q) {
-        u32 i = i0 + q * PF_BLOCK;
+    for (int q = 0; q < P; ++q) {
+        u32 i = i0 + q * B;
         bool valid = i < n;
         if (valid) valid_mask |= 1u << q;
 #pragma unroll
@@ -242,70 +265,121 @@ pf_sums(const StepParams* sp, const TrackParams* tracks, const u32* flags, float
         mv[q] = valid ? md[i] : 0;
         lwv[q] = valid ? log_w[base + i] : NEG_INF;
     }
-    tile_sums(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
-              partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
+    tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
+                    partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
 }
 
-// Combine a track's block partials in f64 (one block of 1024 threads per track): out[t] = [max,
-// s, s2, x(6), xx(21), models(16), turn] relative to the overall maximum; flags[t] says what
-// comes next (FLAG_*), decided exactly as the host would from these sums. With `after_slow`,
-// only the tracks of the slow path (tempered or reset) are combined again, and their flag says
-// whether they resample now. `scale` (n_blocks doubles per track) is scratch for each block's
-// factor exp(block max - max); the sums are taken column by column (coalesced, one f64
-// accumulator per thread).
-#define FIN_THREADS 1024
-#define FIN_GROUPS (FIN_THREADS / PART)
-extern "C" __global__ void __launch_bounds__(FIN_THREADS)
-pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* scale, double* out,
-            u32* flags, u32 after_slow) {
-    __shared__ float scratch[32];
-    __shared__ double red[FIN_GROUPS][PART];
-    __shared__ double fin[PART];
-    u32 t = blockIdx.x;
-    u32 before = flags[t];
-    if (after_slow && !IS_SLOW(before)) return; // uniform over the block
-    __syncthreads(); // every thread has read the flag before thread 0 rewrites it
-    const float* p = partials + (size_t)t * n_blocks * PART;
-    double* f = scale + (size_t)t * n_blocks;
+extern "C" __global__ void __launch_bounds__(PF_BLOCK) pf_sums(PF_SUMS_ARGS) {
+    pf_sums_body<PF_BLOCK, PF_PER_THREAD>(PF_SUMS_PASS);
+}
+
+extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK) pf_sums_small(PF_SUMS_ARGS) {
+    pf_sums_body<PF_SMALL_BLOCK, 1>(PF_SUMS_PASS);
+}
+
+// Combine a track's tile partials in f64: out[t] = [max, s, s2, x(6), xx(21), models(16), turn]
+// relative to the overall maximum; flags[t] says what comes next (FLAG_*), decided exactly as
+// the host would from these sums. With `after_slow`, only the tracks of the slow path (tempered
+// or reset) are combined again, and their flag says whether they resample now.
+//
+// Two levels in one launch (grid: groups x tracks): each block combines FIN_ROWS tile rows
+// relative to their own largest log weight into one f64 row of `groups`; the last block of a
+// track to finish (a ticket from `counters`, which it resets) combines the group rows and
+// decides. A single block per track walking all tile rows was latency-bound (43 us at 1M
+// particles, 2048 rows).
+#define FIN_THREADS 256
+#define FIN_ROWS 64
+#define FIN_SPLIT (FIN_THREADS / PART) // row groups per block, each PART threads wide
+
+// Sum rows [0, n_rows) of `rows` (row r at rows + r * PART, value at column j, largest log
+// weight at column 0) relative to their largest log weight, into fin[0..PART) (fin[0] = that
+// maximum). T is float for tile rows and double for group rows. Every thread of the block calls
+// it.
+__device__ __forceinline__ double row_value(const float* p) { return (double)*p; }
+// Group rows were written by other blocks of the same launch: read them from L2.
+__device__ __forceinline__ double row_value(const double* p) { return __ldcg(p); }
+
+template <typename T>
+__device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scratch,
+                             double (*red)[PART], double* fac) {
     float mx = NEG_INF;
-    for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) mx = fmaxf(mx, p[(size_t)b * PART]);
+    for (u32 r = threadIdx.x; r < n_rows; r += blockDim.x)
+        mx = fmaxf(mx, (float)row_value(rows + (size_t)r * PART));
     mx = block_max_all(mx, scratch);
-    for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) {
-        float bm = p[(size_t)b * PART];
-        f[b] = bm > NEG_INF ? exp((double)bm - (double)mx) : 0.0;
-    }
-    __syncthreads();
     u32 g = threadIdx.x / PART, j = threadIdx.x % PART;
-    if (g < FIN_GROUPS) {
-        // Four independent accumulators keep four loads in flight (the loop is latency-bound).
-        double acc[4] = {0.0, 0.0, 0.0, 0.0};
-        if (j >= 1 && j < PART - 1) {
-            u32 b = g;
-            for (; b + 3 * FIN_GROUPS < n_blocks; b += 4 * FIN_GROUPS) {
+    bool col = g < FIN_SPLIT && j >= 1 && j < PART - 1;
+    double acc[2] = {0.0, 0.0};
+    for (u32 c0 = 0; c0 < n_rows; c0 += FIN_THREADS) {
+        u32 cn = min((u32)FIN_THREADS, n_rows - c0);
+        // Each row's factor exp(row max - max), once.
+        if (threadIdx.x < cn) {
+            double bm = row_value(rows + (size_t)(c0 + threadIdx.x) * PART);
+            fac[threadIdx.x] = bm > (double)NEG_INF ? exp(bm - (double)mx) : 0.0;
+        }
+        __syncthreads();
+        if (col) {
+            u32 r = g;
+            for (; r + FIN_SPLIT < cn; r += 2 * FIN_SPLIT) {
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    u32 bb = b + q * FIN_GROUPS;
-                    double fb = f[bb];
-                    acc[q] += (j == 2 ? fb * fb : fb) * (double)p[(size_t)bb * PART + j];
+                for (int q = 0; q < 2; ++q) {
+                    u32 rr = r + q * FIN_SPLIT;
+                    double fb = fac[rr];
+                    acc[q] += (j == 2 ? fb * fb : fb) * row_value(rows + (size_t)(c0 + rr) * PART + j);
                 }
             }
-            for (; b < n_blocks; b += FIN_GROUPS) {
-                double fb = f[b];
-                acc[0] += (j == 2 ? fb * fb : fb) * (double)p[(size_t)b * PART + j];
+            if (r < cn) {
+                double fb = fac[r];
+                acc[0] += (j == 2 ? fb * fb : fb) * row_value(rows + (size_t)(c0 + r) * PART + j);
             }
         }
-        red[g][j] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        __syncthreads();
     }
+    if (g < FIN_SPLIT) red[g][j] = acc[0] + acc[1];
     __syncthreads();
     if (threadIdx.x < PART) {
         double v = 0.0;
-        for (int k = 0; k < FIN_GROUPS; ++k) v += red[k][threadIdx.x];
-        fin[threadIdx.x] = v;
-        if (threadIdx.x >= 1 && threadIdx.x < PART - 1) out[(size_t)t * PART + threadIdx.x] = v;
+        for (int k = 0; k < FIN_SPLIT; ++k) v += red[k][threadIdx.x];
+        fin[threadIdx.x] = threadIdx.x == 0 ? (double)mx : (threadIdx.x == PART - 1 ? 0.0 : v);
     }
     __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(FIN_THREADS)
+pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* groups,
+            u32* counters, double* out, u32* flags, u32 after_slow) {
+    __shared__ float scratch[32];
+    __shared__ double red[FIN_SPLIT][PART];
+    __shared__ double fin[PART];
+    __shared__ double fac[FIN_THREADS];
+    __shared__ bool last;
+    u32 t = blockIdx.y, grp = blockIdx.x, n_groups = gridDim.x;
+    u32 before = flags[t];
+    if (after_slow && !IS_SLOW(before)) return; // uniform over the track's blocks
+    // Level 1: this block's rows.
+    u32 r0 = grp * FIN_ROWS;
+    u32 rows = min((u32)FIN_ROWS, n_blocks - r0);
+    combine_rows(partials + ((size_t)t * n_blocks + r0) * PART, rows, fin, scratch, red, fac);
+    double* grow = groups + ((size_t)t * n_groups + grp) * PART;
+    if (threadIdx.x < PART) grow[threadIdx.x] = fin[threadIdx.x];
+    // The last block of the track to get here goes on (the fence makes this block's row
+    // visible to it).
+    __threadfence();
+    __syncthreads();
     if (threadIdx.x == 0) {
-        out[(size_t)t * PART] = (double)mx;
+        u32 ticket = atomicAdd(&counters[t], 1u);
+        last = ticket == n_groups - 1;
+        if (last) counters[t] = 0; // ready for the next launch
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    // Level 2: the group rows.
+    combine_rows((const double*)(groups + (size_t)t * n_groups * PART), n_groups, fin, scratch,
+                 red, fac);
+    if (threadIdx.x >= 1 && threadIdx.x < PART - 1) out[(size_t)t * PART + threadIdx.x] = fin[threadIdx.x];
+    if (threadIdx.x == 0) {
+        double mx = fin[0];
+        out[(size_t)t * PART] = mx;
         // src/gpu/cuda/pf.rs and src/track/pf.rs: degenerate, needs_temper, resampled.
         double s = fin[1], s2 = fin[2], n = (double)sp->n;
         float ess = (float)(s * s / fmax(s2, 1e-300));
@@ -499,7 +573,7 @@ extern "C" __global__ void pf_fill_log_w(const StepParams* sp, const TrackParams
 #define SCAN_BLOCK 1024
 extern "C" __global__ void __launch_bounds__(SCAN_BLOCK)
 pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
-              const float* e, const float* partials, u32 n_blocks, const double* sums,
+              const float* e, const float* partials, u32 n_blocks, u32 tile, const double* sums,
               double* cdf, double* block_tot) {
     __shared__ double warp_tot[32];
     u32 t = blockIdx.y;
@@ -509,7 +583,7 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
     size_t base = (size_t)tracks[t].slot * n;
     double v = 0.0;
     if (i < n) {
-        float bm = partials[((size_t)t * n_blocks + i / PF_TILE) * PART];
+        float bm = partials[((size_t)t * n_blocks + i / tile) * PART];
         double mx = sums[(size_t)t * PART];
         double f = bm > NEG_INF ? exp((double)bm - mx) : 0.0;
         v = (double)e[base + i] * f;

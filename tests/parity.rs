@@ -98,7 +98,10 @@ fn gcc_curves_and_peaks_agree() {
 /// particles, their weights and the estimate agree.
 #[test]
 fn particle_filter_step_agrees() {
-    for (particles, models) in [(4096usize, 4usize), (3000, 1), (20_000, 4)] {
+    // The first three take the GPU's small-filter kernels (one particle per thread), the last
+    // the large-filter ones (two per thread, 512-particle tiles); 20,000 and 150,000 particles
+    // also need more than one block of pf_finalize per track.
+    for (particles, models) in [(4096usize, 4usize), (3000, 1), (20_000, 4), (150_000, 4)] {
         let mut p = pf_params(particles, models);
         // Keep the step's particles (no resampling) so they can be compared one by one.
         p.ess_fraction = 1e-9;
@@ -225,7 +228,11 @@ fn assert_estimates_agree(a: &Estimate, b: &Estimate, tol: f32) {
 /// decisions on both backends, and the same cloud afterwards.
 #[test]
 fn tempered_and_degenerate_steps_agree() {
-    for (case, particles) in [("tempered", 20_000usize), ("degenerate", 5_000)] {
+    for (case, particles) in [
+        ("tempered", 20_000usize),
+        ("tempered", 150_000),
+        ("degenerate", 5_000),
+    ] {
         let models = 4;
         let mut p = pf_params(particles, models);
         if case == "degenerate" {

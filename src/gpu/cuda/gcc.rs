@@ -20,6 +20,9 @@ use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
 use crate::frame::Frame;
 
+/// Threads per block of gcc_cross (kernels/gcc.cu: GCC_CROSS_BLOCK).
+const GCC_CROSS_BLOCK: u32 = 1024;
+
 struct Plans {
     r2c: fft_sys::cufftHandle,
     c2r: fft_sys::cufftHandle,
@@ -240,7 +243,7 @@ impl CudaCorrelator {
                 .arg(&mut self.d_norms)
                 .launch(LaunchConfig {
                     grid_dim: (n_pairs, b as u32, 1),
-                    block_dim: (256, 1, 1),
+                    block_dim: (GCC_CROSS_BLOCK, 1, 1),
                     shared_mem_bytes: 0,
                 })
                 .map_err(err("gcc_cross"))?;
@@ -429,6 +432,21 @@ impl Drop for CudaCorrelator {
                 let _ = fft::destroy(p.r2c);
                 let _ = fft::destroy(p.c2r);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kernels' constants agree with the host's.
+    #[test]
+    fn kernel_constants_match_the_host() {
+        for want in [
+            format!("#define GCC_CROSS_BLOCK {}", super::GCC_CROSS_BLOCK),
+            format!("#define MAX_CANDIDATES {}", crate::dsp::gcc::MAX_CANDIDATES),
+            format!("#define MAX_PEAKS {}", crate::dsp::gcc::MAX_PEAKS),
+        ] {
+            assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
     }
 }

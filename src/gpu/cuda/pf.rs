@@ -33,7 +33,29 @@ const PF_BLOCK: u32 = 256;
 /// Particles per block of pf_step and pf_sums (kernels/pf.cu: PF_TILE), each of which writes
 /// one row of partial sums.
 const PF_TILE: u32 = 512;
+/// Filters with fewer particles than this take pf_step_small and pf_sums_small: one particle
+/// per thread in blocks of PF_SMALL_BLOCK (kernels/pf.cu), so that a small step spreads over
+/// many SMs instead of running a few long threads on a few.
+const SMALL_FILTER: usize = 131_072;
+const PF_SMALL_BLOCK: u32 = 64;
 const SCAN_BLOCK: u32 = 1024;
+/// pf_finalize: threads per block, and tile rows each block combines (kernels/pf.cu).
+const FIN_THREADS: u32 = 256;
+const FIN_ROWS: usize = 64;
+
+/// pf_finalize's blocks per track for `n_tiles` rows of tile sums.
+fn fin_groups(n_tiles: usize) -> usize {
+    n_tiles.div_ceil(FIN_ROWS).max(1)
+}
+
+/// Threads per block and particles per block (tile) of pf_step and pf_sums for `n` particles.
+fn tiling(n: usize) -> (u32, u32) {
+    if n < SMALL_FILTER {
+        (PF_SMALL_BLOCK, PF_SMALL_BLOCK)
+    } else {
+        (PF_BLOCK, PF_TILE)
+    }
+}
 const PART: usize = 48;
 
 /// pf_finalize's decisions (kernels/pf.cu: FLAG_*).
@@ -106,6 +128,7 @@ struct InitParams {
 
 struct Kernels {
     reference: CudaFunction,
+    /// pf_step or pf_step_small (by the particle count; likewise pf_sums).
     step: CudaFunction,
     sums: CudaFunction,
     finalize: CudaFunction,
@@ -215,8 +238,11 @@ pub struct CudaParticleFilter {
     up: Pinned<u8>,
     down: Pinned<u8>,
     partials: CudaSlice<f32>,
-    /// Scratch for pf_finalize: each block's rescaling factor.
-    fscale: CudaSlice<f64>,
+    /// Scratch for pf_finalize: one f64 row of sums per group of FIN_ROWS tile rows.
+    fin_groups: CudaSlice<f64>,
+    /// pf_finalize's per-track tickets (the last block of a track combines the groups; it
+    /// resets the counter).
+    fin_counters: CudaSlice<u32>,
     temper_parts: CudaSlice<f32>,
     temper_grid: CudaSlice<f64>,
     temper_bounds: CudaSlice<f32>,
@@ -246,13 +272,19 @@ fn grid(n: usize, per_block: u32, tracks: usize) -> LaunchConfig {
     }
 }
 
-/// Blocks of PF_BLOCK threads over tiles of PF_TILE particles, for each of `tracks` tracks.
+/// pf_step's and pf_sums's blocks over tiles of particles, for each of `tracks` tracks.
 fn tiles(n: usize, tracks: usize) -> LaunchConfig {
+    let (block, tile) = tiling(n);
     LaunchConfig {
-        grid_dim: ((n as u32).div_ceil(PF_TILE), tracks as u32, 1),
-        block_dim: (PF_BLOCK, 1, 1),
+        grid_dim: ((n as u32).div_ceil(tile), tracks as u32, 1),
+        block_dim: (block, 1, 1),
         shared_mem_bytes: 0,
     }
+}
+
+/// Rows of tile sums per track for `n` particles.
+fn n_tiles(n: usize) -> usize {
+    n.div_ceil(tiling(n).1 as usize)
 }
 
 fn bytes<T: Pod>(v: &[T]) -> &[u8] {
@@ -322,8 +354,16 @@ impl CudaParticleFilter {
             .map_err(err("uploading pairs"))?;
         let k = Kernels {
             reference: gpu.function("pf_ref")?,
-            step: gpu.function("pf_step")?,
-            sums: gpu.function("pf_sums")?,
+            step: gpu.function(if n < SMALL_FILTER {
+                "pf_step_small"
+            } else {
+                "pf_step"
+            })?,
+            sums: gpu.function(if n < SMALL_FILTER {
+                "pf_sums_small"
+            } else {
+                "pf_sums"
+            })?,
             finalize: gpu.function("pf_finalize")?,
             temper_bounds: gpu.function("pf_temper_bounds")?,
             temper_bounds_final: gpu.function("pf_temper_bounds_final")?,
@@ -371,8 +411,9 @@ impl CudaParticleFilter {
             down: Pinned::new(lay.down_len)?,
             lay,
             ptr,
-            partials: f32s(slots * nb * PART)?,
-            fscale: f64s(slots * nb)?,
+            partials: f32s(slots * n_tiles(n) * PART)?,
+            fin_groups: f64s(slots * fin_groups(n_tiles(n)) * PART)?,
+            fin_counters: u32s(slots)?,
             temper_parts: f32s(slots * nb * 2)?,
             temper_grid: f64s(slots * nb * 34)?,
             temper_bounds: f32s(slots * 2)?,
@@ -443,20 +484,22 @@ impl CudaParticleFilter {
     fn launch_finalize(&mut self, t: usize, after_slow: bool) -> Result<(), BackendError> {
         let after = u32::from(after_slow);
         let s = self.gpu.stream.clone();
-        let nb = self.n.div_ceil(PF_TILE as usize) as u32;
-        // SAFETY: argument list matches pf_finalize; sums and flags hold every slot.
+        let nb = n_tiles(self.n) as u32;
+        // SAFETY: argument list matches pf_finalize; sums and flags hold every slot, the group
+        // rows every slot's groups, and the counters are zero between launches.
         unsafe {
             s.launch_builder(&self.k.finalize)
                 .arg(&self.ptr.step)
                 .arg(&self.partials)
                 .arg(&nb)
-                .arg(&mut self.fscale)
+                .arg(&mut self.fin_groups)
+                .arg(&mut self.fin_counters)
                 .arg(&self.ptr.sums)
                 .arg(&self.ptr.flags)
                 .arg(&after)
                 .launch(LaunchConfig {
-                    grid_dim: (t as u32, 1, 1),
-                    block_dim: (1024, 1, 1),
+                    grid_dim: (fin_groups(n_tiles(self.n)) as u32, t as u32, 1),
+                    block_dim: (FIN_THREADS, 1, 1),
                     shared_mem_bytes: 0,
                 })
                 .map_err(err("pf_finalize"))?;
@@ -469,7 +512,8 @@ impl CudaParticleFilter {
     fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
-        let nb = self.n.div_ceil(PF_TILE as usize) as u32;
+        let nb = n_tiles(self.n) as u32;
+        let tile = tiling(self.n).1;
         // SAFETY: argument lists match kernels/pf.cu; every buffer is sized for all slots.
         unsafe {
             s.launch_builder(&self.k.scan_local)
@@ -480,6 +524,7 @@ impl CudaParticleFilter {
                 .arg(&self.e)
                 .arg(&self.partials)
                 .arg(&nb)
+                .arg(&tile)
                 .arg(&self.ptr.sums)
                 .arg(&mut self.cdf)
                 .arg(&mut self.block_tot)
@@ -519,7 +564,7 @@ impl CudaParticleFilter {
     fn enqueue_step(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
-        let nb = self.n.div_ceil(PF_TILE as usize) as u32;
+        let nb = n_tiles(self.n) as u32;
         let (tu, nu) = (t as u32, nn as u32);
         // SAFETY: `up` and `d_up` have the same length; `up` is not written until the step has
         // been synchronised.
@@ -580,7 +625,7 @@ impl CudaParticleFilter {
     fn enqueue_slow(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
-        let nb = self.n.div_ceil(PF_TILE as usize) as u32;
+        let nb = n_tiles(self.n) as u32;
         let nbt = self.n.div_ceil(PF_BLOCK as usize) as u32;
         let (zero, grid_len, tu) = (0.0f32, TEMPER_GRID as u32, t as u32);
         let per_track = LaunchConfig {
@@ -1048,6 +1093,9 @@ mod tests {
             format!("#define TEMPER_G {}", crate::track::TEMPER_GRID),
             format!("#define PF_BLOCK {PF_BLOCK}"),
             format!("#define PF_PER_THREAD {}", PF_TILE / PF_BLOCK),
+            format!("#define PF_SMALL_BLOCK {PF_SMALL_BLOCK}"),
+            format!("#define FIN_THREADS {FIN_THREADS}"),
+            format!("#define FIN_ROWS {FIN_ROWS}"),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
