@@ -44,6 +44,8 @@ const OPTIONS: &[&str] = &[
     "--prec-div=true",
     "--prec-sqrt=true",
     "--std=c++17",
+    // Source lines in the CUBIN for profilers (ncu's source view); the code is the same.
+    "-lineinfo",
 ];
 
 /// A started CUDA device.
