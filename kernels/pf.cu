@@ -295,7 +295,9 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
                     partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
 }
 
-extern "C" __global__ void __launch_bounds__(PF_BLOCK) pf_step(PF_STEP_ARGS) {
+// At least four blocks per SM (64 registers): measured 7 % faster at 1M particles than the
+// compiler's own choice (80 registers, three blocks), the few spilled registers included.
+extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS) {
     pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS);
 }
 
