@@ -13,7 +13,7 @@
 //! (`finish_estimate`). The rare tracks that need tempering (new tracks) or a weight reset then
 //! take a slower path driven from the host, with `pf_roughen` after a tempered resampling.
 //!
-//! Filters of fewer than [`SMALL_FILTER`] particles (the live path) use `pf_step_small` and
+//! Filters of fewer than `SMALL_FILTER` particles (the live path) use `pf_step_small` and
 //! `pf_sums_small`: one particle per thread in small blocks, so that a step of a few thousand
 //! particles runs on many SMs at once rather than on a few threads each working through two.
 
