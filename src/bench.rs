@@ -406,10 +406,17 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
         }
     }
     let whole_gcc = opts.channels.is_empty() && opts.frames.is_empty();
-    if opts.gcc && whole_gcc {
+    if opts.gcc {
         // Batched correlation (replay), and a steady-state loop of 16-channel frames: µs per
-        // frame over a call's frames.
-        for &(ch, n, batch) in &[(16usize, 4096usize, 16usize), (4, 4096, 64)] {
+        // frame over a call's frames (each where the channel and frame filters allow it).
+        let wanted = |ch: usize, n: usize| {
+            (opts.channels.is_empty() || opts.channels.contains(&ch))
+                && (opts.frames.is_empty() || opts.frames.contains(&n))
+        };
+        for &(ch, n, batch) in [(16usize, 4096usize, 16usize), (4, 4096, 64)]
+            .iter()
+            .filter(|&&(ch, n, _)| wanted(ch, n))
+        {
             let params = gcc_params(ch, n);
             for &b in &backends {
                 let frames = noise_frames(ch, n, batch, 5);
