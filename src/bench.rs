@@ -372,6 +372,21 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
             wall_us: None,
             reps: 10,
         });
+        // The upload a batch of 16 frames of 16 channels x 4096 samples makes (4 MiB): what the
+        // batched correlation pays over the bus before any kernel runs.
+        let bytes = 16 * 16 * 4096 * 4;
+        let up = crate::gpu::upload_bandwidth_gb_s(bytes)?;
+        rows.push(Row {
+            stage: "copy".into(),
+            backend: "cuda".into(),
+            params: "host-to-device, 4 MiB page-locked".into(),
+            median_us: bytes as f64 / up / 1e3,
+            per_unit: up,
+            unit: "GB/s".into(),
+            gb_s: Some(up),
+            wall_us: None,
+            reps: 10,
+        });
     }
     if opts.gcc {
         let (channels, frames): (&[usize], &[usize]) = if opts.quick {

@@ -79,6 +79,19 @@ pub fn particle_filter(params: FilterParams) -> Result<Box<dyn ParticleFilter>> 
     }
 }
 
+/// Host-to-device copy bandwidth from page-locked memory (GB/s) for copies of `bytes`.
+pub fn upload_bandwidth_gb_s(bytes: usize) -> Result<f64> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::upload_bandwidth_gb_s(bytes).map_err(Error::Backend)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = bytes;
+        Err(unavailable(available().err().unwrap_or_default()))
+    }
+}
+
 /// Device-to-device copy bandwidth (bytes read plus written, GB/s), the ceiling memory-bound
 /// kernels are compared with.
 pub fn copy_bandwidth_gb_s() -> Result<f64> {

@@ -20,7 +20,7 @@ use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
 use crate::frame::Frame;
 
-/// Threads per block of gcc_cross (kernels/gcc.cu: GCC_CROSS_BLOCK).
+/// Most threads per block of gcc_cross (kernels/gcc.cu: GCC_CROSS_BLOCK).
 const GCC_CROSS_BLOCK: u32 = 1024;
 
 struct Plans {
@@ -195,6 +195,14 @@ impl CudaCorrelator {
             self.host_in
                 .copy_to_device(dptr(&self.d_in, &s), b * c * p.frame_len, &s)?;
         }
+        // gcc_cross: a few pairs (one frame) get 1024 threads each, so that each thread walks few
+        // bins; a grid that fills the GPU gets 256 (measured on the H200: a 4-channel frame
+        // 38-43 us against 42-46 us, a batch of 16 16-channel frames 217 us against 227 us).
+        let cross_threads = if np * b < self.gpu.multiprocessors.max(1) as usize {
+            GCC_CROSS_BLOCK
+        } else {
+            256
+        };
         let (frame_len, fft_len) = (p.frame_len as u32, p.fft_len as u32);
         // SAFETY (all launches below): argument types and order match the kernel signatures in
         // kernels/gcc.cu, and every buffer was allocated for `batch` frames.
@@ -243,7 +251,7 @@ impl CudaCorrelator {
                 .arg(&mut self.d_norms)
                 .launch(LaunchConfig {
                     grid_dim: (n_pairs, b as u32, 1),
-                    block_dim: (GCC_CROSS_BLOCK, 1, 1),
+                    block_dim: (cross_threads, 1, 1),
                     shared_mem_bytes: 0,
                 })
                 .map_err(err("gcc_cross"))?;

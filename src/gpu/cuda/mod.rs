@@ -352,26 +352,55 @@ pub fn copy_bandwidth_gb_s() -> Result<f64, BackendError> {
     let n = 64 << 20; // floats: 256 MiB
     let src = s.alloc_zeros::<f32>(n).map_err(err("allocating"))?;
     let mut dst = s.alloc_zeros::<f32>(n).map_err(err("allocating"))?;
-    let a = g
-        .ctx
-        .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(err("event"))?;
-    let b = g
-        .ctx
-        .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(err("event"))?;
+    let t = median_event_time(&g, || {
+        s.memcpy_dtod(&src, &mut dst).map_err(err("copy"))?;
+        Ok(())
+    })?;
+    Ok(2.0 * (n * 4) as f64 / t / 1e9)
+}
+
+/// Host-to-device copy bandwidth from page-locked memory (GB/s) for copies of `bytes`, as the
+/// correlator uploads its frames.
+pub fn upload_bandwidth_gb_s(bytes: usize) -> Result<f64, BackendError> {
+    let g = gpu().map_err(|e| BackendError::new("cuda", e))?;
+    let s = g.stream.clone();
+    let n = bytes.div_ceil(4).max(1);
+    let src = host::Pinned::<f32>::new(n)?;
+    let dst = s.alloc_zeros::<f32>(n).map_err(err("allocating"))?;
+    let to = dptr(&dst, &s);
+    let t = median_event_time(&g, || {
+        // SAFETY: `dst` holds `n` floats; `src` is not written while the copy runs (the timing
+        // synchronises after each copy).
+        unsafe { src.copy_to_device(to, n, &s) }
+    })?;
+    Ok((n * 4) as f64 / t / 1e9)
+}
+
+/// Median over ten runs (after one warm-up) of the device time of what `f` enqueues, timed
+/// with events on the stream.
+fn median_event_time(
+    g: &Gpu,
+    mut f: impl FnMut() -> Result<(), BackendError>,
+) -> Result<f64, BackendError> {
+    let s = &g.stream;
+    let new_event = || {
+        g.ctx
+            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(err("event"))
+    };
+    let (a, b) = (new_event()?, new_event()?);
     let mut times = Vec::new();
     for i in 0..11 {
-        a.record(&s).map_err(err("event"))?;
-        s.memcpy_dtod(&src, &mut dst).map_err(err("copy"))?;
-        b.record(&s).map_err(err("event"))?;
+        a.record(s).map_err(err("event"))?;
+        f()?;
+        b.record(s).map_err(err("event"))?;
         s.synchronize().map_err(err("copy"))?;
         if i > 0 {
             times.push(f64::from(a.elapsed_ms(&b).map_err(err("event"))?) * 1e-3);
         }
     }
     times.sort_by(f64::total_cmp);
-    Ok(2.0 * (n * 4) as f64 / times[times.len() / 2] / 1e9)
+    Ok(times[times.len() / 2])
 }
 
 /// The device address of a buffer, for kernel arguments and copies into parts of it.
