@@ -187,7 +187,8 @@ unsafe fn step_noise_avx2(
     step_noise_impl(seed, frame, track, start, uniforms, normals)
 }
 
-/// See [`step_noise_impl`]; `avx2` selects the AVX2 build of the loop.
+/// The random numbers of one step (see `step_noise_impl`); `avx2` selects the AVX2 build of
+/// the loop.
 pub fn step_noise(
     seed: u64,
     frame: u64,
