@@ -4,7 +4,6 @@
 // gcc_peaks finds and refines each pair's peaks. Only the peaks (and curves when asked for)
 // leave the device.
 
-#define GCC_BLOCK 256
 #define GCC_NEG_INF __int_as_float(0xff800000)
 #define PEAK_HALF 16     // PEAK_INTERP_HALF_WIDTH
 #define PEAK_GRID 16     // PEAK_GRID: offsets -0.5..=0.5 in steps of 1/16
@@ -12,9 +11,9 @@
 #define MAX_EXCLUDED 128
 // find_peaks examines at most min(4 k + 8, MAX_CANDIDATES) local maxima, best first.
 #define MAX_CANDIDATES 72
-// Local maxima listed in shared memory for the warp-level selection (curves in shared memory
-// have at most PEAK_SHARED / 2 + 1 of them).
-#define CAND_CAP (PEAK_SHARED / 2 + 1)
+// The curve (2 curve_half + 1 floats) and the list of its local maxima (at most curve_half + 2
+// lags, as shorts) live in dynamic shared memory sized by the host (peaks_shared_bytes in
+// src/gpu/cuda/gcc.rs), so that short curves leave room for more blocks per SM.
 #define CAND_GONE 0x7fff
 // Curves up to this many lags are searched in shared memory (the search and the refinement
 // read each value many times); longer ones are read from global memory.
@@ -110,7 +109,12 @@ __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mea
 // One pair of one frame: curve, statistics over the physical lags, the best peaks at least
 // min_sep apart (best first), each refined on a 17-point grid of the band-limited interpolant
 // and a parabola (as find_peaks and refine_peak).
-extern "C" __global__ void __launch_bounds__(GCC_BLOCK)
+// One warp per pair and frame (PEAK_THREADS): the selection of the best peaks is sequential
+// and runs in one warp, and with more warps per block the others only waited at the final
+// barrier (72 % of the kernel's stalls in a batch of 16 16-channel frames) while holding the
+// SM's warp slots.
+#define PEAK_THREADS 32
+extern "C" __global__ void __launch_bounds__(PEAK_THREADS)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
           float* curves, PeakOut* peaks) {
@@ -125,8 +129,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __shared__ int cand_lag;
     __shared__ float cand_v;
     __shared__ int stop;
-    __shared__ float sc[PEAK_SHARED];
-    __shared__ short cand[CAND_CAP];
+    extern __shared__ float dyn_shared[];
     __shared__ int n_cand;
     u32 p = blockIdx.x, f = blockIdx.y;
     size_t row = (size_t)f * n_pairs + p;
@@ -138,6 +141,9 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     // Curve value at a lag (negative lags wrap to the end of the circular correlation).
 #define CURVE_G(l) ((nrm > 0.0f && isfinite(nrm)) ? c[(((l) % n) + n) % n] * inv : 0.0f)
     bool use_sh = 2 * ch + 1 <= PEAK_SHARED;
+    float* sc = dyn_shared;
+    short* cand = (short*)(dyn_shared + ((2 * ch + 1 + 3) & ~3));
+    const int cand_cap = ch + 2;
 #define CURVE(l) (use_sh ? sc[(l) + ch] : CURVE_G(l))
     if (use_sh) {
         for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) sc[i] = CURVE_G(i - ch);
@@ -192,11 +198,11 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         float right = l < bound ? CURVE(l + 1) : GCC_NEG_INF;
         if (v >= left && v > right && isfinite(v)) {
             int at = atomicAdd(&n_cand, 1);
-            if (at < CAND_CAP) cand[at] = (short)l;
+            if (at < cand_cap) cand[at] = (short)l;
         }
     }
     __syncthreads();
-    if (use_sh && n_cand <= CAND_CAP) {
+    if (use_sh && n_cand <= cand_cap) {
         // One warp takes them best first (ties: the smaller lag), as find_peaks: a candidate
         // within min_sep of an accepted peak is passed over; each accepted one is refined on
         // the 17-point grid (lane g evaluates grid point g) and a parabola. No block-wide
@@ -243,6 +249,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
                 const float* tw = taps + phase * 2 * PEAK_HALF;
                 int first = (int)i0 - PEAK_HALF + 1;
                 double acc = 0.0;
+#pragma unroll
                 for (int k = 0; k < 2 * PEAK_HALF; ++k) {
                     int j = first + k;
                     if (j >= 0 && j < 2 * ch + 1) acc += (double)sc[j] * (double)tw[k];
@@ -312,9 +319,10 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         if (stop) break;
         if (!(cand_v > GCC_NEG_INF)) continue;
         // Refinement: grid point g at offset (g - 8) / 16; eight threads per grid point, four
-        // taps each, summed over the eight by shuffles.
-        {
-            int g = threadIdx.x / 8, part = threadIdx.x % 8;
+        // taps each, summed over the eight by shuffles (in rounds of blockDim / 8 grid points,
+        // the same number of rounds for every thread).
+        for (int g0 = 0; g0 <= PEAK_GRID; g0 += (int)(blockDim.x / 8)) {
+            int g = g0 + (int)threadIdx.x / 8, part = threadIdx.x % 8;
             double acc = 0.0;
             if (g <= PEAK_GRID) {
                 int centre = cand_lag + ch;

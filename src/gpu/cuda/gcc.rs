@@ -23,6 +23,23 @@ use crate::frame::Frame;
 /// Most threads per block of gcc_cross (kernels/gcc.cu: GCC_CROSS_BLOCK).
 const GCC_CROSS_BLOCK: u32 = 1024;
 
+/// Threads per block of gcc_peaks: one warp per pair and frame (kernels/gcc.cu: PEAK_THREADS).
+const PEAK_THREADS: u32 = 32;
+
+/// Curves up to this many lags are searched in shared memory (kernels/gcc.cu: PEAK_SHARED).
+const PEAK_SHARED: usize = 8192;
+
+/// gcc_peaks's dynamic shared memory: the curve (rounded up to four floats) and its list of
+/// local maxima (shorts), or nothing for a curve too long for it (searched in global memory).
+/// At most 8192 * 4 + 4097 * 2 bytes, within the 48 KiB a launch may take without opting in.
+fn peaks_shared_bytes(curve_half: usize) -> u32 {
+    let len = 2 * curve_half + 1;
+    if len > PEAK_SHARED {
+        return 0;
+    }
+    (len.div_ceil(4) * 4 * 4 + (curve_half + 2) * 2) as u32
+}
+
 struct Plans {
     r2c: fft_sys::cufftHandle,
     c2r: fft_sys::cufftHandle,
@@ -234,6 +251,8 @@ impl CudaCorrelator {
         if np == 0 {
             return Ok(());
         }
+        // SAFETY (this and the launches below): argument types and order match kernels/gcc.cu,
+        // and every buffer holds `batch` frames.
         unsafe {
             s.launch_builder(&self.f_cross)
                 .arg(&self.d_spec)
@@ -280,8 +299,8 @@ impl CudaCorrelator {
                 .arg(&mut self.d_peaks)
                 .launch(LaunchConfig {
                     grid_dim: (n_pairs, b as u32, 1),
-                    block_dim: (256, 1, 1),
-                    shared_mem_bytes: 0,
+                    block_dim: (PEAK_THREADS, 1, 1),
+                    shared_mem_bytes: peaks_shared_bytes(p.curve_half),
                 })
                 .map_err(err("gcc_peaks"))?;
         }
@@ -453,8 +472,19 @@ mod tests {
             format!("#define GCC_CROSS_BLOCK {}", super::GCC_CROSS_BLOCK),
             format!("#define MAX_CANDIDATES {}", crate::dsp::gcc::MAX_CANDIDATES),
             format!("#define MAX_PEAKS {}", crate::dsp::gcc::MAX_PEAKS),
+            format!("#define PEAK_SHARED {}", super::PEAK_SHARED),
+            format!("#define PEAK_THREADS {}", super::PEAK_THREADS),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
+    }
+
+    /// The largest curve searched in shared memory fits a launch's default 48 KiB with the
+    /// kernel's static shared memory (about 1.3 KiB).
+    #[test]
+    fn peak_search_fits_in_shared_memory() {
+        let most = super::peaks_shared_bytes((super::PEAK_SHARED - 1) / 2);
+        assert!(most > 0 && most as usize + 2048 <= 48 * 1024, "{most}");
+        assert_eq!(super::peaks_shared_bytes(super::PEAK_SHARED / 2), 0);
     }
 }
