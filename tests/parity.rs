@@ -34,7 +34,7 @@ fn correlate(c: &mut dyn Correlator, frames: &[Frame]) -> Vec<GccFrame> {
     out
 }
 
-fn check_gcc(params: GccParams, frames: &[Frame]) {
+fn check_gcc(params: GccParams, frames: &[Frame], batch: usize) {
     let cpu = correlate(&mut CpuCorrelator::new(params.clone()), frames);
     // The CPU result is self-consistent whatever the backend set.
     for f in &cpu {
@@ -43,7 +43,7 @@ fn check_gcc(params: GccParams, frames: &[Frame]) {
     if !cuda_present() {
         return;
     }
-    let mut g = gpu::correlator(params.clone(), 4).unwrap();
+    let mut g = gpu::correlator(params.clone(), batch).unwrap();
     let gpu_out = correlate(g.as_mut(), frames);
     let cl = params.curve_len();
     let k = params.peaks_per_pair;
@@ -82,15 +82,20 @@ fn check_gcc(params: GccParams, frames: &[Frame]) {
 
 #[test]
 fn gcc_curves_and_peaks_agree() {
-    for (channels, frame, seed) in [
-        (4usize, 1024usize, 1u64),
-        (5, 4096, 2),
-        (8, 2048, 3),
-        (16, 1024, 4),
+    // (channels, frame, seed, frames, batch): the last two cases correlate batches large enough
+    // to be uploaded in parts while earlier parts are transformed (9 frames: parts of 3, 2, 2
+    // and 2).
+    for (channels, frame, seed, count, batch) in [
+        (4usize, 1024usize, 1u64, 3usize, 4usize),
+        (5, 4096, 2, 3, 4),
+        (8, 2048, 3, 3, 4),
+        (16, 1024, 4, 3, 4),
+        (8, 2048, 5, 9, 16),
+        (5, 4096, 6, 16, 16),
     ] {
         let params = gcc_params(channels, frame);
-        let frames = noise_frames(channels, frame, 3, seed);
-        check_gcc(params, &frames);
+        let frames = noise_frames(channels, frame, count, seed);
+        check_gcc(params, &frames, batch);
     }
 }
 

@@ -83,6 +83,27 @@ impl<T: Pod> Pinned<T> {
             .map_err(err("copying to the device"))
     }
 
+    /// Enqueue a copy of values `from..from + len` to device address `dst`.
+    ///
+    /// # Safety
+    /// `dst` must hold at least `len` values of `T`, and the host values must not change until
+    /// the stream has passed the copy.
+    pub unsafe fn copy_range_to_device(
+        &self,
+        from: usize,
+        dst: u64,
+        len: usize,
+        stream: &CudaStream,
+    ) -> Result<(), BackendError> {
+        let from = from.min(self.len);
+        let len = len.min(self.len - from);
+        // SAFETY: as for copy_to_device.
+        unsafe {
+            result::memcpy_htod_async(dst, &self.as_slice()[from..from + len], stream.cu_stream())
+        }
+        .map_err(err("copying to the device"))
+    }
+
     /// Enqueue a copy of `len` values from device address `src` into the first `len` values.
     ///
     /// # Safety

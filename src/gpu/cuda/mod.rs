@@ -131,8 +131,10 @@ fn start() -> Result<Arc<Gpu>, String> {
     let module = ctx
         .load_module(image)
         .map_err(|e| format!("{name}: cannot load the compiled kernels: {e}"))?;
-    // SAFETY: all of sonotrack's device work runs on this one stream, so cudarc's tracking of
-    // uses across streams is not needed (see its docs: no buffer is used on another stream).
+    // SAFETY: sonotrack's device work runs on this one stream, except the correlator's uploads
+    // of a batch's later parts on a second stream, which are ordered against this one by events
+    // the correlator records and waits on itself (src/gpu/cuda/gcc.rs: enqueue); so cudarc's
+    // own tracking of uses across streams is not needed.
     unsafe { ctx.disable_event_tracking() };
     // A stream of our own (not the legacy default stream, which cannot be captured into a
     // graph).
