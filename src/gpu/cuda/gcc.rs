@@ -4,7 +4,10 @@
 //! batched R2C for every channel of every frame, `gcc_cross` for every pair of every frame, one
 //! batched C2R, `gcc_peaks`, and copy the peaks (and curves when asked for) back. The host ends
 //! of the copies are page-locked, and the whole sequence is captured once per batch size into a
-//! CUDA graph, so a call costs one graph launch and one synchronisation.
+//! CUDA graph, so a call costs one graph launch and one synchronisation. A batch of eight
+//! frames or more goes through in two halves, the second half's upload (on a second stream)
+//! overlapping the first half's kernels. `gcc_peaks` runs one warp per pair and frame: it lists
+//! the curve's local maxima once and takes them best first, as `find_peaks` on the CPU.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -44,6 +44,7 @@ const PF_TILE: u32 = 512;
 const SMALL_FILTER: usize = 131_072;
 const PF_SMALL_BLOCK: u32 = 64;
 const SCAN_BLOCK: u32 = 1024;
+const PART: usize = 48;
 /// pf_finalize: threads per block, and tile rows each block combines (kernels/pf.cu).
 const FIN_THREADS: u32 = 256;
 const FIN_ROWS: usize = 64;
@@ -61,7 +62,6 @@ fn tiling(n: usize) -> (u32, u32) {
         (PF_BLOCK, PF_TILE)
     }
 }
-const PART: usize = 48;
 
 /// pf_finalize's decisions (kernels/pf.cu: FLAG_*).
 const FLAG_KEEP: u32 = 0;
