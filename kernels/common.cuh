@@ -215,60 +215,61 @@ __device__ __forceinline__ u32 switch_model(const StepParams* sp, u32 from, floa
 // ---------------------------------------------------------------------------------------------
 // TDOA likelihood (src/track/likelihood.rs: log_likelihood_slice, per particle).
 
-// Arrays of up to this many sensors per thread live in shared memory (`rr_shared`, laid out
-// [2][RR_SHARED][blockDim.x]); larger arrays fall back to per-thread local memory.
+// Arrays of up to this many sensors keep each thread's distances and range rates in shared
+// memory (pf_step: SharedMeas); larger ones in per-thread local memory (GlobalMeas).
 #define RR_SHARED 8
 
-// SHARED: rho and rate live in `rr_shared` (a __shared__ array, so that the compiler emits
-// shared-memory loads rather than generic ones); otherwise in per-thread local memory.
-template <bool SHARED>
-__device__ __forceinline__ float log_likelihood_impl(const StepParams* sp, const float* sensors,
-                                                     const u32* pairs, const float* tdoa,
-                                                     const float* amp, const float* floor_,
-                                                     const float* s, float lag,
-                                                     float* rr_shared) {
-    float rho_local[SHARED ? 1 : MAX_SENSORS];
-    float rate_local[SHARED ? 1 : MAX_SENSORS];
+// The per-particle log-likelihood, operation for operation as on the CPU. `M` says where the
+// measurement, the geometry and the particle's distances (rho) and range rates live, and K > 0
+// fixes the peaks per pair at compile time (K = 0: sp->k): the access policy and a constant
+// stride and peak count keep address arithmetic out of the innermost loop, where the profile
+// put half of pf_step's instructions when all of it went through generic pointers.
+template <class M>
+__device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const float* s, float lag,
+                                                  M& m) {
     // The step's constants, read once (the compiler cannot tell they do not change).
     const u32 ns = sp->n_sensors < MAX_SENSORS ? sp->n_sensors : MAX_SENSORS;
-    const u32 n_pairs = sp->n_pairs, kk = sp->k;
+    const u32 n_pairs = sp->n_pairs;
+    const u32 kk = M::K > 0 ? (u32)M::K : sp->k;
     const float inv_c = sp->inv_c, inv_two_var = sp->inv_two_var, gate = sp->gate;
     const bool three_d = sp->mode == 0;
-    const u32 stride = SHARED ? blockDim.x : 1;
-    float* rho = SHARED ? rr_shared + threadIdx.x : rho_local;
-    float* rate = SHARED ? rr_shared + RR_SHARED * blockDim.x + threadIdx.x : rate_local;
-#define RHO(a) rho[(a) * stride]
-#define RATE(a) rate[(a) * stride]
     for (u32 a = 0; a < ns; ++a) {
-        float mx = sensors[3 * a], my = sensors[3 * a + 1], mz = sensors[3 * a + 2];
+        float mx = m.sensor(3 * a), my = m.sensor(3 * a + 1), mz = m.sensor(3 * a + 2);
         if (three_d) {
             float dx = s[0] - mx;
             float dy = s[1] - my;
             float dz = s[2] - mz;
             float d = fmaxf(sqrtf(dx * dx + dy * dy + dz * dz), 1e-6f);
-            RHO(a) = d;
-            RATE(a) = (dx * s[3] + dy * s[4] + dz * s[5]) / d;
+            m.set(a, d, (dx * s[3] + dy * s[4] + dz * s[5]) / d);
         } else {
-            RHO(a) = -(mx * s[0] + my * s[1] + mz * s[2]);
-            RATE(a) = 0.0f;
+            m.set(a, -(mx * s[0] + my * s[1] + mz * s[2]), 0.0f);
         }
     }
     float total = 0.0f;
     float prod = 1.0f;
     for (u32 pi = 0; pi < n_pairs; ++pi) {
-        u32 a = pairs[2 * pi], b = pairs[2 * pi + 1];
-        float ra = RHO(a), rb = RHO(b);
+        u32 a = m.pair(2 * pi), b = m.pair(2 * pi + 1);
+        float ra = m.rho(a), rb = m.rho(b);
         float delta = three_d ? lag - 0.5f * (ra + rb) * inv_c : 0.0f;
-        float pred = (ra - rb + (RATE(a) - RATE(b)) * delta) * inv_c;
-        float l = floor_[pi];
-        for (u32 j = 0; j < kk; ++j) {
-            float am = amp[pi * kk + j];
-            if (am <= 0.0f) continue;
-            float d = tdoa[pi * kk + j] - pred;
-            // Outside the gate a peak adds nothing (as on the CPU, which adds 0 branch-free);
-            // skipping its exponential saves most of the work, since the particles of a track
-            // agree on which peaks are far.
-            if (fabsf(d) < gate) l += am * fm_exp(-d * d * inv_two_var);
+        float pred = (ra - rb + (m.rate(a) - m.rate(b)) * delta) * inv_c;
+        float l = m.floor(pi);
+        const u32 o = pi * kk;
+        // A peak with amp <= 0 is skipped (a NaN amplitude is not), as on the CPU. Outside the
+        // gate a peak adds nothing (the CPU adds 0 branch-free); skipping its exponential saves
+        // most of the work, since the particles of a track agree on which peaks are far.
+        if (M::K > 0) {
+#pragma unroll
+            for (int j = 0; j < (M::K > 0 ? M::K : 1); ++j) {
+                float am = m.amp(o + j);
+                float d = m.tdoa(o + j) - pred;
+                if (!(am <= 0.0f) && fabsf(d) < gate) l += am * fm_exp(-d * d * inv_two_var);
+            }
+        } else {
+            for (u32 j = 0; j < kk; ++j) {
+                float am = m.amp(o + j);
+                float d = m.tdoa(o + j) - pred;
+                if (!(am <= 0.0f) && fabsf(d) < gate) l += am * fm_exp(-d * d * inv_two_var);
+            }
         }
         prod *= l;
         if (pi % PAIR_GROUP == PAIR_GROUP - 1) {
@@ -277,21 +278,35 @@ __device__ __forceinline__ float log_likelihood_impl(const StepParams* sp, const
         }
     }
     return total + fm_ln(prod);
-#undef RHO
-#undef RATE
 }
 
-// The per-particle log-likelihood; `rr_shared` ([2][RR_SHARED][blockDim.x] floats of shared
-// memory) holds rho and rate when the array has at most RR_SHARED sensors.
-__device__ __forceinline__ float log_likelihood(const StepParams* sp, const float* sensors,
-                                                const u32* pairs, const float* tdoa,
-                                                const float* amp, const float* floor_,
-                                                const float* s, float lag, float* rr_shared) {
-    if (sp->n_sensors <= RR_SHARED)
-        return log_likelihood_impl<true>(sp, sensors, pairs, tdoa, amp, floor_, s, lag,
-                                         rr_shared);
-    return log_likelihood_impl<false>(sp, sensors, pairs, tdoa, amp, floor_, s, lag, nullptr);
-}
+// The measurement and geometry in global memory, rho and rate in per-thread local memory: for
+// measurements or arrays too large for pf_step's shared arrays.
+struct GlobalMeas {
+    static const int K = 0;
+    const float* sensors;
+    const u32* pairs;
+    const float* tdoa_;
+    const float* amp_;
+    const float* floor_;
+    float rho_[MAX_SENSORS];
+    float rate_[MAX_SENSORS];
+    // rho_ and rate_ are written before they are read (no zeroing of 128 floats per call).
+    __device__ GlobalMeas(const float* s, const u32* p, const float* t, const float* a,
+                          const float* f)
+        : sensors(s), pairs(p), tdoa_(t), amp_(a), floor_(f) {}
+    __device__ float sensor(u32 i) const { return sensors[i]; }
+    __device__ u32 pair(u32 i) const { return pairs[i]; }
+    __device__ float tdoa(u32 i) const { return tdoa_[i]; }
+    __device__ float amp(u32 i) const { return amp_[i]; }
+    __device__ float floor(u32 i) const { return floor_[i]; }
+    __device__ void set(u32 a, float r, float q) {
+        rho_[a] = r;
+        rate_[a] = q;
+    }
+    __device__ float rho(u32 a) const { return rho_[a]; }
+    __device__ float rate(u32 a) const { return rate_[a]; }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Block reductions.

@@ -84,6 +84,19 @@ struct PeakOut {
     float quality;
 };
 
+// Grid point g (offset (g - 8) / 16) around integer lag `lag` of a curve stored for lags
+// -ch..=ch: the interpolation taps to use and the curve index of the first (refine_peak's
+// eval on the CPU).
+__device__ __forceinline__ const float* grid_taps(int lag, int ch, int g, const float* taps,
+                                                  int* first) {
+    double t = (double)(lag + ch) + (double)(g - PEAK_GRID / 2) / (double)PEAK_GRID;
+    double i0 = floor(t);
+    double frac = t - i0;
+    int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
+    *first = (int)i0 - PEAK_HALF + 1;
+    return taps + phase * 2 * PEAK_HALF;
+}
+
 // The refined peak from the interpolant on the 17-point grid around integer lag `lag`: the best
 // grid point and a parabola through it and its neighbours (refine_peak), clamped to the bound.
 __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mean, float std) {
@@ -241,13 +254,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
                 continue;
             }
             if (lane <= PEAK_GRID) {
-                int centre = bl + ch;
-                double t = (double)centre + (double)(lane - PEAK_GRID / 2) / (double)PEAK_GRID;
-                double i0 = floor(t);
-                double frac = t - i0;
-                int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
-                const float* tw = taps + phase * 2 * PEAK_HALF;
-                int first = (int)i0 - PEAK_HALF + 1;
+                int first;
+                const float* tw = grid_taps(bl, ch, lane, taps, &first);
                 double acc = 0.0;
 #pragma unroll
                 for (int k = 0; k < 2 * PEAK_HALF; ++k) {
@@ -325,13 +333,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             int g = g0 + (int)threadIdx.x / 8, part = threadIdx.x % 8;
             double acc = 0.0;
             if (g <= PEAK_GRID) {
-                int centre = cand_lag + ch;
-                double t = (double)centre + (double)(g - PEAK_GRID / 2) / (double)PEAK_GRID;
-                double i0 = floor(t);
-                double frac = t - i0;
-                int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
-                const float* tw = taps + phase * 2 * PEAK_HALF;
-                int first = (int)i0 - PEAK_HALF + 1;
+                int first;
+                const float* tw = grid_taps(cand_lag, ch, g, taps, &first);
                 for (int k = part * 4; k < part * 4 + 4; ++k) {
                     int j = first + k;
                     if (j >= 0 && j < 2 * ch + 1) acc += (double)CURVE(j - ch) * (double)tw[k];

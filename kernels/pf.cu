@@ -134,70 +134,31 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
     if (threadIdx.x == PART - 1) out[PART - 1] = 0.0f; // the unused slot
 }
 
-// The per-particle log-likelihood (log_likelihood in common.cuh, operation for operation) for
-// pf_step's usual case: the measurement and geometry in the block's shared arrays, rho and rate
-// in `rr`, and, for K > 0, K peaks per pair known at compile time (K = 0: sp->k). Indexing the
-// arrays themselves (not pointers into them) and a constant stride and peak count take the
-// address arithmetic out of the innermost loop, where the profile put half of pf_step's
-// instructions.
-template <int B, int K>
-__device__ __forceinline__ float log_likelihood_sm(
-    const StepParams* sp, const float* s, float lag, float (&rr)[2][RR_SHARED][B],
-    const float (&sens)[3 * MAX_SENSORS], const u32 (&prs)[2 * MEAS_PAIRS],
-    const float (&td)[MEAS_SHARED], const float (&am)[MEAS_SHARED],
-    const float (&fl)[MEAS_PAIRS]) {
-    const u32 ns = sp->n_sensors;
-    const u32 n_pairs = sp->n_pairs;
-    const u32 kk = K > 0 ? (u32)K : sp->k;
-    const float inv_c = sp->inv_c, inv_two_var = sp->inv_two_var, gate = sp->gate;
-    const bool three_d = sp->mode == 0;
-    const u32 tid = threadIdx.x;
-    for (u32 a = 0; a < ns; ++a) {
-        float mx = sens[3 * a], my = sens[3 * a + 1], mz = sens[3 * a + 2];
-        if (three_d) {
-            float dx = s[0] - mx;
-            float dy = s[1] - my;
-            float dz = s[2] - mz;
-            float d = fmaxf(sqrtf(dx * dx + dy * dy + dz * dz), 1e-6f);
-            rr[0][a][tid] = d;
-            rr[1][a][tid] = (dx * s[3] + dy * s[4] + dz * s[5]) / d;
-        } else {
-            rr[0][a][tid] = -(mx * s[0] + my * s[1] + mz * s[2]);
-            rr[1][a][tid] = 0.0f;
-        }
+// pf_step's usual measurement access: the measurement and geometry in the block's shared
+// arrays (indexed directly, not through generic pointers), rho and rate in `rr` with the
+// block's constant stride, and KK peaks per pair (0: sp->k).
+template <int B, int KK>
+struct SharedMeas {
+    static const int K = KK;
+    float (&rr)[2][RR_SHARED][B];
+    const float (&sens)[3 * MAX_SENSORS];
+    const u32 (&prs)[2 * MEAS_PAIRS];
+    const float (&td)[MEAS_SHARED];
+    const float (&am)[MEAS_SHARED];
+    const float (&fl)[MEAS_PAIRS];
+    u32 tid;
+    __device__ float sensor(u32 i) const { return sens[i]; }
+    __device__ u32 pair(u32 i) const { return prs[i]; }
+    __device__ float tdoa(u32 i) const { return td[i]; }
+    __device__ float amp(u32 i) const { return am[i]; }
+    __device__ float floor(u32 i) const { return fl[i]; }
+    __device__ void set(u32 a, float r, float q) {
+        rr[0][a][tid] = r;
+        rr[1][a][tid] = q;
     }
-    float total = 0.0f;
-    float prod = 1.0f;
-    for (u32 pi = 0; pi < n_pairs; ++pi) {
-        u32 a = prs[2 * pi], b = prs[2 * pi + 1];
-        float ra = rr[0][a][tid], rb = rr[0][b][tid];
-        float delta = three_d ? lag - 0.5f * (ra + rb) * inv_c : 0.0f;
-        float pred = (ra - rb + (rr[1][a][tid] - rr[1][b][tid]) * delta) * inv_c;
-        float l = fl[pi];
-        const u32 o = pi * kk;
-        if (K > 0) {
-            // (as on the CPU: a peak with amp <= 0 is skipped, a NaN amplitude is not)
-#pragma unroll
-            for (int j = 0; j < K; ++j) {
-                float amj = am[o + j];
-                float d = td[o + j] - pred;
-                if (!(amj <= 0.0f) && fabsf(d) < gate) l += amj * fm_exp(-d * d * inv_two_var);
-            }
-        } else {
-            for (u32 j = 0; j < kk; ++j) {
-                float amj = am[o + j];
-                float d = td[o + j] - pred;
-                if (!(amj <= 0.0f) && fabsf(d) < gate) l += amj * fm_exp(-d * d * inv_two_var);
-            }
-        }
-        prod *= l;
-        if (pi % PAIR_GROUP == PAIR_GROUP - 1) {
-            total += fm_ln(prod);
-            prod = 1.0f;
-        }
-    }
-    return total + fm_ln(prod);
-}
+    __device__ float rho(u32 a) const { return rr[0][a][tid]; }
+    __device__ float rate(u32 a) const { return rr[1][a][tid]; }
+};
 
 // Switch model, predict, weigh, and the tile's weighted sums: B threads, P particles each.
 #define PF_STEP_ARGS                                                                           \
@@ -267,13 +228,17 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         advance(&coeffs[t], sp->mode, m, tp.dt, s, z);
         float l;
         if (msh && sp->n_sensors <= RR_SHARED) {
-            l = sp->k == 4 ? log_likelihood_sm<B, 4>(sp, s, tp.lag, rr, m_sensors, m_pairs,
-                                                     m_tdoa, m_amp, m_floor)
-                           : log_likelihood_sm<B, 0>(sp, s, tp.lag, rr, m_sensors, m_pairs,
-                                                     m_tdoa, m_amp, m_floor);
+            if (sp->k == 4) {
+                SharedMeas<B, 4> m{rr, m_sensors, m_pairs, m_tdoa, m_amp, m_floor, threadIdx.x};
+                l = log_likelihood_t(sp, s, tp.lag, m);
+            } else {
+                SharedMeas<B, 0> m{rr, m_sensors, m_pairs, m_tdoa, m_amp, m_floor, threadIdx.x};
+                l = log_likelihood_t(sp, s, tp.lag, m);
+            }
         } else {
             // A measurement or an array too large for the shared arrays: from global memory.
-            l = log_likelihood(sp, sensors, pairs, tdoa, amp, floor_, s, tp.lag, &rr[0][0][0]);
+            GlobalMeas m(sensors, pairs, tdoa, amp, floor_);
+            l = log_likelihood_t(sp, s, tp.lag, m);
         }
         if (sp->has_bounds) {
             bool inside = s[0] >= sp->lo[0] && s[0] <= sp->hi[0] && s[1] >= sp->lo[1] &&
