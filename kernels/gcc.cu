@@ -8,15 +8,16 @@
 #define PEAK_HALF 16     // PEAK_INTERP_HALF_WIDTH
 #define PEAK_GRID 16     // PEAK_GRID: offsets -0.5..=0.5 in steps of 1/16
 #define MAX_PEAKS 16
-#define MAX_EXCLUDED 128
 // find_peaks examines at most min(4 k + 8, MAX_CANDIDATES) local maxima, best first.
 #define MAX_CANDIDATES 72
-// The curve (2 curve_half + 1 floats) and the list of its local maxima (at most curve_half + 2
-// lags, as shorts) live in dynamic shared memory sized by the host (peaks_shared_bytes in
-// src/gpu/cuda/gcc.rs), so that short curves leave room for more blocks per SM.
+// A listed local maximum that has been examined (no lag reaches it: curves in shared memory
+// have at most 4095 lags each side).
 #define CAND_GONE 0x7fff
 // Curves up to this many lags are searched in shared memory (the search and the refinement
-// read each value many times); longer ones are read from global memory.
+// read each value many times); longer ones are read from global memory. The curve (2
+// curve_half + 1 floats) and the list of its local maxima (at most curve_half + 2 lags, as
+// shorts) live in dynamic shared memory sized by the host (peaks_shared_bytes in
+// src/gpu/cuda/gcc.rs), so that short curves leave room for more blocks per SM.
 #define PEAK_SHARED 8192
 
 // Window and zero-pad: in[row][frame_len] -> out[row][fft_len], rows = frames x channels.
@@ -134,7 +135,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __shared__ float scratch[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
-    __shared__ int excluded[MAX_EXCLUDED];
+    __shared__ int excluded[MAX_CANDIDATES]; // at most cap <= MAX_CANDIDATES are examined
     __shared__ int n_excluded;
     __shared__ PeakOut accepted[MAX_PEAKS];
     __shared__ int n_accepted;

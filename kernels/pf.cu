@@ -327,14 +327,15 @@ extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK) pf_sums_small(PF_SU
 #define FIN_ROWS 64
 #define FIN_SPLIT (FIN_THREADS / PART) // row groups per block, each PART threads wide
 
+// A value of a tile row (float, written by an earlier kernel) or of a group row (double,
+// written by other blocks of the same launch: read from L2).
+__device__ __forceinline__ double row_value(const float* p) { return (double)*p; }
+__device__ __forceinline__ double row_value(const double* p) { return __ldcg(p); }
+
 // Sum rows [0, n_rows) of `rows` (row r at rows + r * PART, value at column j, largest log
 // weight at column 0) relative to their largest log weight, into fin[0..PART) (fin[0] = that
 // maximum). T is float for tile rows and double for group rows. Every thread of the block calls
 // it.
-__device__ __forceinline__ double row_value(const float* p) { return (double)*p; }
-// Group rows were written by other blocks of the same launch: read them from L2.
-__device__ __forceinline__ double row_value(const double* p) { return __ldcg(p); }
-
 template <typename T>
 __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scratch,
                              double (*red)[PART], double* fac) {

@@ -31,17 +31,11 @@ const GCC_CROSS_BLOCK: u32 = 1024;
 const OVERLAP_MIN: usize = 8;
 const OVERLAP_PARTS: usize = 2;
 
-/// The parts (first frame, frames) a batch of `b` frames is processed in.
-fn parts(b: usize) -> Vec<(usize, usize)> {
+/// The parts (first frame, frames) a batch of `b` frames is processed in (no allocation: this
+/// runs for every call, frame by frame in the live path).
+fn parts(b: usize) -> impl Iterator<Item = (usize, usize)> {
     let k = if b >= OVERLAP_MIN { OVERLAP_PARTS } else { 1 };
-    let mut out = Vec::with_capacity(k);
-    let mut f0 = 0;
-    for i in 0..k {
-        let n = b / k + usize::from(i < b % k);
-        out.push((f0, n));
-        f0 += n;
-    }
-    out
+    (0..k).map(move |i| (i * (b / k) + i.min(b % k), b / k + usize::from(i < b % k)))
 }
 
 /// Threads per block of gcc_peaks: one warp per pair and frame (kernels/gcc.cu: PEAK_THREADS).
@@ -235,7 +229,7 @@ impl CudaCorrelator {
         let (c, np, k) = (p.channels, p.pairs.len(), p.peaks_per_pair);
         let s = self.gpu.stream.clone();
         let row = c * p.frame_len;
-        for (i, (f0, n)) in parts(b).into_iter().enumerate() {
+        for (i, (f0, n)) in parts(b).enumerate() {
             if n == b {
                 // SAFETY: d_in holds `batch` frames, b <= batch; the host buffer is not touched
                 // until the caller has synchronised.
@@ -570,7 +564,7 @@ mod tests {
     #[test]
     fn parts_cover_the_batch() {
         for b in 1..70 {
-            let p = super::parts(b);
+            let p: Vec<_> = super::parts(b).collect();
             assert_eq!(
                 p.len(),
                 if b >= super::OVERLAP_MIN {

@@ -76,11 +76,8 @@ impl<T: Pod> Pinned<T> {
         len: usize,
         stream: &CudaStream,
     ) -> Result<(), BackendError> {
-        let len = len.min(self.len);
-        // SAFETY: the caller's contract; the source is page-locked, so the copy is asynchronous
-        // (and may be captured into a graph).
-        unsafe { result::memcpy_htod_async(dst, &self.as_slice()[..len], stream.cu_stream()) }
-            .map_err(err("copying to the device"))
+        // SAFETY: the caller's contract.
+        unsafe { self.copy_range_to_device(0, dst, len, stream) }
     }
 
     /// Enqueue a copy of values `from..from + len` to device address `dst`.
@@ -97,7 +94,8 @@ impl<T: Pod> Pinned<T> {
     ) -> Result<(), BackendError> {
         let from = from.min(self.len);
         let len = len.min(self.len - from);
-        // SAFETY: as for copy_to_device.
+        // SAFETY: the caller's contract; the source is page-locked, so the copy is asynchronous
+        // (and may be captured into a graph).
         unsafe {
             result::memcpy_htod_async(dst, &self.as_slice()[from..from + len], stream.cu_stream())
         }

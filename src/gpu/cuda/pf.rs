@@ -49,6 +49,11 @@ const PART: usize = 48;
 const FIN_THREADS: u32 = 256;
 const FIN_ROWS: usize = 64;
 
+/// Whether a filter of `n` particles takes pf_step_small and pf_sums_small.
+fn small_filter(n: usize) -> bool {
+    n < SMALL_FILTER
+}
+
 /// pf_finalize's blocks per track for `n_tiles` rows of tile sums.
 fn fin_groups(n_tiles: usize) -> usize {
     n_tiles.div_ceil(FIN_ROWS).max(1)
@@ -56,7 +61,7 @@ fn fin_groups(n_tiles: usize) -> usize {
 
 /// Threads per block and particles per block (tile) of pf_step and pf_sums for `n` particles.
 fn tiling(n: usize) -> (u32, u32) {
-    if n < SMALL_FILTER {
+    if small_filter(n) {
         (PF_SMALL_BLOCK, PF_SMALL_BLOCK)
     } else {
         (PF_BLOCK, PF_TILE)
@@ -359,12 +364,12 @@ impl CudaParticleFilter {
             .map_err(err("uploading pairs"))?;
         let k = Kernels {
             reference: gpu.function("pf_ref")?,
-            step: gpu.function(if n < SMALL_FILTER {
+            step: gpu.function(if small_filter(n) {
                 "pf_step_small"
             } else {
                 "pf_step"
             })?,
-            sums: gpu.function(if n < SMALL_FILTER {
+            sums: gpu.function(if small_filter(n) {
                 "pf_sums_small"
             } else {
                 "pf_sums"
