@@ -607,14 +607,56 @@ extern "C" __global__ void pf_fill_log_w(const StepParams* sp, const TrackParams
     if (i < n) log_w[(size_t)tracks[t].slot * n + i] = value;
 }
 
-// Resampling, step 1: inclusive scan (f64) of e * scale within blocks of SCAN_BLOCK particles;
-// scale = exp(block max - overall max) from the step's partials and finalize output.
 #define SCAN_BLOCK 1024
+
+// Exclusive scan of one track's block totals bt[0..nb) by one block of SCAN_BLOCK threads; the
+// total goes after the last entry. Each thread sums a run of consecutive totals, the runs are
+// scanned across the block (warp shuffles), and each thread writes its run back.
+__device__ void scan_totals_body(u32 nb, double* bt, double* warp_tot) {
+    u32 per = (nb + blockDim.x - 1) / blockDim.x;
+    u32 lo = min(nb, threadIdx.x * per), hi = min(nb, lo + per);
+    double run = 0.0;
+    for (u32 k = lo; k < hi; ++k) run += bt[k];
+    // Inclusive scan of the runs.
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    double v = run;
+    for (int o = 1; o < 32; o <<= 1) {
+        double y = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += y;
+    }
+    __syncthreads();
+    if (lane == 31) warp_tot[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        double w = lane < (int)(blockDim.x >> 5) ? warp_tot[lane] : 0.0;
+        for (int o = 1; o < 32; o <<= 1) {
+            double y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) w += y;
+        }
+        warp_tot[lane] = w;
+    }
+    __syncthreads();
+    if (warp > 0) v += warp_tot[warp - 1];
+    double acc = v - run; // exclusive
+    for (u32 k = lo; k < hi; ++k) {
+        double x = bt[k];
+        bt[k] = acc;
+        acc += x;
+    }
+    if (threadIdx.x == blockDim.x - 1) bt[nb] = v;
+}
+
+// Resampling, step 1: inclusive scan (f64) of e * scale within blocks of SCAN_BLOCK particles;
+// scale = exp(block max - overall max) from the step's partials and finalize output. The last
+// block of a track to finish (an atomic ticket in `counters`, which it resets) then scans the
+// track's block totals, so that pf_resample finds every offset ready (one launch less than a
+// separate kernel for the totals: a few microseconds a step).
 extern "C" __global__ void __launch_bounds__(SCAN_BLOCK)
 pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
               const float* e, const float* partials, u32 n_blocks, u32 tile, const double* sums,
-              double* cdf, double* block_tot) {
+              double* cdf, double* block_tot, u32* counters) {
     __shared__ double warp_tot[32];
+    __shared__ bool last;
     u32 t = blockIdx.y;
     if (!IN_MASK(mask, flags[t])) return; // uniform over the block
     u32 n = sp->n;
@@ -646,80 +688,84 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
     if (warp > 0) v += warp_tot[warp - 1];
     if (i < n) cdf[base + i] = v;
     // The last thread holds the block's total (particles past the end contribute nothing).
-    if (threadIdx.x == blockDim.x - 1) {
-        u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
-        block_tot[(size_t)t * (nb + 1) + blockIdx.x] = v;
-    }
-}
-
-// Resampling, step 2: exclusive scan of the block totals (one block of 1024 threads per track);
-// the total goes after the last entry. Each thread sums a run of consecutive totals, the runs
-// are scanned across the block (warp shuffles), and each thread writes its run back.
-extern "C" __global__ void __launch_bounds__(1024)
-pf_scan_totals(const StepParams* sp, const u32* flags, u32 mask, double* block_tot) {
-    __shared__ double warp_tot[32];
-    if (!IN_MASK(mask, flags[blockIdx.y])) return; // uniform over the block
-    u32 n = sp->n;
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
-    double* bt = block_tot + (size_t)blockIdx.y * (nb + 1);
-    u32 per = (nb + blockDim.x - 1) / blockDim.x;
-    u32 lo = min(nb, threadIdx.x * per), hi = min(nb, lo + per);
-    double run = 0.0;
-    for (u32 k = lo; k < hi; ++k) run += bt[k];
-    // Inclusive scan of the runs.
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    double v = run;
-    for (int o = 1; o < 32; o <<= 1) {
-        double y = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o) v += y;
-    }
-    if (lane == 31) warp_tot[warp] = v;
+    double* bt = block_tot + (size_t)t * (nb + 1);
+    if (threadIdx.x == blockDim.x - 1) bt[blockIdx.x] = v;
+    // The last block of the track to get here scans the totals (the fence makes this block's
+    // total visible to it).
+    __threadfence();
     __syncthreads();
-    if (warp == 0) {
-        double w = lane < (int)(blockDim.x >> 5) ? warp_tot[lane] : 0.0;
-        for (int o = 1; o < 32; o <<= 1) {
-            double y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= o) w += y;
-        }
-        warp_tot[lane] = w;
+    if (threadIdx.x == 0) {
+        u32 ticket = atomicAdd(&counters[t], 1u);
+        last = ticket == gridDim.x - 1;
+        if (last) counters[t] = 0; // ready for the next launch
     }
     __syncthreads();
-    if (warp > 0) v += warp_tot[warp - 1];
-    double acc = v - run; // exclusive
-    for (u32 k = lo; k < hi; ++k) {
-        double x = bt[k];
-        bt[k] = acc;
-        acc += x;
-    }
-    if (threadIdx.x == blockDim.x - 1) bt[nb] = v;
+    if (!last) return;
+    __threadfence();
+    scan_totals_body(nb, bt, warp_tot);
 }
 
-// Resampling, step 3: output slot j takes the particle whose cumulative interval contains
+// Resampling, step 2: output slot j takes the particle whose cumulative interval contains
 // (u0 + j) / N of the total (binary search: one thread per slot, balanced work). Copies into
 // the other buffer and resets the weights. The slots of one block need ancestors from a narrow
-// stretch of the cumulative sum: the block finds that stretch with two searches, loads it into
+// stretch of the cumulative sum: the block finds that stretch together, loads it into
 // shared memory, and each thread searches there (global memory when the stretch is long).
 #define RS_SHARED 2048
 __device__ __forceinline__ double cum_at(const double* cdf, const double* bt, size_t base, u32 i) {
     return bt[i / SCAN_BLOCK] + cdf[base + i];
 }
 
-// First index whose cumulative weight exceeds `target` (n - 1 when none does).
-__device__ __forceinline__ u32 search_global(const double* cdf, const double* bt, size_t base,
-                                             u32 n, u32 nb, double target) {
-    u32 lo = 0, hi = nb;
-    while (hi - lo > 1) {
-        u32 mid = (lo + hi) / 2;
-        if (bt[mid] <= target) lo = mid; else hi = mid;
+// The ancestors of two targets t0 <= t1, found by the whole block at once (the two ends of a
+// block's slots): count the chunk starts at or below each target (the chunk holding it: bt is
+// non-decreasing), then the particles of that chunk whose cumulative weight is at or below it.
+// The same answers as binary searches over the chunk starts and then within the chunk (the
+// first index whose cumulative weight exceeds the target, n - 1 when none does), from two
+// rounds of coalesced loads instead of two threads' chains of dependent ones, which left the rest of the block waiting at a barrier
+// for half of pf_resample's time (ncu, pier_five at 262,144 particles). `cnt` is 4 shared
+// words; every thread of the block must call this.
+__device__ __forceinline__ void block_search2(const double* cdf, const double* bt, size_t base,
+                                              u32 n, u32 nb, double t0, double t1, u32* cnt,
+                                              u32* out) {
+    if (threadIdx.x < 4) cnt[threadIdx.x] = 0;
+    __syncthreads();
+    u32 c0 = 0, c1 = 0;
+    for (u32 k = threadIdx.x; k < nb; k += blockDim.x) {
+        double v = bt[k];
+        c0 += v <= t0 ? 1u : 0u;
+        c1 += v <= t1 ? 1u : 0u;
     }
-    u32 a0 = lo * SCAN_BLOCK, a1 = min(n, a0 + SCAN_BLOCK);
-    double off = bt[lo];
-    u32 l = a0, h = a1;
-    while (l < h) {
-        u32 mid = (l + h) / 2;
-        if (off + cdf[base + mid] <= target) l = mid + 1; else h = mid;
+    for (int o = 16; o > 0; o >>= 1) {
+        c0 += __shfl_down_sync(0xffffffffu, c0, o);
+        c1 += __shfl_down_sync(0xffffffffu, c1, o);
     }
-    return min(l, n - 1);
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&cnt[0], c0);
+        atomicAdd(&cnt[1], c1);
+    }
+    __syncthreads();
+    // bt[0] = 0 <= any target, so each count is at least 1.
+    u32 k0 = max(cnt[0], 1u) - 1, k1 = max(cnt[1], 1u) - 1;
+    double off0 = bt[k0], off1 = bt[k1];
+    u32 a0 = k0 * SCAN_BLOCK, a1 = k1 * SCAN_BLOCK;
+    u32 e0 = min(n, a0 + SCAN_BLOCK), e1 = min(n, a1 + SCAN_BLOCK);
+    c0 = 0;
+    c1 = 0;
+    for (u32 q = threadIdx.x; q < SCAN_BLOCK; q += blockDim.x) {
+        if (a0 + q < e0) c0 += off0 + cdf[base + a0 + q] <= t0 ? 1u : 0u;
+        if (a1 + q < e1) c1 += off1 + cdf[base + a1 + q] <= t1 ? 1u : 0u;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        c0 += __shfl_down_sync(0xffffffffu, c0, o);
+        c1 += __shfl_down_sync(0xffffffffu, c1, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&cnt[2], c0);
+        atomicAdd(&cnt[3], c1);
+    }
+    __syncthreads();
+    out[0] = min(a0 + cnt[2], n - 1);
+    out[1] = min(a1 + cnt[3], n - 1);
 }
 
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
@@ -727,7 +773,7 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
             const double* cdf, const double* block_tot, float* s0, float* s1, u32* m0, u32* m1,
             float* log_w) {
     __shared__ double cum[RS_SHARED];
-    __shared__ u32 range[2];
+    __shared__ u32 cnt[4];
     u32 t = blockIdx.y;
     if (!IN_MASK(mask, flags[t])) return; // uniform over the block
     const TrackParams tp = tracks[t];
@@ -740,12 +786,9 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     u32 j = j0 + threadIdx.x;
     u32 j_last = min(n, j0 + PF_BLOCK) - 1;
     double target = ((double)tp.u0 + (double)j) / (double)n * total;
-    if (threadIdx.x < 2) {
-        u32 jj = threadIdx.x == 0 ? j0 : j_last;
-        double tt = ((double)tp.u0 + (double)jj) / (double)n * total;
-        range[threadIdx.x] = search_global(cdf, bt, base, n, nb, tt);
-    }
-    __syncthreads();
+    u32 range[2];
+    block_search2(cdf, bt, base, n, nb, ((double)tp.u0 + (double)j0) / (double)n * total,
+                  ((double)tp.u0 + (double)j_last) / (double)n * total, cnt, range);
     u32 a_lo = range[0], a_hi = range[1];
     u32 len = a_hi - a_lo + 1;
     bool sh = len <= RS_SHARED;
@@ -754,10 +797,10 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     }
     __syncthreads();
     if (j >= n) return;
+    // The answer lies in [a_lo, a_hi]: the first index there whose cumulative weight exceeds
+    // the target (a_hi when none does, as the global search's clamp).
     u32 a;
     if (sh) {
-        // The answer lies in [a_lo, a_hi]: the first index there whose cumulative weight
-        // exceeds the target (a_hi when none does, as the global search's clamp).
         u32 l = 0, h = len - 1;
         while (l < h) {
             u32 mid = (l + h) / 2;
@@ -765,7 +808,13 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
         }
         a = a_lo + l;
     } else {
-        a = search_global(cdf, bt, base, n, nb, target);
+        // A long stretch (most particles weightless): the same search in global memory.
+        u32 l = a_lo, h = a_hi;
+        while (l < h) {
+            u32 mid = (l + h) / 2;
+            if (cum_at(cdf, bt, base, mid) <= target) l = mid + 1; else h = mid;
+        }
+        a = l;
     }
     const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
     float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);

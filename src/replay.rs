@@ -77,6 +77,8 @@ pub struct ReplaySummary {
     pub births: u64,
     pub deletions: u64,
     pub tempered_steps: u64,
+    /// Wall time in the particle filter's steps.
+    pub filter_wall: Duration,
     /// Target 0's accuracy (the evaluation's first row), for quick checks.
     pub accuracy: Option<Accuracy>,
     pub evaluation: Option<Evaluation>,
@@ -276,6 +278,7 @@ pub fn replay_source(
         births: pipe.tracker().births,
         deletions: pipe.tracker().deletions,
         tempered_steps: pipe.tracker().tempered_steps,
+        filter_wall: pipe.tracker().filter_wall,
         accuracy: evaluation
             .as_ref()
             .and_then(|e| e.per_target.values().next().cloned()),
@@ -391,6 +394,21 @@ impl std::fmt::Display for ReplaySummary {
             c.proc_total.as_secs_f64() / c.frames_processed.max(1) as f64 * 1e6,
             c.proc_max.as_secs_f64() * 1e6,
             self.wall.as_secs_f64()
+        )?;
+        let per_frame = |d: f64| d / c.frames_processed.max(1) as f64 * 1e6;
+        let filter = self.filter_wall.as_secs_f64();
+        let rest = (c.proc_total.as_secs_f64()
+            - c.check_total.as_secs_f64()
+            - c.gcc_total.as_secs_f64()
+            - filter)
+            .max(0.0);
+        writeln!(
+            f,
+            "stages:   input checks {:.1} us, GCC-PHAT {:.1} us, particle filter {:.1} us, track management and output {:.1} us per frame",
+            per_frame(c.check_total.as_secs_f64()),
+            per_frame(c.gcc_total.as_secs_f64()),
+            per_frame(filter),
+            per_frame(rest)
         )?;
         if c.backend_switches > 0 {
             writeln!(

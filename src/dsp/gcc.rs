@@ -268,7 +268,11 @@ pub trait Correlator: Send {
     fn preferred_batch(&self) -> usize {
         1
     }
-    /// Device time of the last `correlate` (GPU event timing); None for host backends.
+    /// Time each call with device events from now on (`on`), or not. Recording and reading
+    /// the events costs host time on every call, so it is off until asked for (`bench`).
+    fn set_device_timing(&mut self, _on: bool) {}
+    /// Device time of the last `correlate` (GPU event timing, when turned on); None for host
+    /// backends.
     fn last_device_time_s(&self) -> Option<f64> {
         None
     }

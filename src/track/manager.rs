@@ -114,6 +114,9 @@ pub struct TrackManager {
     pub deletions: u64,
     /// Track steps whose likelihood was tempered (β < 1).
     pub tempered_steps: u64,
+    /// Wall time spent in the filter bank's steps, for the replay summary's split of the
+    /// processing time.
+    pub filter_wall: std::time::Duration,
 }
 
 fn logistic(x: f32) -> f32 {
@@ -149,6 +152,7 @@ impl TrackManager {
             births: 0,
             deletions: 0,
             tempered_steps: 0,
+            filter_wall: std::time::Duration::ZERO,
             bank,
             params,
             geo,
@@ -292,7 +296,9 @@ impl TrackManager {
         let l = self.params.n_models();
         self.est.resize_with(self.steps.len(), || Estimate::new(l));
         if !self.steps.is_empty() {
+            let start = std::time::Instant::now();
             self.bank.step(&self.meas, &self.steps, &mut self.est)?;
+            self.filter_wall += start.elapsed();
         }
 
         let mut reports = Vec::with_capacity(self.tracks.len() + 1);

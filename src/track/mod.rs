@@ -256,7 +256,11 @@ pub trait ParticleFilter: Send {
     ) -> Result<(), BackendError>;
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError>;
     fn write_particles(&mut self, slot: u32, particles: &Particles) -> Result<(), BackendError>;
-    /// Device time of the last `step` (GPU event timing); None for host backends.
+    /// Time each step with device events from now on (`on`), or not. Recording and reading
+    /// the events costs host time on every step, so it is off until asked for (`bench`).
+    fn set_device_timing(&mut self, _on: bool) {}
+    /// Device time of the last `step` (GPU event timing, when turned on); None for host
+    /// backends.
     fn last_device_time_s(&self) -> Option<f64> {
         None
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use cudarc::cufft::{result as fft, sys as fft_sys};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use super::host::{Graph, Pinned, capture};
+use super::host::{Graph, Pinned, capture, copy_for_device};
 use super::{Gpu, dptr, err};
 use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
@@ -24,18 +24,39 @@ use crate::frame::Frame;
 /// Most threads per block of gcc_cross (kernels/gcc.cu: GCC_CROSS_BLOCK).
 const GCC_CROSS_BLOCK: u32 = 1024;
 
-/// Batches of at least this many frames are uploaded in parts while earlier parts are
-/// transformed, in this many parts. Two measured best on the H200 (a batch of 16 16-channel
-/// frames: 196 us in one part, 170 in two, 190 in three, 210 in four, 310 in eight: each
-/// part adds its own chain of five kernels).
-const OVERLAP_MIN: usize = 8;
-const OVERLAP_PARTS: usize = 2;
+/// A batch is uploaded in parts, each part's kernels running while the next part is copied
+/// in. Each part adds its own chain of five kernels (roughly 15 us on the H200) and hides all
+/// uploads but the first part's, so the best count grows with the square root of the batch's
+/// bytes: about one part per square root of a MiB. Measured on the H200 (`sonotrack bench
+/// --what gcc`, frames of 4096 samples, us per frame): 16 channels in batches of 16 (4 MiB)
+/// 13.2 / 10.8 / 12.2 with 4 / 2 / 1 parts; in batches of 64 (16 MiB) 11.0 / 8.0 / 6.9 / 7.8
+/// with 16 / 8 / 4 / 2 parts; 4 channels in batches of 64 (4 MiB) 8.1 / 4.4 / 2.6 / 2.4 with
+/// 16 / 8 / 4 / 2 parts.
+const MAX_PARTS: usize = 4;
+/// Parts are at least this many frames.
+const MIN_PART_FRAMES: usize = 4;
 
-/// The parts (first frame, frames) a batch of `b` frames is processed in (no allocation: this
-/// runs for every call, frame by frame in the live path).
-fn parts(b: usize) -> impl Iterator<Item = (usize, usize)> {
-    let k = if b >= OVERLAP_MIN { OVERLAP_PARTS } else { 1 };
+fn n_parts(b: usize, frame_bytes: usize) -> usize {
+    let mib = (b * frame_bytes) as f64 / f64::from(1u32 << 20);
+    (mib.sqrt().round() as usize)
+        .min(MAX_PARTS)
+        .min(b / MIN_PART_FRAMES)
+        .max(1)
+}
+
+/// The parts (first frame, frames) a batch of `b` frames of `frame_bytes` each is processed in
+/// (no allocation: this runs for every call, frame by frame in the live path).
+fn parts(b: usize, frame_bytes: usize) -> impl Iterator<Item = (usize, usize)> {
+    let k = n_parts(b, frame_bytes);
     (0..k).map(move |i| (i * (b / k) + i.min(b % k), b / k + usize::from(i < b % k)))
+}
+
+/// The batch size a call of `b` frames runs as: the next power of two, at most the batch the
+/// correlator was made for. Each size needs its own cuFFT plans (milliseconds to make) and
+/// graph, so a replay's last, short batch runs padded (the frames past `b` are whatever the
+/// buffer held, and their results are not read) instead of making new ones.
+fn run_size(b: usize, batch: usize) -> usize {
+    b.next_power_of_two().min(batch).max(b)
 }
 
 /// Threads per block of gcc_peaks: one warp per pair and frame (kernels/gcc.cu: PEAK_THREADS).
@@ -92,6 +113,11 @@ pub struct CudaCorrelator {
     ev_start: CudaEvent,
     ev_end: CudaEvent,
     last_s: Option<f64>,
+    /// Frames of `host_in` ever written: a padded call (see [`run_size`]) fills the slots past
+    /// this with its last frame rather than computing on zeros.
+    filled: usize,
+    /// Whether calls are timed with `ev_start` and `ev_end` (`set_device_timing`).
+    timing: bool,
     last_bytes: u64,
 }
 
@@ -131,7 +157,7 @@ impl CudaCorrelator {
         let mut d_taps = alloc(taps.data().len())?;
         s.memcpy_htod(taps.data(), &mut d_taps)
             .map_err(err("uploading interpolator taps"))?;
-        let me = Self {
+        let mut me = Self {
             f_window: gpu.function("gcc_window")?,
             f_cross: gpu.function("gcc_cross")?,
             f_peaks: gpu.function("gcc_peaks")?,
@@ -164,10 +190,16 @@ impl CudaCorrelator {
                 .map_err(err("creating an event"))?,
             last_s: None,
             last_bytes: 0,
+            filled: 0,
+            timing: false,
             batch,
             params,
             gpu,
         };
+        // Plans and graphs for the two sizes calls come in (one frame live, whole batches in
+        // replay) are made now, so that the first frames do not pay for them.
+        me.prepare(1, false)?;
+        me.prepare(batch, false)?;
         Ok(me)
     }
 
@@ -220,8 +252,7 @@ impl CudaCorrelator {
     /// Enqueue the whole sequence for `b` frames already in `host_in`: copy in, window, R2C,
     /// cross-spectra, C2R, peaks, copy peaks (and curves) out. No synchronisation.
     ///
-    /// A batch of at least [`OVERLAP_MIN`] frames goes in [`OVERLAP_PARTS`] parts: the copy
-    /// stream uploads part i + 1 while the main stream transforms part i (each part's kernels
+    /// A batch goes in [`n_parts`] parts: the copy stream uploads part i + 1 while the main stream transforms part i (each part's kernels
     /// wait on its upload by an event), so that the bus and the kernels work at the same time
     /// (the upload of a batch of 16 16-channel frames alone is 81 us on the H200).
     fn enqueue(&mut self, b: usize, want_curves: bool) -> Result<(), BackendError> {
@@ -229,7 +260,7 @@ impl CudaCorrelator {
         let (c, np, k) = (p.channels, p.pairs.len(), p.peaks_per_pair);
         let s = self.gpu.stream.clone();
         let row = c * p.frame_len;
-        for (i, (f0, n)) in parts(b).enumerate() {
+        for (i, (f0, n)) in parts(b, row * 4).enumerate() {
             if n == b {
                 // SAFETY: d_in holds `batch` frames, b <= batch; the host buffer is not touched
                 // until the caller has synchronised.
@@ -398,6 +429,25 @@ impl CudaCorrelator {
         Ok(())
     }
 
+    /// Make what a call of `b` frames needs (the curves' host buffer, the cuFFT plans of its
+    /// parts, its graph) if it is not there yet. Plans are made outside any capture (making one
+    /// allocates).
+    fn prepare(&mut self, b: usize, want_curves: bool) -> Result<(), BackendError> {
+        let p = &self.params;
+        if want_curves && self.host_curves.is_none() {
+            self.host_curves = Some(Pinned::new(self.batch * p.pairs.len() * p.curve_len())?);
+        }
+        for (_, n) in parts(b, p.channels * p.frame_len * 4) {
+            self.plans(n)?;
+        }
+        if !self.graphs.contains_key(&(b, want_curves)) {
+            let s = self.gpu.stream.clone();
+            let g = capture(&s, || self.enqueue(b, want_curves))?;
+            self.graphs.insert((b, want_curves), g);
+        }
+        Ok(())
+    }
+
     fn run_batch(
         &mut self,
         frames: &[&Frame],
@@ -408,47 +458,62 @@ impl CudaCorrelator {
         let p = self.params.clone();
         let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
         let cl = p.curve_len();
+        if let Some(f) = frames
+            .iter()
+            .find(|f| f.channels != c || f.len != p.frame_len)
         {
+            return Err(BackendError::new(
+                "cuda",
+                format!(
+                    "frame of {} x {} does not match the plan's {} x {}",
+                    f.channels, f.len, c, p.frame_len
+                ),
+            ));
+        }
+        let row = c * p.frame_len;
+        let host = &mut self.host_in.as_mut_slice()[..b * row];
+        if b > 1 {
+            // The staging copy of a batch on the rayon pool (one core moved 5 MB in 650 us),
+            // with non-temporal stores (see `copy_for_device`: with plain stores from 16
+            // threads the upload that follows took twice as long).
+            use rayon::prelude::*;
+            host.par_chunks_mut(row)
+                .zip(frames.par_iter())
+                .for_each(|(h, f)| copy_for_device(h, &f.data));
+        } else if let Some(f) = frames.first() {
+            copy_for_device(host, &f.data);
+        }
+        let run = run_size(b, self.batch);
+        if b > 0 && run > self.filled.max(b) {
             let host = self.host_in.as_mut_slice();
-            for (i, f) in frames.iter().enumerate() {
-                if f.channels != c || f.len != p.frame_len {
-                    return Err(BackendError::new(
-                        "cuda",
-                        format!(
-                            "frame of {} x {} does not match the plan's {} x {}",
-                            f.channels, f.len, c, p.frame_len
-                        ),
-                    ));
-                }
-                host[i * c * p.frame_len..(i + 1) * c * p.frame_len].copy_from_slice(&f.data);
+            for i in self.filled.max(b)..run {
+                host.copy_within((b - 1) * row..b * row, i * row);
             }
         }
-        if want_curves && self.host_curves.is_none() {
-            self.host_curves = Some(Pinned::new(self.batch * np * cl)?);
-        }
-        // Plans are made outside any capture (making one allocates).
-        for (_, n) in parts(b) {
-            self.plans(n)?;
-        }
+        self.filled = self.filled.max(run);
+        self.prepare(run, want_curves)?;
         let s = self.gpu.stream.clone();
-        if !self.graphs.contains_key(&(b, want_curves)) {
-            let g = capture(&s, || self.enqueue(b, want_curves))?;
-            self.graphs.insert((b, want_curves), g);
+        if self.timing {
+            self.ev_start
+                .record(&s)
+                .map_err(err("recording an event"))?;
         }
-        self.ev_start
-            .record(&s)
-            .map_err(err("recording an event"))?;
-        match self.graphs.get_mut(&(b, want_curves)) {
+        match self.graphs.get_mut(&(run, want_curves)) {
             Some(Some(g)) => g.launch()?,
-            _ => self.enqueue(b, want_curves)?,
+            _ => self.enqueue(run, want_curves)?,
         }
-        self.ev_end.record(&s).map_err(err("recording an event"))?;
+        if self.timing {
+            self.ev_end.record(&s).map_err(err("recording an event"))?;
+        }
         s.synchronize().map_err(err("running the GCC kernels"))?;
-        self.last_s = self
-            .ev_start
-            .elapsed_ms(&self.ev_end)
-            .ok()
-            .map(|ms| f64::from(ms) * 1e-3);
+        self.last_s = if self.timing {
+            self.ev_start
+                .elapsed_ms(&self.ev_end)
+                .ok()
+                .map(|ms| f64::from(ms) * 1e-3)
+        } else {
+            None
+        };
         // Bytes through device memory: frames in, FFT input written and read, spectra written
         // and read twice per pair they take part in (bounded by once per pair), cross-spectra
         // written and read, curves written and read, peaks out.
@@ -521,6 +586,10 @@ impl Correlator for CudaCorrelator {
         self.batch
     }
 
+    fn set_device_timing(&mut self, on: bool) {
+        self.timing = on;
+    }
+
     fn last_device_time_s(&self) -> Option<f64> {
         self.last_s
     }
@@ -560,27 +629,47 @@ mod tests {
         }
     }
 
-    /// Batches split into parts that cover every frame once, in order.
+    /// Batches split into parts that cover every frame once, in order, as many as measured
+    /// best on the H200 for the sizes measured.
     #[test]
     fn parts_cover_the_batch() {
-        for b in 1..70 {
-            let p: Vec<_> = super::parts(b).collect();
-            assert_eq!(
-                p.len(),
-                if b >= super::OVERLAP_MIN {
-                    super::OVERLAP_PARTS
-                } else {
-                    1
+        for frame_bytes in [4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20] {
+            for b in 1..70 {
+                let p: Vec<_> = super::parts(b, frame_bytes).collect();
+                assert!((1..=super::MAX_PARTS).contains(&p.len()));
+                assert!(p.len() == 1 || b / p.len() >= super::MIN_PART_FRAMES);
+                let mut next = 0;
+                for (f0, n) in p {
+                    assert_eq!(f0, next);
+                    assert!(n > 0);
+                    next += n;
                 }
-            );
-            let mut next = 0;
-            for (f0, n) in p {
-                assert_eq!(f0, next);
-                assert!(n > 0);
-                next += n;
+                assert_eq!(next, b);
             }
-            assert_eq!(next, b);
         }
+        // 16 channels x 4096 samples of f32: 256 KiB a frame; 4 channels: 64 KiB.
+        assert_eq!(super::n_parts(16, 256 << 10), 2);
+        assert_eq!(super::n_parts(64, 256 << 10), 4);
+        assert_eq!(super::n_parts(64, 64 << 10), 2);
+        assert_eq!(super::n_parts(1, 256 << 10), 1);
+    }
+
+    /// Calls run as powers of two up to the batch, never fewer frames than they carry.
+    #[test]
+    fn run_sizes_are_few() {
+        for batch in [1, 16, 64, 100] {
+            let mut sizes = std::collections::BTreeSet::new();
+            for b in 1..=batch {
+                let r = super::run_size(b, batch);
+                assert!(r >= b && r <= batch);
+                sizes.insert(r);
+            }
+            assert!(sizes.len() <= 1 + batch.ilog2() as usize + 1, "{sizes:?}");
+        }
+        assert_eq!(super::run_size(1, 64), 1);
+        assert_eq!(super::run_size(19, 64), 32);
+        assert_eq!(super::run_size(64, 64), 64);
+        assert_eq!(super::run_size(70, 100), 100);
     }
 
     /// The largest curve searched in shared memory fits a launch's default 48 KiB with the

@@ -5,9 +5,9 @@
 //! predict, weigh and per-block sums for every particle of every track, one launch),
 //! `pf_finalize` (per-track sums in f64 in two levels, many blocks per track and the last one
 //! to finish combining theirs, and the per-track decision the CPU would take from them: keep,
-//! resample, temper, or reset), the resampling kernels `pf_scan_local`,
-//! `pf_scan_totals` and `pf_resample` (binary search, one thread per output slot, into the other
-//! half of a double buffer) for the tracks that resample, and one copy of the sums back. That
+//! resample, temper, or reset), the resampling kernels `pf_scan_local` (its last block per
+//! track also scans the block totals) and `pf_resample` (binary search, one thread per output
+//! slot, into the other half of a double buffer) for the tracks that resample, and one copy of the sums back. That
 //! sequence is captured once per track count into a CUDA graph: a step is one graph launch and
 //! one synchronisation. The host turns the sums into the estimate with the CPU's own code
 //! (`finish_estimate`). The rare tracks that need tempering (new tracks) or a weight reset then
@@ -149,7 +149,6 @@ struct Kernels {
     reweight: CudaFunction,
     fill: CudaFunction,
     scan_local: CudaFunction,
-    scan_totals: CudaFunction,
     resample: CudaFunction,
     roughen_factor: CudaFunction,
     roughen: CudaFunction,
@@ -253,6 +252,9 @@ pub struct CudaParticleFilter {
     /// pf_finalize's per-track tickets (the last block of a track combines the groups; it
     /// resets the counter).
     fin_counters: CudaSlice<u32>,
+    /// pf_scan_local's per-track tickets (the last block scans the block totals; it resets
+    /// the counter).
+    scan_counters: CudaSlice<u32>,
     temper_parts: CudaSlice<f32>,
     temper_grid: CudaSlice<f64>,
     temper_bounds: CudaSlice<f32>,
@@ -267,6 +269,8 @@ pub struct CudaParticleFilter {
     log_norm: Vec<f64>,
     ev_start: CudaEvent,
     ev_end: CudaEvent,
+    /// Whether steps are timed with `ev_start` and `ev_end` (`set_device_timing`).
+    timing: bool,
     last_s: Option<f64>,
     /// Tracks that resampled in the last step (for the bytes-moved figure).
     last_resampled: usize,
@@ -382,7 +386,6 @@ impl CudaParticleFilter {
             reweight: gpu.function("pf_reweight")?,
             fill: gpu.function("pf_fill_log_w")?,
             scan_local: gpu.function("pf_scan_local")?,
-            scan_totals: gpu.function("pf_scan_totals")?,
             resample: gpu.function("pf_resample")?,
             roughen_factor: gpu.function("pf_roughen_factor")?,
             roughen: gpu.function("pf_roughen")?,
@@ -424,6 +427,7 @@ impl CudaParticleFilter {
             partials: f32s(slots * n_tiles(n) * PART)?,
             fin_groups: f64s(slots * fin_groups(n_tiles(n)) * PART)?,
             fin_counters: u32s(slots)?,
+            scan_counters: u32s(slots)?,
             temper_parts: f32s(slots * nb * 2)?,
             temper_grid: f64s(slots * nb * 34)?,
             temper_bounds: f32s(slots * 2)?,
@@ -441,6 +445,7 @@ impl CudaParticleFilter {
                 .ctx
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(err("creating an event"))?,
+            timing: false,
             last_s: None,
             last_resampled: 0,
             last_tracks: 0,
@@ -538,19 +543,9 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.sums)
                 .arg(&mut self.cdf)
                 .arg(&mut self.block_tot)
+                .arg(&mut self.scan_counters)
                 .launch(grid(nn, SCAN_BLOCK, t))
                 .map_err(err("pf_scan_local"))?;
-            s.launch_builder(&self.k.scan_totals)
-                .arg(&self.ptr.step)
-                .arg(&self.ptr.flags)
-                .arg(&mask)
-                .arg(&mut self.block_tot)
-                .launch(LaunchConfig {
-                    grid_dim: (1, t as u32, 1),
-                    block_dim: (1024, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(err("pf_scan_totals"))?;
             s.launch_builder(&self.k.resample)
                 .arg(&self.ptr.step)
                 .arg(&self.ptr.tracks)
@@ -933,22 +928,31 @@ impl ParticleFilter for CudaParticleFilter {
             put(up, lay.floor, &meas.floor);
         }
         let s = self.gpu.stream.clone();
-        self.ev_start
-            .record(&s)
-            .map_err(err("recording an event"))?;
+        if self.timing {
+            self.ev_start
+                .record(&s)
+                .map_err(err("recording an event"))?;
+        }
         self.run_graph(t, false)?;
+        if self.timing {
+            self.ev_end.record(&s).map_err(err("recording an event"))?;
+        }
         s.synchronize()
             .map_err(err("running the particle-filter kernels"))?;
+        // The slow path, for the tracks the step flagged (one more launch and synchronisation;
+        // the usual step needs only the one above).
         let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
         if flags
             .iter()
             .any(|&f| f == FLAG_TEMPER || f == FLAG_DEGENERATE)
         {
             self.run_graph(t, true)?;
+            if self.timing {
+                self.ev_end.record(&s).map_err(err("recording an event"))?;
+            }
+            s.synchronize()
+                .map_err(err("running the particle-filter kernels"))?;
         }
-        self.ev_end.record(&s).map_err(err("recording an event"))?;
-        s.synchronize()
-            .map_err(err("running the particle-filter kernels"))?;
         let (sums, reference, flags, betas) = {
             let d = self.down.as_slice();
             (
@@ -989,11 +993,14 @@ impl ParticleFilter for CudaParticleFilter {
                 self.log_norm[slot] = log_norm;
             }
         }
-        self.last_s = self
-            .ev_start
-            .elapsed_ms(&self.ev_end)
-            .ok()
-            .map(|ms| f64::from(ms) * 1e-3);
+        self.last_s = if self.timing {
+            self.ev_start
+                .elapsed_ms(&self.ev_end)
+                .ok()
+                .map(|ms| f64::from(ms) * 1e-3)
+        } else {
+            None
+        };
         self.last_resampled = resampled;
         self.last_tracks = t;
         Ok(())
@@ -1072,6 +1079,10 @@ impl ParticleFilter for CudaParticleFilter {
         s.synchronize().map_err(err("copying particles in"))?;
         self.log_norm[sl] = 0.0;
         Ok(())
+    }
+
+    fn set_device_timing(&mut self, on: bool) {
+        self.timing = on;
     }
 
     fn last_device_time_s(&self) -> Option<f64> {
