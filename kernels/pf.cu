@@ -270,18 +270,22 @@ extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK) pf_step_small(PF_ST
     pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS);
 }
 
-// The tile sums alone, from the current weights (after tempering or a reset), for the tracks
-// of the slow path.
+// The tile sums alone for the tracks of the slow path, from their weights after a reset, or
+// after tempering (tempering, step 3: for FLAG_TEMPER tracks the chosen exponent is applied
+// first, log w = prev + beta ll, and written back).
 #define PF_SUMS_ARGS                                                                           \
     const StepParams *sp, const TrackParams *tracks, const u32 *flags, float *s0, float *s1,  \
-        u32 *m0, u32 *m1, const float *log_w, float *e_out, const float *ref, float *partials, \
-        u32 n_tiles
-#define PF_SUMS_PASS sp, tracks, flags, s0, s1, m0, m1, log_w, e_out, ref, partials, n_tiles
+        u32 *m0, u32 *m1, float *log_w, const float *ll, const float *betas, float *e_out,     \
+        const float *ref, float *partials, u32 n_tiles
+#define PF_SUMS_PASS                                                                           \
+    sp, tracks, flags, s0, s1, m0, m1, log_w, ll, betas, e_out, ref, partials, n_tiles
 template <int B, int P>
 __device__ __forceinline__ void pf_sums_body(PF_SUMS_ARGS) {
     u32 t = blockIdx.y;
-    if (!IS_SLOW(flags[t])) return; // uniform over the block
+    u32 flag = flags[t];
+    if (!IS_SLOW(flag)) return; // uniform over the block
     const TrackParams tp = tracks[t];
+    const float beta = betas[t];
     u32 n = sp->n;
     u32 i0 = blockIdx.x * (B * P) + threadIdx.x;
     const float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
@@ -300,6 +304,11 @@ __device__ __forceinline__ void pf_sums_body(PF_SUMS_ARGS) {
         for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = valid ? st[(size_t)c * n + i] : 0.0f;
         mv[q] = valid ? md[i] : 0;
         lwv[q] = valid ? log_w[base + i] : NEG_INF;
+        if (valid && flag == FLAG_TEMPER) {
+            float l = ll[base + i];
+            lwv[q] = isfinite(l) ? lwv[q] - l + beta * l : NEG_INF;
+            log_w[base + i] = lwv[q];
+        }
     }
     tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
                     partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
@@ -381,9 +390,57 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
     __syncthreads();
 }
 
+// The roughening factor of a tempered, resampled track (pf_finalize's last thread 0 of the
+// track, from the track's sums `v`): ROUGHEN_H times the Cholesky factor of the estimate's
+// covariance, with a growing diagonal jitter when the covariance is not positive definite
+// (src/track/manager.rs: cholesky6, src/track/pf.rs: roughen_factor and finish_estimate).
+__device__ void roughen_factor(const double* v, float* chol) {
+    double s = fmax(v[1], 1e-300);
+    double d[6], m[6][6];
+    for (int a = 0; a < 6; ++a) d[a] = v[3 + a] / s;
+    int idx = 9;
+    for (int a = 0; a < 6; ++a)
+        for (int b = a; b < 6; ++b) {
+            double c = v[idx++] / s - d[a] * d[b];
+            m[a][b] = c;
+            m[b][a] = c;
+        }
+    double scale = 0.0;
+    for (int i = 0; i < 6; ++i) scale = fmax(scale, fabs(m[i][i]));
+    scale = fmax(scale, 1e-12);
+    double eps = 1e-9 * scale;
+    double l[6][6];
+    bool ok = false;
+    for (int attempt = 0; attempt < 20 && !ok; ++attempt, eps *= 10.0) {
+        ok = true;
+        for (int r = 0; r < 6 && ok; ++r) {
+            for (int c = 0; c <= r; ++c) {
+                double acc = m[r][c] + (r == c ? eps : 0.0);
+                for (int k = 0; k < c; ++k) acc -= l[r][k] * l[c][k];
+                if (r == c) {
+                    if (!(acc > 0.0)) {
+                        ok = false;
+                        break;
+                    }
+                    l[r][c] = sqrt(acc);
+                } else {
+                    l[r][c] = acc / l[c][c];
+                }
+            }
+            for (int c = r + 1; c < 6; ++c) l[r][c] = 0.0;
+        }
+    }
+    if (!ok) {
+        for (int r = 0; r < 6; ++r)
+            for (int c = 0; c < 6; ++c) l[r][c] = r == c ? sqrt(fabs(m[r][r])) : 0.0;
+    }
+    for (int r = 0; r < 6; ++r)
+        for (int c = 0; c < 6; ++c) chol[r * 6 + c] = (float)(ROUGHEN_H * l[r][c]);
+}
+
 extern "C" __global__ void __launch_bounds__(FIN_THREADS)
 pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* groups,
-            u32* counters, double* out, u32* flags, u32 after_slow) {
+            u32* counters, double* out, u32* flags, u32 after_slow, float* chol) {
     __shared__ float scratch[32];
     __shared__ double red[FIN_SPLIT][PART];
     __shared__ double fin[PART];
@@ -435,19 +492,30 @@ pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* g
             flag = low ? FLAG_RESAMPLE : FLAG_KEEP;
         }
         flags[t] = flag;
+        if (flag == FLAG_TEMPERED_RESAMPLE) roughen_factor(fin, chol + t * 36);
     }
 }
 
-// Tempering, step 1: per block, max(log_w - ll) and max(ll) over particles with finite ll.
+// The slow path's first kernel. Tracks flagged FLAG_DEGENERATE get every log weight reset to
+// zero. For tracks flagged FLAG_TEMPER (tempering, step 1), each block takes max(log_w - ll)
+// and max(ll) over its particles with finite ll, and the last block of the track to finish (an
+// atomic ticket in `counters`, which it resets) takes the maxima over the blocks into
+// `bounds`.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
-pf_temper_bounds(const StepParams* sp, const TrackParams* tracks, const u32* flags,
-                 const float* log_w, const float* ll, float* out, u32 n_blocks) {
+pf_slow_begin(const StepParams* sp, const TrackParams* tracks, const u32* flags, float* log_w,
+              const float* ll, float* parts, u32 n_blocks, u32* counters, float* bounds) {
     __shared__ float scratch[32];
+    __shared__ bool last;
     u32 t = blockIdx.y;
-    if (flags[t] != FLAG_TEMPER) return; // uniform over the block
+    u32 flag = flags[t];
     u32 n = sp->n;
     u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
     size_t base = (size_t)tracks[t].slot * n;
+    if (flag == FLAG_DEGENERATE) {
+        if (i < n) log_w[base + i] = 0.0f;
+        return;
+    }
+    if (flag != FLAG_TEMPER) return; // uniform over the block
     float mp = NEG_INF, ml = NEG_INF;
     if (i < n) {
         float l = ll[base + i];
@@ -459,18 +527,19 @@ pf_temper_bounds(const StepParams* sp, const TrackParams* tracks, const u32* fla
     mp = block_max_all(mp, scratch);
     ml = block_max_all(ml, scratch);
     if (threadIdx.x == 0) {
-        out[((size_t)t * n_blocks + blockIdx.x) * 2] = mp;
-        out[((size_t)t * n_blocks + blockIdx.x) * 2 + 1] = ml;
+        parts[((size_t)t * n_blocks + blockIdx.x) * 2] = mp;
+        parts[((size_t)t * n_blocks + blockIdx.x) * 2 + 1] = ml;
+        // The fence makes this block's maxima visible to the last block.
+        __threadfence();
+        u32 ticket = atomicAdd(&counters[t], 1u);
+        last = ticket == n_blocks - 1;
+        if (last) counters[t] = 0; // ready for the next launch
     }
-}
-
-// Tempering, step 1b: per track (one block each), the maxima over its blocks.
-extern "C" __global__ void __launch_bounds__(256)
-pf_temper_bounds_final(const u32* flags, const float* parts, u32 n_blocks, float* bounds) {
-    __shared__ float scratch[32];
-    u32 t = blockIdx.x;
-    if (flags[t] != FLAG_TEMPER) return;
-    float mp = NEG_INF, ml = NEG_INF;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    mp = NEG_INF;
+    ml = NEG_INF;
     for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) {
         mp = fmaxf(mp, parts[((size_t)t * n_blocks + b) * 2]);
         ml = fmaxf(ml, parts[((size_t)t * n_blocks + b) * 2 + 1]);
@@ -580,31 +649,6 @@ pf_temper_choose(const StepParams* sp, const u32* flags, const double* parts, u3
         }
         betas[t] = beta;
     }
-}
-
-// Tempering, step 3: apply the chosen exponent: log w = prev + beta ll.
-extern "C" __global__ void pf_reweight(const StepParams* sp, const TrackParams* tracks,
-                                       const u32* flags, const float* betas, float* log_w,
-                                       const float* ll) {
-    u32 t = blockIdx.y;
-    if (flags[t] != FLAG_TEMPER) return;
-    u32 n = sp->n;
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    size_t base = (size_t)tracks[t].slot * n;
-    float l = ll[base + i];
-    float beta = betas[t];
-    log_w[base + i] = isfinite(l) ? log_w[base + i] - l + beta * l : NEG_INF;
-}
-
-// Set every log weight of the listed tracks to `value`.
-extern "C" __global__ void pf_fill_log_w(const StepParams* sp, const TrackParams* tracks,
-                                         const u32* flags, float* log_w, float value) {
-    u32 t = blockIdx.y;
-    if (flags[t] != FLAG_DEGENERATE) return;
-    u32 n = sp->n;
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) log_w[(size_t)tracks[t].slot * n + i] = value;
 }
 
 #define SCAN_BLOCK 1024
@@ -821,58 +865,6 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = src[(size_t)c * n + a];
     slot_model(m0, m1, 1 - tp.cur, tp.slot, n)[j] = slot_model(m0, m1, tp.cur, tp.slot, n)[a];
     log_w[base + j] = 0.0f;
-}
-
-// The roughening factor of each tempered, resampled track (one thread per track): ROUGHEN_H
-// times the Cholesky factor of the estimate's covariance, with a growing diagonal jitter when
-// the covariance is not positive definite (src/track/manager.rs: cholesky6, src/track/pf.rs:
-// roughen_factor and finish_estimate).
-extern "C" __global__ void pf_roughen_factor(const u32* flags, const double* sums, u32 n_tracks,
-                                             float* chol) {
-    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n_tracks || flags[t] != FLAG_TEMPERED_RESAMPLE) return;
-    const double* v = sums + (size_t)t * PART;
-    double s = fmax(v[1], 1e-300);
-    double d[6], m[6][6];
-    for (int a = 0; a < 6; ++a) d[a] = v[3 + a] / s;
-    int idx = 9;
-    for (int a = 0; a < 6; ++a)
-        for (int b = a; b < 6; ++b) {
-            double c = v[idx++] / s - d[a] * d[b];
-            m[a][b] = c;
-            m[b][a] = c;
-        }
-    double scale = 0.0;
-    for (int i = 0; i < 6; ++i) scale = fmax(scale, fabs(m[i][i]));
-    scale = fmax(scale, 1e-12);
-    double eps = 1e-9 * scale;
-    double l[6][6];
-    bool ok = false;
-    for (int attempt = 0; attempt < 20 && !ok; ++attempt, eps *= 10.0) {
-        ok = true;
-        for (int r = 0; r < 6 && ok; ++r) {
-            for (int c = 0; c <= r; ++c) {
-                double acc = m[r][c] + (r == c ? eps : 0.0);
-                for (int k = 0; k < c; ++k) acc -= l[r][k] * l[c][k];
-                if (r == c) {
-                    if (!(acc > 0.0)) {
-                        ok = false;
-                        break;
-                    }
-                    l[r][c] = sqrt(acc);
-                } else {
-                    l[r][c] = acc / l[c][c];
-                }
-            }
-            for (int c = r + 1; c < 6; ++c) l[r][c] = 0.0;
-        }
-    }
-    if (!ok) {
-        for (int r = 0; r < 6; ++r)
-            for (int c = 0; c < 6; ++c) l[r][c] = r == c ? sqrt(fabs(m[r][r])) : 0.0;
-    }
-    for (int r = 0; r < 6; ++r)
-        for (int c = 0; c < 6; ++c) chol[t * 36 + r * 6 + c] = (float)(ROUGHEN_H * l[r][c]);
 }
 
 // Regularisation after a tempered resampling: particle += L z (L lower-triangular, per track,

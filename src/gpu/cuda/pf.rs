@@ -142,15 +142,11 @@ struct Kernels {
     step: CudaFunction,
     sums: CudaFunction,
     finalize: CudaFunction,
-    temper_bounds: CudaFunction,
-    temper_bounds_final: CudaFunction,
+    slow_begin: CudaFunction,
     temper_grid: CudaFunction,
     temper_choose: CudaFunction,
-    reweight: CudaFunction,
-    fill: CudaFunction,
     scan_local: CudaFunction,
     resample: CudaFunction,
-    roughen_factor: CudaFunction,
     roughen: CudaFunction,
     init: CudaFunction,
 }
@@ -255,6 +251,8 @@ pub struct CudaParticleFilter {
     /// pf_scan_local's per-track tickets (the last block scans the block totals; it resets
     /// the counter).
     scan_counters: CudaSlice<u32>,
+    /// pf_slow_begin's per-track tickets (the last block takes the bounds over the blocks).
+    temper_counters: CudaSlice<u32>,
     temper_parts: CudaSlice<f32>,
     temper_grid: CudaSlice<f64>,
     temper_bounds: CudaSlice<f32>,
@@ -379,15 +377,11 @@ impl CudaParticleFilter {
                 "pf_sums"
             })?,
             finalize: gpu.function("pf_finalize")?,
-            temper_bounds: gpu.function("pf_temper_bounds")?,
-            temper_bounds_final: gpu.function("pf_temper_bounds_final")?,
+            slow_begin: gpu.function("pf_slow_begin")?,
             temper_grid: gpu.function("pf_temper_grid")?,
             temper_choose: gpu.function("pf_temper_choose")?,
-            reweight: gpu.function("pf_reweight")?,
-            fill: gpu.function("pf_fill_log_w")?,
             scan_local: gpu.function("pf_scan_local")?,
             resample: gpu.function("pf_resample")?,
-            roughen_factor: gpu.function("pf_roughen_factor")?,
             roughen: gpu.function("pf_roughen")?,
             init: gpu.function("pf_init")?,
         };
@@ -428,6 +422,7 @@ impl CudaParticleFilter {
             fin_groups: f64s(slots * fin_groups(n_tiles(n)) * PART)?,
             fin_counters: u32s(slots)?,
             scan_counters: u32s(slots)?,
+            temper_counters: u32s(slots)?,
             temper_parts: f32s(slots * nb * 2)?,
             temper_grid: f64s(slots * nb * 34)?,
             temper_bounds: f32s(slots * 2)?,
@@ -512,6 +507,7 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.sums)
                 .arg(&self.ptr.flags)
                 .arg(&after)
+                .arg(&mut self.chol)
                 .launch(LaunchConfig {
                     grid_dim: (fin_groups(n_tiles(self.n)) as u32, t as u32, 1),
                     block_dim: (FIN_THREADS, 1, 1),
@@ -632,40 +628,22 @@ impl CudaParticleFilter {
         let nn = self.n;
         let nb = n_tiles(self.n) as u32;
         let nbt = self.n.div_ceil(PF_BLOCK as usize) as u32;
-        let (zero, grid_len, tu) = (0.0f32, TEMPER_GRID as u32, t as u32);
-        let per_track = LaunchConfig {
-            grid_dim: (tu, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let (grid_len, tu) = (TEMPER_GRID as u32, t as u32);
         // SAFETY (launches): argument lists match kernels/pf.cu; every buffer is sized for all
         // slots, and the grids cover `t` tracks of `n` particles.
         unsafe {
-            s.launch_builder(&self.k.fill)
+            s.launch_builder(&self.k.slow_begin)
                 .arg(&self.ptr.step)
                 .arg(&self.ptr.tracks)
                 .arg(&self.ptr.flags)
                 .arg(&mut self.log_w)
-                .arg(&zero)
-                .launch(grid(nn, 256, t))
-                .map_err(err("pf_fill_log_w"))?;
-            s.launch_builder(&self.k.temper_bounds)
-                .arg(&self.ptr.step)
-                .arg(&self.ptr.tracks)
-                .arg(&self.ptr.flags)
-                .arg(&self.log_w)
                 .arg(&self.ll)
                 .arg(&mut self.temper_parts)
                 .arg(&nbt)
-                .launch(grid(nn, PF_BLOCK, t))
-                .map_err(err("pf_temper_bounds"))?;
-            s.launch_builder(&self.k.temper_bounds_final)
-                .arg(&self.ptr.flags)
-                .arg(&self.temper_parts)
-                .arg(&nbt)
+                .arg(&mut self.temper_counters)
                 .arg(&mut self.temper_bounds)
-                .launch(per_track)
-                .map_err(err("pf_temper_bounds_final"))?;
+                .launch(grid(nn, PF_BLOCK, t))
+                .map_err(err("pf_slow_begin"))?;
             s.launch_builder(&self.k.temper_grid)
                 .arg(&self.ptr.step)
                 .arg(&self.ptr.tracks)
@@ -691,15 +669,6 @@ impl CudaParticleFilter {
                     shared_mem_bytes: 0,
                 })
                 .map_err(err("pf_temper_choose"))?;
-            s.launch_builder(&self.k.reweight)
-                .arg(&self.ptr.step)
-                .arg(&self.ptr.tracks)
-                .arg(&self.ptr.flags)
-                .arg(&self.ptr.betas)
-                .arg(&mut self.log_w)
-                .arg(&self.ll)
-                .launch(grid(nn, 256, t))
-                .map_err(err("pf_reweight"))?;
             s.launch_builder(&self.k.sums)
                 .arg(&self.ptr.step)
                 .arg(&self.ptr.tracks)
@@ -708,7 +677,9 @@ impl CudaParticleFilter {
                 .arg(&mut self.s1)
                 .arg(&mut self.m0)
                 .arg(&mut self.m1)
-                .arg(&self.log_w)
+                .arg(&mut self.log_w)
+                .arg(&self.ll)
+                .arg(&self.ptr.betas)
                 .arg(&mut self.e)
                 .arg(&self.ptr.reference)
                 .arg(&mut self.partials)
@@ -723,17 +694,6 @@ impl CudaParticleFilter {
         )?;
         // SAFETY: as above.
         unsafe {
-            s.launch_builder(&self.k.roughen_factor)
-                .arg(&self.ptr.flags)
-                .arg(&self.ptr.sums)
-                .arg(&tu)
-                .arg(&mut self.chol)
-                .launch(LaunchConfig {
-                    grid_dim: (tu.div_ceil(64), 1, 1),
-                    block_dim: (64, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(err("pf_roughen_factor"))?;
             s.launch_builder(&self.k.roughen)
                 .arg(&self.ptr.step)
                 .arg(&self.ptr.tracks)
