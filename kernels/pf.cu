@@ -42,16 +42,9 @@ __device__ __forceinline__ u32* slot_model(u32* m0, u32* m1, u32 cur, u32 slot, 
     return (cur ? m1 : m0) + (size_t)slot * n;
 }
 
-// The reference state of each track (its particle 0 before the step): sums are taken relative
-// to it so that covariances of a cloud far from the origin keep their precision.
-extern "C" __global__ void pf_ref(const TrackParams* tracks, u32 n_tracks, u32 n, float* s0,
-                                  float* s1, float* ref) {
-    // One thread per track.
-    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n_tracks) return;
-    const float* st = slot_state(s0, s1, tracks[t].cur, tracks[t].slot, n);
-    for (int c = 0; c < 6; ++c) ref[t * 8 + c] = st[(size_t)c * n];
-}
+// Sums are taken relative to each track's reference point `ref[t * 8 ..]` (uploaded with the
+// step: the track's last estimate, near its cloud) so that covariances of a cloud far from the
+// origin keep their precision.
 
 // Each thread of pf_step and pf_sums holds PF_PER_THREAD particles (i, i + PF_BLOCK, ...): a
 // block covers a tile of PF_TILE particles, and writes one row of partial sums per tile.

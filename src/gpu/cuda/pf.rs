@@ -1,7 +1,8 @@
 //! The particle-filter bank on the GPU: the [`ParticleFilter`] twin of `CpuParticleFilter`.
 //!
 //! Particles stay on the device. A step is one copy of the step's parameters and measurement
-//! in (from page-locked memory), `pf_ref` (each track's reference particle), `pf_step` (switch,
+//! in (from page-locked memory, with each track's reference point: its last estimate's mean,
+//! which the block sums are taken relative to), `pf_step` (switch,
 //! predict, weigh and per-block sums for every particle of every track, one launch),
 //! `pf_finalize` (per-track sums in f64 in two levels, many blocks per track and the last one
 //! to finish combining theirs, and the per-track decision the CPU would take from them: keep,
@@ -137,7 +138,6 @@ struct InitParams {
 }
 
 struct Kernels {
-    reference: CudaFunction,
     /// pf_step or pf_step_small (by the particle count; likewise pf_sums).
     step: CudaFunction,
     sums: CudaFunction,
@@ -160,9 +160,9 @@ struct Layout {
     tdoa: usize,
     amp: usize,
     floor: usize,
+    reference: usize,
     up_len: usize,
     sums: usize,
-    reference: usize,
     flags: usize,
     betas: usize,
     down_len: usize,
@@ -180,10 +180,10 @@ impl Layout {
         let tdoa = align(coeffs + slots * std::mem::size_of::<Coeffs>());
         let amp = align(tdoa + pairs * KPP * 4);
         let floor = align(amp + pairs * KPP * 4);
-        let up_len = align(floor + pairs.max(1) * 4);
+        let reference = align(floor + pairs.max(1) * 4);
+        let up_len = align(reference + slots * 8 * 4);
         let sums = 0;
-        let reference = align(sums + slots * PART * 8);
-        let flags = align(reference + slots * 8 * 4);
+        let flags = align(sums + slots * PART * 8);
         let betas = align(flags + slots * 4);
         let down_len = align(betas + slots * 4);
         Self {
@@ -265,6 +265,10 @@ pub struct CudaParticleFilter {
     /// Which buffer holds each slot's particles.
     cur: Vec<u32>,
     log_norm: Vec<f64>,
+    /// Each slot's reference point for the next step's sums (src/track/pf.rs takes its particle
+    /// 0; any point near the cloud keeps the covariance's precision): the last estimate's mean,
+    /// the prior's mean after `init_track`, particle 0 after `write_particles`.
+    reference: Vec<[f32; 6]>,
     ev_start: CudaEvent,
     ev_end: CudaEvent,
     /// Whether steps are timed with `ev_start` and `ev_end` (`set_device_timing`).
@@ -365,7 +369,6 @@ impl CudaParticleFilter {
         s.memcpy_htod(&pair_flat, &mut pairs)
             .map_err(err("uploading pairs"))?;
         let k = Kernels {
-            reference: gpu.function("pf_ref")?,
             step: gpu.function(if small_filter(n) {
                 "pf_step_small"
             } else {
@@ -397,7 +400,7 @@ impl CudaParticleFilter {
             amp: up0 + lay.amp as u64,
             floor: up0 + lay.floor as u64,
             sums: down0 + lay.sums as u64,
-            reference: down0 + lay.reference as u64,
+            reference: up0 + lay.reference as u64,
             flags: down0 + lay.flags as u64,
             betas: down0 + lay.betas as u64,
         };
@@ -432,6 +435,7 @@ impl CudaParticleFilter {
             graphs: std::collections::HashMap::new(),
             cur: vec![0; slots],
             log_norm: vec![(n as f64).ln(); slots],
+            reference: vec![[0.0; 6]; slots],
             ev_start: gpu
                 .ctx
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -560,32 +564,18 @@ impl CudaParticleFilter {
         Ok(())
     }
 
-    /// The common step for `t` tracks whose parameters are in `up`: upload, reference, step,
+    /// The common step for `t` tracks whose parameters are in `up`: upload, step,
     /// finalize (with decisions), resampling where decided, download. No synchronisation.
     fn enqueue_step(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
         let nb = n_tiles(self.n) as u32;
-        let (tu, nu) = (t as u32, nn as u32);
         // SAFETY: `up` and `d_up` have the same length; `up` is not written until the step has
         // been synchronised.
         unsafe { self.up.copy_to_device(self.ptr.step, self.lay.up_len, &s)? };
         // SAFETY (launches): argument lists match kernels/pf.cu; every buffer is sized for all
         // slots, and the grids cover `t` tracks of `n` particles.
         unsafe {
-            s.launch_builder(&self.k.reference)
-                .arg(&self.ptr.tracks)
-                .arg(&tu)
-                .arg(&nu)
-                .arg(&mut self.s0)
-                .arg(&mut self.s1)
-                .arg(&self.ptr.reference)
-                .launch(LaunchConfig {
-                    grid_dim: (tu.div_ceil(64), 1, 1),
-                    block_dim: (64, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(err("pf_ref"))?;
             s.launch_builder(&self.k.step)
                 .arg(&self.ptr.step)
                 .arg(&self.ptr.tracks)
@@ -812,6 +802,9 @@ impl ParticleFilter for CudaParticleFilter {
         }
         s.synchronize().map_err(err("initialising a track"))?;
         self.log_norm[slot] = (self.n as f64).ln();
+        if init.mean.iter().all(|v| v.is_finite()) {
+            self.reference[slot] = init.mean.map(|v| v as f32);
+        }
         Ok(())
     }
 
@@ -886,6 +879,14 @@ impl ParticleFilter for CudaParticleFilter {
             put(up, lay.tdoa, &meas.tdoa_s);
             put(up, lay.amp, &meas.amp);
             put(up, lay.floor, &meas.floor);
+            for (i, tr) in tracks.iter().enumerate() {
+                let r = self.reference[tr.slot as usize];
+                put(
+                    up,
+                    lay.reference + i * 8 * 4,
+                    &[r[0], r[1], r[2], r[3], r[4], r[5], 0.0, 0.0],
+                );
+            }
         }
         let s = self.gpu.stream.clone();
         if self.timing {
@@ -913,11 +914,10 @@ impl ParticleFilter for CudaParticleFilter {
             s.synchronize()
                 .map_err(err("running the particle-filter kernels"))?;
         }
-        let (sums, reference, flags, betas) = {
+        let (sums, flags, betas) = {
             let d = self.down.as_slice();
             (
                 get::<f64>(d, self.lay.sums, t * PART),
-                get::<f32>(d, self.lay.reference, t * 8),
                 get::<u32>(d, self.lay.flags, t),
                 get::<f32>(d, self.lay.betas, t),
             )
@@ -940,11 +940,14 @@ impl ParticleFilter for CudaParticleFilter {
                 }
             };
             let (mx, tot) = Self::unpack(&sums[i * PART..(i + 1) * PART]);
-            let rf: [f32; 6] = std::array::from_fn(|c| reference[i * 8 + c]);
+            let rf = self.reference[slot];
             let log_norm = finish_estimate(mx, &tot, &rf, l, degenerate, o);
             o.chosen_model = None;
             o.temper = if tempered { betas[i] } else { 1.0 };
             o.resampled = resample;
+            if o.mean.iter().all(|v| v.is_finite()) {
+                self.reference[slot] = o.mean.map(|v| v as f32);
+            }
             if resample {
                 self.cur[slot] ^= 1;
                 self.log_norm[slot] = (n as f64).ln();
@@ -1018,6 +1021,7 @@ impl ParticleFilter for CudaParticleFilter {
                 "particle arrays do not match the filter size",
             ));
         }
+        self.reference[sl] = std::array::from_fn(|c| parts.state[c * n]);
         let s = self.gpu.stream.clone();
         let (dst_s, dst_m) = if self.cur[sl] == 0 {
             (&mut self.s0, &mut self.m0)
@@ -1085,13 +1089,23 @@ mod tests {
     #[test]
     fn layout_parts_do_not_overlap() {
         let l = Layout::new(8, 10);
-        let up = [l.step, l.tracks, l.coeffs, l.tdoa, l.amp, l.floor, l.up_len];
+        let up = [
+            l.step,
+            l.tracks,
+            l.coeffs,
+            l.tdoa,
+            l.amp,
+            l.floor,
+            l.reference,
+            l.up_len,
+        ];
         assert!(up.windows(2).all(|w| w[0] < w[1]));
         assert!(l.tracks >= std::mem::size_of::<StepParams>());
         assert!(l.tdoa - l.coeffs >= 8 * std::mem::size_of::<Coeffs>());
-        assert!(l.up_len - l.floor >= 10 * 4);
-        let down = [l.sums, l.reference, l.flags, l.betas, l.down_len];
+        assert!(l.reference - l.floor >= 10 * 4);
+        assert!(l.up_len - l.reference >= 8 * 8 * 4);
+        let down = [l.sums, l.flags, l.betas, l.down_len];
         assert!(down.windows(2).all(|w| w[0] < w[1]));
-        assert!(l.reference - l.sums >= 8 * PART * 8);
+        assert!(l.flags - l.sums >= 8 * PART * 8);
     }
 }
