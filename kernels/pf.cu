@@ -193,17 +193,13 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
     float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
     u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
     size_t base = (size_t)tp.slot * n;
-    float sv[P][STATE_DIM];
-    float lwv[P];
-    u32 mv[P];
     u32 valid_mask = 0;
-#pragma unroll
+    // One particle at a time, the loop kept rolled: unrolled, the kernel's code was two copies
+    // of the whole particle update (11,400 instructions), and a third of pf_step's stall
+    // samples were warps waiting for instructions (ncu, pf_step at 262,144 particles).
+#pragma unroll 1
     for (int q = 0; q < P; ++q) {
         u32 i = i0 + q * B;
-        lwv[q] = NEG_INF;
-        mv[q] = 0;
-#pragma unroll
-        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = 0.0f;
         if (i >= n) continue;
         valid_mask |= 1u << q;
         float s[STATE_DIM];
@@ -244,10 +240,19 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         ll_out[base + i] = l;
         float lw = log_w[base + i] - tp.offset + l;
         log_w[base + i] = lw;
+    }
+    // The tile sums from what this thread just stored (read back from the cache).
+    float sv[P][STATE_DIM];
+    float lwv[P];
+    u32 mv[P];
 #pragma unroll
-        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = s[c];
-        lwv[q] = lw;
-        mv[q] = m;
+    for (int q = 0; q < P; ++q) {
+        u32 i = i0 + q * B;
+        bool valid = (valid_mask & (1u << q)) != 0;
+#pragma unroll
+        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = valid ? st[(size_t)c * n + i] : 0.0f;
+        mv[q] = valid ? md[i] : 0;
+        lwv[q] = valid ? log_w[base + i] : NEG_INF;
     }
     tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
                     partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
