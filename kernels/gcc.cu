@@ -123,12 +123,16 @@ __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mea
 // One pair of one frame: curve, statistics over the physical lags, the best peaks at least
 // min_sep apart (best first), each refined on a 17-point grid of the band-limited interpolant
 // and a parabola (as find_peaks and refine_peak).
-// One warp per pair and frame (PEAK_THREADS): the selection of the best peaks is sequential
-// and runs in one warp, and with more warps per block the others only waited at the final
-// barrier (72 % of the kernel's stalls in a batch of 16 16-channel frames) while holding the
-// SM's warp slots.
+// One warp per pair and frame (PEAK_THREADS) when the grid fills the GPU: the selection of
+// the best peaks is sequential and runs in one warp, and with more warps per block the others
+// only waited at the final barrier (72 % of the kernel's stalls in a batch of 16 16-channel
+// frames) while holding the SM's warp slots. A grid of a few pairs (one frame, the live path)
+// gets PEAK_THREADS_MAX threads per pair instead: one warp alone spent most of the kernel
+// loading the curve, taking its statistics and listing its maxima (16.5 us for a 4-channel
+// frame of 4096 samples).
 #define PEAK_THREADS 32
-extern "C" __global__ void __launch_bounds__(PEAK_THREADS)
+#define PEAK_THREADS_MAX 256
+extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
           float* curves, PeakOut* peaks) {

@@ -59,8 +59,10 @@ fn run_size(b: usize, batch: usize) -> usize {
     b.next_power_of_two().min(batch).max(b)
 }
 
-/// Threads per block of gcc_peaks: one warp per pair and frame (kernels/gcc.cu: PEAK_THREADS).
+/// Threads per block of gcc_peaks: one warp per pair and frame when the grid fills the GPU,
+/// PEAK_THREADS_MAX when it does not (kernels/gcc.cu).
 const PEAK_THREADS: u32 = 32;
+const PEAK_THREADS_MAX: u32 = 256;
 
 /// Curves up to this many lags are searched in shared memory (kernels/gcc.cu: PEAK_SHARED).
 const PEAK_SHARED: usize = 8192;
@@ -332,11 +334,11 @@ impl CudaCorrelator {
         // gcc_cross: a few pairs (one frame) get 1024 threads each, so that each thread walks few
         // bins; a grid that fills the GPU gets 256 (measured on the H200: a 4-channel frame
         // 38-43 us against 42-46 us, a batch of 16 16-channel frames 217 us against 227 us).
-        let cross_threads = if np * b < self.gpu.multiprocessors.max(1) as usize {
-            GCC_CROSS_BLOCK
-        } else {
-            256
-        };
+        // Likewise gcc_peaks: PEAK_THREADS_MAX threads per pair for a few pairs, one warp
+        // otherwise.
+        let few = np * b < self.gpu.multiprocessors.max(1) as usize;
+        let cross_threads = if few { GCC_CROSS_BLOCK } else { 256 };
+        let peak_threads = if few { PEAK_THREADS_MAX } else { PEAK_THREADS };
         let (frame_len, fft_len) = (p.frame_len as u32, p.fft_len as u32);
         // SAFETY (all launches below): argument types and order match the kernel signatures in
         // kernels/gcc.cu, and every address is inside its buffer, allocated for `batch` >=
@@ -421,7 +423,7 @@ impl CudaCorrelator {
                 .arg(&d_peaks)
                 .launch(LaunchConfig {
                     grid_dim: (n_pairs, n as u32, 1),
-                    block_dim: (PEAK_THREADS, 1, 1),
+                    block_dim: (peak_threads, 1, 1),
                     shared_mem_bytes: peaks_shared_bytes(p.curve_half),
                 })
                 .map_err(err("gcc_peaks"))?;
@@ -624,6 +626,7 @@ mod tests {
             format!("#define MAX_PEAKS {}", crate::dsp::gcc::MAX_PEAKS),
             format!("#define PEAK_SHARED {}", super::PEAK_SHARED),
             format!("#define PEAK_THREADS {}", super::PEAK_THREADS),
+            format!("#define PEAK_THREADS_MAX {}", super::PEAK_THREADS_MAX),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
