@@ -155,6 +155,15 @@ fn simulate_then_replay_from_the_command_line() {
         serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
     assert_eq!(s["frames_in"], s["frames_processed"]);
     assert!(s["accuracy"]["rmse_m"].as_f64().unwrap() < 0.5);
+    // The processing time split by stage: each part positive, together within the total.
+    assert!(err.contains("stages:   input checks"), "{err}");
+    let part = |k: &str| s[k].as_f64().unwrap_or(-1.0);
+    let (checks, gcc, filter) = (part("checks_s"), part("gcc_s"), part("filter_s"));
+    assert!(checks > 0.0 && gcc > 0.0 && filter > 0.0, "{s}");
+    assert!(
+        checks + gcc + filter <= part("processing_s") * 1.0001,
+        "{s}"
+    );
     assert!(std::fs::read_to_string(&tracks).unwrap().lines().count() > 20);
     // A spec file round-trips through --print-preset.
     let spec = dir.join("spec.toml");
