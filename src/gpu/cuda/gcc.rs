@@ -4,10 +4,12 @@
 //! batched R2C for every channel of every frame, `gcc_cross` for every pair of every frame, one
 //! batched C2R, `gcc_peaks`, and copy the peaks (and curves when asked for) back. The host ends
 //! of the copies are page-locked, and the whole sequence is captured once per batch size into a
-//! CUDA graph, so a call costs one graph launch and one synchronisation. A batch of eight
-//! frames or more goes through in two halves, the second half's upload (on a second stream)
-//! overlapping the first half's kernels. `gcc_peaks` runs one warp per pair and frame: it lists
-//! the curve's local maxima once and takes them best first, as `find_peaks` on the CPU.
+//! CUDA graph, so a call costs one graph launch and one synchronisation; the plans and graphs
+//! for one frame and for a whole batch are made with the correlator, and other sizes run padded
+//! to a power of two. A batch goes through in parts (up to four, by its size), each part's
+//! upload (on a second stream) overlapping the previous part's kernels; the frames are staged
+//! into the page-locked buffer by the rayon pool. `gcc_peaks` lists each curve's local maxima
+//! once and one warp takes them best first, as `find_peaks` on the CPU.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -254,9 +256,10 @@ impl CudaCorrelator {
     /// Enqueue the whole sequence for `b` frames already in `host_in`: copy in, window, R2C,
     /// cross-spectra, C2R, peaks, copy peaks (and curves) out. No synchronisation.
     ///
-    /// A batch goes in [`n_parts`] parts: the copy stream uploads part i + 1 while the main stream transforms part i (each part's kernels
-    /// wait on its upload by an event), so that the bus and the kernels work at the same time
-    /// (the upload of a batch of 16 16-channel frames alone is 81 us on the H200).
+    /// A batch goes in [`n_parts`] parts: the copy stream uploads part i + 1 while the main
+    /// stream transforms part i (each part's kernels wait on its upload by an event), so that
+    /// the bus and the kernels work at the same time (the upload of a batch of 16 16-channel
+    /// frames alone is 81 us on the H200).
     fn enqueue(&mut self, b: usize, want_curves: bool) -> Result<(), BackendError> {
         let p = self.params.clone();
         let (c, np, k) = (p.channels, p.pairs.len(), p.peaks_per_pair);
@@ -462,7 +465,7 @@ impl CudaCorrelator {
         let cl = p.curve_len();
         if let Some(f) = frames
             .iter()
-            .find(|f| f.channels != c || f.len != p.frame_len)
+            .find(|f| f.channels != c || f.len != p.frame_len || f.data.len() != c * p.frame_len)
         {
             return Err(BackendError::new(
                 "cuda",

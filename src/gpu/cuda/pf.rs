@@ -2,17 +2,19 @@
 //!
 //! Particles stay on the device. A step is one copy of the step's parameters and measurement
 //! in (from page-locked memory, with each track's reference point: its last estimate's mean,
-//! which the block sums are taken relative to), `pf_step` (switch,
-//! predict, weigh and per-block sums for every particle of every track, one launch),
-//! `pf_finalize` (per-track sums in f64 in two levels, many blocks per track and the last one
-//! to finish combining theirs, and the per-track decision the CPU would take from them: keep,
-//! resample, temper, or reset), the resampling kernels `pf_scan_local` (its last block per
-//! track also scans the block totals) and `pf_resample` (binary search, one thread per output
-//! slot, into the other half of a double buffer) for the tracks that resample, and one copy of the sums back. That
+//! which the block sums are taken relative to), `pf_step` (switch, predict, weigh and
+//! per-block sums for every particle of every track, one launch), `pf_finalize` (per-track
+//! sums in f64 in two levels, many blocks per track and the last one to finish combining
+//! theirs, and the per-track decision the CPU would take from them: keep, resample, temper, or
+//! reset), the resampling kernels `pf_scan_local` (its last block per track also scans the
+//! block totals) and `pf_resample` (binary search, one thread per output slot, into the other
+//! half of a double buffer) for the tracks that resample, and one copy of the sums back. That
 //! sequence is captured once per track count into a CUDA graph: a step is one graph launch and
 //! one synchronisation. The host turns the sums into the estimate with the CPU's own code
-//! (`finish_estimate`). The rare tracks that need tempering (new tracks) or a weight reset then
-//! take a slower path driven from the host, with `pf_roughen` after a tempered resampling.
+//! (`finish_estimate`). Tracks that need tempering (too few effective particles after the
+//! update: new tracks, sharp measurements) or a weight reset then take a second, slower graph
+//! (`pf_slow_begin`, `pf_temper_grid`, `pf_temper_choose`, `pf_sums`, and the same finalize and
+//! resampling), with `pf_roughen` after a tempered resampling.
 //!
 //! Filters of fewer than `SMALL_FILTER` particles (the live path) use `pf_step_small` and
 //! `pf_sums_small`: one particle per thread in small blocks, so that a step of a few thousand
