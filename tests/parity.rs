@@ -82,9 +82,11 @@ fn check_gcc(params: GccParams, frames: &[Frame], batch: usize) {
 
 #[test]
 fn gcc_curves_and_peaks_agree() {
-    // (channels, frame, seed, frames, batch): the last two cases correlate batches large enough
-    // to be uploaded in parts while earlier parts are transformed (9 frames: parts of 3, 2, 2
-    // and 2).
+    // (channels, frame, seed, frames, batch). On a GPU: the first three cases have fewer
+    // pairs than SMs (gcc_peaks with a block per pair, the others a warp); calls shorter than
+    // the batch run padded to a power of two (3 of 4, 9 of 16); the last three are uploaded in
+    // parts while earlier parts are transformed (1.25 MiB: one part; 4 MiB, padded from 9
+    // frames: two; 16 MiB: four).
     for (channels, frame, seed, count, batch) in [
         (4usize, 1024usize, 1u64, 3usize, 4usize),
         (5, 4096, 2, 3, 4),
@@ -92,6 +94,8 @@ fn gcc_curves_and_peaks_agree() {
         (16, 1024, 4, 3, 4),
         (8, 2048, 5, 9, 16),
         (5, 4096, 6, 16, 16),
+        (16, 4096, 7, 9, 16),
+        (16, 4096, 8, 64, 64),
     ] {
         let params = gcc_params(channels, frame);
         let frames = noise_frames(channels, frame, count, seed);
