@@ -758,6 +758,19 @@ __device__ __forceinline__ double cum_at(const double* cdf, const double* bt, si
     return bt[i / SCAN_BLOCK] + cdf[base + i];
 }
 
+// Add every thread's two counts into cnt[0] and cnt[1] (shared): a warp sum, then one atomic
+// per warp.
+__device__ __forceinline__ void add_counts2(u32 c0, u32 c1, u32* cnt) {
+    for (int o = 16; o > 0; o >>= 1) {
+        c0 += __shfl_down_sync(0xffffffffu, c0, o);
+        c1 += __shfl_down_sync(0xffffffffu, c1, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&cnt[0], c0);
+        atomicAdd(&cnt[1], c1);
+    }
+}
+
 // The ancestors of two targets t0 <= t1, found by the whole block at once (the two ends of a
 // block's slots): count the chunk starts at or below each target (the chunk holding it: bt is
 // non-decreasing), then the particles of that chunk whose cumulative weight is at or below it.
@@ -777,14 +790,7 @@ __device__ __forceinline__ void block_search2(const double* cdf, const double* b
         c0 += v <= t0 ? 1u : 0u;
         c1 += v <= t1 ? 1u : 0u;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        c0 += __shfl_down_sync(0xffffffffu, c0, o);
-        c1 += __shfl_down_sync(0xffffffffu, c1, o);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        atomicAdd(&cnt[0], c0);
-        atomicAdd(&cnt[1], c1);
-    }
+    add_counts2(c0, c1, cnt);
     __syncthreads();
     // bt[0] = 0 <= any target, so each count is at least 1.
     u32 k0 = max(cnt[0], 1u) - 1, k1 = max(cnt[1], 1u) - 1;
@@ -797,14 +803,7 @@ __device__ __forceinline__ void block_search2(const double* cdf, const double* b
         if (a0 + q < e0) c0 += off0 + cdf[base + a0 + q] <= t0 ? 1u : 0u;
         if (a1 + q < e1) c1 += off1 + cdf[base + a1 + q] <= t1 ? 1u : 0u;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        c0 += __shfl_down_sync(0xffffffffu, c0, o);
-        c1 += __shfl_down_sync(0xffffffffu, c1, o);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        atomicAdd(&cnt[2], c0);
-        atomicAdd(&cnt[3], c1);
-    }
+    add_counts2(c0, c1, cnt + 2);
     __syncthreads();
     out[0] = min(a0 + cnt[2], n - 1);
     out[1] = min(a1 + cnt[3], n - 1);

@@ -228,24 +228,45 @@ pub fn time_gcc(
 ) -> Result<(f64, f64, usize)> {
     let refs: Vec<&Frame> = frames.iter().collect();
     let mut out: Vec<GccFrame> = frames.iter().map(|_| GccFrame::new(cor.params())).collect();
-    let mut call = |cor: &mut dyn Correlator| {
-        let t = Instant::now();
-        cor.correlate(&refs, &mut out, false)?;
-        let wall = t.elapsed().as_secs_f64();
-        Ok((cor.last_device_time_s().unwrap_or(wall), wall))
+    time_two_passes(
+        cor,
+        budget_s,
+        |c, on| c.set_device_timing(on),
+        |c| {
+            let t = Instant::now();
+            c.correlate(&refs, &mut out, false)?;
+            Ok((t.elapsed().as_secs_f64(), c.last_device_time_s()))
+        },
+    )
+}
+
+/// Time `call` on a backend. Where the backend times on the device: the wall clock in a pass
+/// without device events, then the device time in a second pass with them (recording the
+/// events costs host time); otherwise one pass, its wall clock standing for both. `call`
+/// returns the call's wall seconds and the backend's device seconds. Returns (median device
+/// seconds, median wall seconds, reps).
+fn time_two_passes<B: ?Sized>(
+    b: &mut B,
+    budget_s: f64,
+    set_timing: impl Fn(&mut B, bool),
+    mut call: impl FnMut(&mut B) -> Result<(f64, Option<f64>)>,
+) -> Result<(f64, f64, usize)> {
+    set_timing(b, true);
+    let (_, probe) = call(b)?;
+    let mut pass = |b: &mut B, budget: f64| {
+        time_pair(budget, || {
+            let (wall, dev) = call(b)?;
+            Ok((dev.unwrap_or(wall), wall))
+        })
     };
-    // A backend that times on the device: wall clock without device events, then device time
-    // with them (the events cost host time). Others: one pass.
-    cor.set_device_timing(true);
-    call(cor)?;
-    if cor.last_device_time_s().is_none() {
-        return time_pair(budget_s, || call(cor));
+    if probe.is_none() {
+        return pass(b, budget_s);
     }
-    cor.set_device_timing(false);
-    let (_, wall, r1) = time_pair(budget_s / 2.0, || call(cor))?;
-    cor.set_device_timing(true);
-    let timed = time_pair(budget_s / 2.0, || call(cor));
-    cor.set_device_timing(false);
+    set_timing(b, false);
+    let (_, wall, r1) = pass(b, budget_s / 2.0)?;
+    set_timing(b, true);
+    let timed = pass(b, budget_s / 2.0);
+    set_timing(b, false);
     let (dev, _, r2) = timed?;
     Ok((dev, wall, r1 + r2))
 }
@@ -259,38 +280,28 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, f64, 
     pf.init_track(&init)?;
     let mut est = vec![Estimate::new(p.n_models())];
     let mut k = 0u64;
-    let mut call = |pf: &mut dyn ParticleFilter| {
-        // The source moves steadily (2 m/s, as the prior): the common step, with resampling
-        // whenever the effective sample size falls low enough.
-        k += 1;
-        let m = pf_measurement(&p, k);
-        let t = Instant::now();
-        pf.step(
-            &m,
-            &[TrackStep {
-                slot: 0,
-                dt_s: 0.05,
-                lag_s: 0.01,
-            }],
-            &mut est,
-        )?;
-        let wall = t.elapsed().as_secs_f64();
-        Ok((pf.last_device_time_s().unwrap_or(wall), wall))
-    };
-    // A backend that times on the device: wall clock without device events, then device time
-    // with them (the events cost host time). Others: one pass.
-    pf.set_device_timing(true);
-    call(pf)?;
-    if pf.last_device_time_s().is_none() {
-        return time_pair(budget_s, || call(pf));
-    }
-    pf.set_device_timing(false);
-    let (_, wall, r1) = time_pair(budget_s / 2.0, || call(pf))?;
-    pf.set_device_timing(true);
-    let timed = time_pair(budget_s / 2.0, || call(pf));
-    pf.set_device_timing(false);
-    let (dev, _, r2) = timed?;
-    Ok((dev, wall, r1 + r2))
+    time_two_passes(
+        pf,
+        budget_s,
+        |f, on| f.set_device_timing(on),
+        |f| {
+            // The source moves steadily (2 m/s, as the prior): the common step, with
+            // resampling whenever the effective sample size falls low enough.
+            k += 1;
+            let m = pf_measurement(&p, k);
+            let t = Instant::now();
+            f.step(
+                &m,
+                &[TrackStep {
+                    slot: 0,
+                    dt_s: 0.05,
+                    lag_s: 0.01,
+                }],
+                &mut est,
+            )?;
+            Ok((t.elapsed().as_secs_f64(), f.last_device_time_s()))
+        },
+    )
 }
 
 /// The live path, frame by frame, as `Pipeline::process` runs it for capture: GCC-PHAT of a

@@ -182,7 +182,6 @@ impl Pipeline {
             return Ok(());
         }
         let start = Instant::now();
-        let check_before = self.counters.check_total;
         let params = self.correlator.params().clone();
         while self.gcc.len() < b {
             self.gcc.push(GccFrame::new(&params));
@@ -220,7 +219,8 @@ impl Pipeline {
                 self.counters.frames_without_pairs += 1;
             }
         }
-        self.counters.check_total += start.elapsed();
+        let checks = start.elapsed();
+        self.counters.check_total += checks;
         let want = self.opts.want_curves;
         let refs: Vec<&Frame> = frames.iter().collect();
         if let Err(e) = self.correlator.correlate(&refs, &mut self.gcc[..b], want) {
@@ -231,7 +231,7 @@ impl Pipeline {
             self.correlator.correlate(&refs, &mut self.gcc[..b], want)?;
         }
         let gcc_all = start.elapsed();
-        self.counters.gcc_total += gcc_all.saturating_sub(self.counters.check_total - check_before);
+        self.counters.gcc_total += gcc_all.saturating_sub(checks);
         let gcc_time = gcc_all / b as u32;
         for (i, frame) in frames.iter().enumerate() {
             let start = Instant::now();

@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::cufft::{result as fft, sys as fft_sys};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use super::host::{Graph, Pinned, capture, copy_for_device};
+use super::host::{DeviceTimer, Graph, Pinned, capture, copy_for_device};
 use super::{Gpu, dptr, err};
 use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
@@ -114,14 +114,11 @@ pub struct CudaCorrelator {
     host_in: Pinned<f32>,
     host_peaks: Pinned<f32>,
     host_curves: Option<Pinned<f32>>,
-    ev_start: CudaEvent,
-    ev_end: CudaEvent,
+    timer: DeviceTimer,
     last_s: Option<f64>,
     /// Frames of `host_in` ever written: a padded call (see [`run_size`]) fills the slots past
     /// this with its last frame rather than computing on zeros.
     filled: usize,
-    /// Whether calls are timed with `ev_start` and `ev_end` (`set_device_timing`).
-    timing: bool,
     last_bytes: u64,
 }
 
@@ -184,18 +181,10 @@ impl CudaCorrelator {
             host_in: Pinned::new(batch * c * params.frame_len)?,
             host_peaks: Pinned::new(batch * p * params.peaks_per_pair * 3)?,
             host_curves: None,
-            ev_start: gpu
-                .ctx
-                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(err("creating an event"))?,
-            ev_end: gpu
-                .ctx
-                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(err("creating an event"))?,
+            timer: DeviceTimer::new(&gpu.ctx, false)?,
             last_s: None,
             last_bytes: 0,
             filled: 0,
-            timing: false,
             batch,
             params,
             gpu,
@@ -460,22 +449,23 @@ impl CudaCorrelator {
         want_curves: bool,
     ) -> Result<(), BackendError> {
         let b = frames.len();
-        let p = self.params.clone();
+        // The sizes only (this runs for every frame on the live path: no clone of the params).
+        let p = &self.params;
         let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
-        let cl = p.curve_len();
+        let (cl, frame_len, fft_len) = (p.curve_len(), p.frame_len, p.fft_len);
         if let Some(f) = frames
             .iter()
-            .find(|f| f.channels != c || f.len != p.frame_len || f.data.len() != c * p.frame_len)
+            .find(|f| f.channels != c || f.len != frame_len || f.data.len() != c * frame_len)
         {
             return Err(BackendError::new(
                 "cuda",
                 format!(
                     "frame of {} x {} does not match the plan's {} x {}",
-                    f.channels, f.len, c, p.frame_len
+                    f.channels, f.len, c, frame_len
                 ),
             ));
         }
-        let row = c * p.frame_len;
+        let row = c * frame_len;
         let host = &mut self.host_in.as_mut_slice()[..b * row];
         if b > 1 {
             // The staging copy of a batch on the rayon pool (one core moved 5 MB in 650 us),
@@ -498,37 +488,24 @@ impl CudaCorrelator {
         self.filled = self.filled.max(run);
         self.prepare(run, want_curves)?;
         let s = self.gpu.stream.clone();
-        if self.timing {
-            self.ev_start
-                .record(&s)
-                .map_err(err("recording an event"))?;
-        }
+        self.timer.start(&s)?;
         match self.graphs.get_mut(&(run, want_curves)) {
             Some(Some(g)) => g.launch()?,
             _ => self.enqueue(run, want_curves)?,
         }
-        if self.timing {
-            self.ev_end.record(&s).map_err(err("recording an event"))?;
-        }
+        self.timer.stop(&s)?;
         s.synchronize().map_err(err("running the GCC kernels"))?;
-        self.last_s = if self.timing {
-            self.ev_start
-                .elapsed_ms(&self.ev_end)
-                .ok()
-                .map(|ms| f64::from(ms) * 1e-3)
-        } else {
-            None
-        };
+        self.last_s = self.timer.elapsed_s();
         // Bytes through device memory: frames in, FFT input written and read, spectra written
         // and read twice per pair they take part in (bounded by once per pair), cross-spectra
         // written and read, curves written and read, peaks out.
         let f4 = 4u64;
         self.last_bytes = f4
-            * (b * c * p.frame_len
-                + 2 * b * c * p.fft_len
+            * (b * c * frame_len
+                + 2 * b * c * fft_len
                 + 2 * b * c * nb * 2
                 + 2 * b * np * nb * 2 * 2
-                + 2 * b * np * p.fft_len
+                + 2 * b * np * fft_len
                 + b * np * k * 3) as u64;
         let peaks = self.host_peaks.as_slice();
         for (i, o) in out.iter_mut().enumerate().take(b) {
@@ -592,7 +569,7 @@ impl Correlator for CudaCorrelator {
     }
 
     fn set_device_timing(&mut self, on: bool) {
-        self.timing = on;
+        self.timer.set(on);
     }
 
     fn last_device_time_s(&self) -> Option<f64> {

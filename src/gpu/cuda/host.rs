@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 
 use bytemuck::Pod;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaGraph, CudaStream, result};
+use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream, result};
 
 use super::err;
 use crate::error::BackendError;
@@ -14,8 +14,9 @@ use crate::error::BackendError;
 /// Copy `src` into `dst` (the same length) for a GPU to read next: on x86_64 with
 /// non-temporal stores, so that the data goes to memory instead of staying in this core's
 /// cache, where the GPU's reads over the bus would have to fetch it from (measured on the H200
-/// host: a batch of 16-channel frames copied by 16 threads with plain stores took the upload
-/// from 5.2 to 10.5 us per frame). Elsewhere (the boards' shared memory) a plain copy.
+/// host: batches of 64 16-channel frames copied by 16 threads with plain stores took the
+/// batch's device time from 6.9 to 10.5 us per frame). Elsewhere (the boards' shared memory) a
+/// plain copy.
 pub fn copy_for_device(dst: &mut [f32], src: &[f32]) {
     assert_eq!(dst.len(), src.len(), "copy_for_device: lengths differ");
     #[cfg(target_arch = "x86_64")]
@@ -44,6 +45,62 @@ pub fn copy_for_device(dst: &mut [f32], src: &[f32]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     dst.copy_from_slice(src);
+}
+
+/// Device time of the work enqueued between `start` and `stop`, by two events. Off until `set`
+/// turns it on: recording and reading the events costs the host a few microseconds a call, so
+/// the backends time on the device only when the bench asks them to.
+pub struct DeviceTimer {
+    start: CudaEvent,
+    end: CudaEvent,
+    on: bool,
+}
+
+impl DeviceTimer {
+    pub fn new(ctx: &std::sync::Arc<CudaContext>, on: bool) -> Result<Self, BackendError> {
+        let event = || {
+            ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(err("creating an event"))
+        };
+        Ok(Self {
+            start: event()?,
+            end: event()?,
+            on,
+        })
+    }
+
+    pub fn set(&mut self, on: bool) {
+        self.on = on;
+    }
+
+    /// Mark the start on `stream` (when on).
+    pub fn start(&self, stream: &CudaStream) -> Result<(), BackendError> {
+        if self.on {
+            self.start
+                .record(stream)
+                .map_err(err("recording an event"))?;
+        }
+        Ok(())
+    }
+
+    /// Mark the end on `stream` (when on); a later `stop` moves the end.
+    pub fn stop(&self, stream: &CudaStream) -> Result<(), BackendError> {
+        if self.on {
+            self.end.record(stream).map_err(err("recording an event"))?;
+        }
+        Ok(())
+    }
+
+    /// Seconds from the start to the end mark, once the stream has passed both; None when off.
+    pub fn elapsed_s(&self) -> Option<f64> {
+        if !self.on {
+            return None;
+        }
+        self.start
+            .elapsed_ms(&self.end)
+            .ok()
+            .map(|ms| f64::from(ms) * 1e-3)
+    }
 }
 
 /// A page-locked host buffer of `len` values of `T` (cached, not write-combined, because the host

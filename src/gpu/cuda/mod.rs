@@ -385,20 +385,19 @@ fn median_event_time(
     mut f: impl FnMut() -> Result<(), BackendError>,
 ) -> Result<f64, BackendError> {
     let s = &g.stream;
-    let new_event = || {
-        g.ctx
-            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(err("event"))
-    };
-    let (a, b) = (new_event()?, new_event()?);
+    let timer = host::DeviceTimer::new(&g.ctx, true)?;
     let mut times = Vec::new();
     for i in 0..11 {
-        a.record(s).map_err(err("event"))?;
+        timer.start(s)?;
         f()?;
-        b.record(s).map_err(err("event"))?;
+        timer.stop(s)?;
         s.synchronize().map_err(err("copy"))?;
         if i > 0 {
-            times.push(f64::from(a.elapsed_ms(&b).map_err(err("event"))?) * 1e-3);
+            times.push(
+                timer
+                    .elapsed_s()
+                    .ok_or_else(|| BackendError::new("cuda", "reading the timing events failed"))?,
+            );
         }
     }
     times.sort_by(f64::total_cmp);

@@ -23,9 +23,9 @@
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, LaunchConfig, PushKernelArg, result};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg, result};
 
-use super::host::{Graph, Pinned, capture};
+use super::host::{DeviceTimer, Graph, Pinned, capture};
 use super::{Gpu, dptr, err};
 use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
@@ -271,10 +271,7 @@ pub struct CudaParticleFilter {
     /// 0; any point near the cloud keeps the covariance's precision): the last estimate's mean,
     /// the prior's mean after `init_track`, particle 0 after `write_particles`.
     reference: Vec<[f32; 6]>,
-    ev_start: CudaEvent,
-    ev_end: CudaEvent,
-    /// Whether steps are timed with `ev_start` and `ev_end` (`set_device_timing`).
-    timing: bool,
+    timer: DeviceTimer,
     last_s: Option<f64>,
     /// Tracks that resampled in the last step (for the bytes-moved figure).
     last_resampled: usize,
@@ -438,15 +435,7 @@ impl CudaParticleFilter {
             cur: vec![0; slots],
             log_norm: vec![(n as f64).ln(); slots],
             reference: vec![[0.0; 6]; slots],
-            ev_start: gpu
-                .ctx
-                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(err("creating an event"))?,
-            ev_end: gpu
-                .ctx
-                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(err("creating an event"))?,
-            timing: false,
+            timer: DeviceTimer::new(&gpu.ctx, false)?,
             last_s: None,
             last_resampled: 0,
             last_tracks: 0,
@@ -891,15 +880,9 @@ impl ParticleFilter for CudaParticleFilter {
             }
         }
         let s = self.gpu.stream.clone();
-        if self.timing {
-            self.ev_start
-                .record(&s)
-                .map_err(err("recording an event"))?;
-        }
+        self.timer.start(&s)?;
         self.run_graph(t, false)?;
-        if self.timing {
-            self.ev_end.record(&s).map_err(err("recording an event"))?;
-        }
+        self.timer.stop(&s)?;
         s.synchronize()
             .map_err(err("running the particle-filter kernels"))?;
         // The slow path, for the tracks the step flagged (one more launch and synchronisation;
@@ -910,9 +893,7 @@ impl ParticleFilter for CudaParticleFilter {
             .any(|&f| f == FLAG_TEMPER || f == FLAG_DEGENERATE)
         {
             self.run_graph(t, true)?;
-            if self.timing {
-                self.ev_end.record(&s).map_err(err("recording an event"))?;
-            }
+            self.timer.stop(&s)?;
             s.synchronize()
                 .map_err(err("running the particle-filter kernels"))?;
         }
@@ -958,14 +939,7 @@ impl ParticleFilter for CudaParticleFilter {
                 self.log_norm[slot] = log_norm;
             }
         }
-        self.last_s = if self.timing {
-            self.ev_start
-                .elapsed_ms(&self.ev_end)
-                .ok()
-                .map(|ms| f64::from(ms) * 1e-3)
-        } else {
-            None
-        };
+        self.last_s = self.timer.elapsed_s();
         self.last_resampled = resampled;
         self.last_tracks = t;
         Ok(())
@@ -1048,7 +1022,7 @@ impl ParticleFilter for CudaParticleFilter {
     }
 
     fn set_device_timing(&mut self, on: bool) {
-        self.timing = on;
+        self.timer.set(on);
     }
 
     fn last_device_time_s(&self) -> Option<f64> {
