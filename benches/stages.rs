@@ -6,6 +6,7 @@ fn main() {
         backend: sonotrack::config::BackendChoice::Auto,
         gcc: true,
         pf: true,
+        live: true,
         quick: true,
         budget_s: 0.5,
         replay: None,

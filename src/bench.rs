@@ -42,6 +42,8 @@ pub struct BenchOptions {
     pub backend: BackendChoice,
     pub gcc: bool,
     pub pf: bool,
+    /// The live path (GCC-PHAT of one frame, then one step of a small filter).
+    pub live: bool,
     /// Smaller grids (CI, quick looks).
     pub quick: bool,
     /// Seconds to spend per cell (at least 3 repetitions).
@@ -307,8 +309,9 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, f64, 
 /// The live path, frame by frame, as `Pipeline::process` runs it for capture: GCC-PHAT of a
 /// 4-channel, 4096-sample frame at 48 kHz (the `tetra` scene), the measurement, and one step of
 /// a 2000-particle, one-model filter, plus the track bookkeeping. Returns the median wall-clock
-/// time per frame over the frames after the track is established, and the frames timed.
-pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<(f64, usize)> {
+/// time per frame over the frames after the track is established (and the medians of the input
+/// checks, GCC-PHAT and filter stages), and the frames timed.
+pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveTiming> {
     use crate::audio::sim::{SceneSpec, SimSource};
     use crate::audio::{AudioSource, ReadResult, assembler::FrameAssembler};
     let mut spec = SceneSpec::preset("tetra")
@@ -365,13 +368,27 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<(f64,
     let level = log::max_level();
     log::set_max_level(log::LevelFilter::Warn);
     let mut times = Vec::new();
+    // Per frame: checks, GCC-PHAT, filter (from the pipeline's own stage clocks).
+    let mut parts: [Vec<f64>; 3] = Default::default();
+    let stage_clocks = |p: &crate::pipeline::Pipeline| {
+        [
+            p.counters.check_total.as_secs_f64(),
+            p.counters.gcc_total.as_secs_f64(),
+            p.tracker().filter_wall.as_secs_f64(),
+        ]
+    };
     for f in frames.iter_mut() {
+        let before = stage_clocks(&pipe);
         let t = Instant::now();
         let tracked = !pipe.process(f)?.is_empty();
         let dt = t.elapsed().as_secs_f64();
+        let after = stage_clocks(&pipe);
         // Time the steady state: a confirmed track, after the first two seconds.
         if tracked && f.centre_time_s() > 2.0 {
             times.push(dt);
+            for k in 0..3 {
+                parts[k].push(after[k] - before[k]);
+            }
         }
     }
     log::set_max_level(level);
@@ -380,8 +397,27 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<(f64,
             "the live-path benchmark never established a track".into(),
         ));
     }
-    times.sort_by(f64::total_cmp);
-    Ok((times[times.len() / 2], times.len()))
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let [mut c, mut g, mut p] = parts;
+    Ok(LiveTiming {
+        median_s: median(&mut times),
+        checks_s: median(&mut c),
+        gcc_s: median(&mut g),
+        filter_s: median(&mut p),
+        frames: times.len(),
+    })
+}
+
+/// The live path's median time per frame and the medians of its timed stages.
+pub struct LiveTiming {
+    pub median_s: f64,
+    pub checks_s: f64,
+    pub gcc_s: f64,
+    pub filter_s: f64,
+    pub frames: usize,
 }
 
 /// Run the grids. Rows come back in the order printed.
@@ -494,18 +530,24 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
             }
         }
     }
-    if opts.gcc && opts.pf && whole_gcc && opts.pf_particles.is_empty() {
+    if opts.live && whole_gcc && opts.pf_particles.is_empty() {
         for &b in &backends {
             let choice = if b == "cuda" {
                 BackendChoice::Cuda
             } else {
                 BackendChoice::Cpu
             };
-            let (s, frames) = time_live_frame(choice, 2000)?;
+            let lt = time_live_frame(choice, 2000)?;
+            let (s, frames) = (lt.median_s, lt.frames);
             rows.push(Row {
                 stage: "live".into(),
                 backend: b.into(),
-                params: "tetra 4 ch x 4096 + 2000 particles x 1".into(),
+                params: format!(
+                    "tetra 4 ch x 4096 + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us)",
+                    lt.checks_s * 1e6,
+                    lt.gcc_s * 1e6,
+                    lt.filter_s * 1e6
+                ),
                 median_us: s * 1e6,
                 per_unit: s * 1e6,
                 unit: "us/frame (wall)".into(),

@@ -207,7 +207,8 @@ enum Cmd {
     /// Time each stage (GCC-PHAT, particle-filter step) on synthetic input, for every backend
     /// that is available.
     Bench {
-        /// Which stages: gcc, pf, all or none (with --replay).
+        /// Which stages: gcc, pf, live (one frame through GCC-PHAT and a small filter, as capture
+        /// runs it), all, or none (with --replay).
         #[arg(long, default_value = "all")]
         what: String,
         #[arg(long, value_enum, default_value = "auto")]
@@ -508,6 +509,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 backend: backend.into(),
                 gcc: what == "all" || what == "gcc",
                 pf: what == "all" || what == "pf",
+                live: what == "all" || what == "live",
                 quick,
                 budget_s: budget,
                 replay,
@@ -517,8 +519,10 @@ fn run(cmd: Cmd) -> Result<()> {
                 pf_particles,
                 models,
             };
-            if !opts.gcc && !opts.pf && what != "none" {
-                return Err(Error::Usage(format!("--what {what}: use gcc, pf or all")));
+            if !opts.gcc && !opts.pf && !opts.live && what != "none" {
+                return Err(Error::Usage(format!(
+                    "--what {what}: use gcc, pf, live, all or none (with --replay)"
+                )));
             }
             let rows = sonotrack::bench::run(&opts)?;
             sonotrack::bench::print(&rows);

@@ -182,9 +182,8 @@ impl Pipeline {
             return Ok(());
         }
         let start = Instant::now();
-        let params = self.correlator.params().clone();
         while self.gcc.len() < b {
-            self.gcc.push(GccFrame::new(&params));
+            self.gcc.push(GccFrame::new(self.correlator.params()));
         }
         self.pair_ok_batch.resize(b, Vec::new());
         self.health_batch.resize(b, FrameHealth::default());

@@ -191,3 +191,128 @@ fn failing_backend_moves_to_cpu_without_losing_frames() {
         assert!(pipe.status(6.0).backend_switches == 1);
     }
 }
+
+/// A CPU filter that runs the caller's work during its step, as the GPU filter does while the
+/// device computes.
+struct Overlapping {
+    inner: sonotrack::track::pf::CpuParticleFilter,
+    overlapped: usize,
+}
+
+impl sonotrack::track::ParticleFilter for Overlapping {
+    fn backend(&self) -> &'static str {
+        "overlapping"
+    }
+    fn params(&self) -> &FilterParams {
+        self.inner.params()
+    }
+    fn init_track(
+        &mut self,
+        init: &sonotrack::track::TrackInit,
+    ) -> Result<(), sonotrack::error::BackendError> {
+        self.inner.init_track(init)
+    }
+    fn step(
+        &mut self,
+        meas: &sonotrack::track::TdoaMeasurement,
+        tracks: &[sonotrack::track::TrackStep],
+        out: &mut [sonotrack::track::Estimate],
+    ) -> Result<(), sonotrack::error::BackendError> {
+        self.inner.step(meas, tracks, out)
+    }
+    fn step_overlapped(
+        &mut self,
+        meas: &sonotrack::track::TdoaMeasurement,
+        tracks: &[sonotrack::track::TrackStep],
+        out: &mut [sonotrack::track::Estimate],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<bool, sonotrack::error::BackendError> {
+        meanwhile();
+        self.overlapped += 1;
+        self.inner.step(meas, tracks, out).map(|()| true)
+    }
+    fn read_particles(
+        &mut self,
+        slot: u32,
+    ) -> Result<sonotrack::track::Particles, sonotrack::error::BackendError> {
+        self.inner.read_particles(slot)
+    }
+    fn write_particles(
+        &mut self,
+        slot: u32,
+        p: &sonotrack::track::Particles,
+    ) -> Result<(), sonotrack::error::BackendError> {
+        self.inner.write_particles(slot, p)
+    }
+}
+
+/// The birth search taken during the filter step (as with a GPU) gives the same tracks, births
+/// included, as the search taken after it.
+#[test]
+fn birth_search_during_the_step_changes_nothing() {
+    let mut spec = SceneSpec::preset("two-boats").unwrap();
+    spec.duration_s = 8.0;
+    let mut cfg = sonotrack::config::Config::for_array(
+        spec.sensors_m.clone(),
+        spec.speed_of_sound_m_s,
+        spec.sample_rate_hz,
+    );
+    cfg.array.bounds_min_m = spec.bounds_min_m;
+    cfg.array.bounds_max_m = spec.bounds_max_m;
+    cfg.tracker.particles = 4096;
+    cfg.tracker.max_tracks = 2;
+    let mut runs = Vec::new();
+    for overlap in [false, true] {
+        let backends = backend::select(&cfg, BackendChoice::Cpu).unwrap();
+        let mut pipe = Pipeline::new(
+            &cfg,
+            backends,
+            SinkSet::default(),
+            PipelineOptions::default(),
+        );
+        if overlap {
+            pipe = pipe.with_backends(
+                Box::new(sonotrack::dsp::gcc::CpuCorrelator::new(
+                    GccParams::from_config(&cfg),
+                )),
+                Box::new(Overlapping {
+                    inner: sonotrack::track::pf::CpuParticleFilter::new(
+                        FilterParams::from_config(&cfg),
+                    ),
+                    overlapped: 0,
+                }),
+            );
+        }
+        let mut sim = SimSource::new(spec.clone()).unwrap();
+        let mut asm = FrameAssembler::new(
+            cfg.channel_map(),
+            cfg.input_channels(),
+            cfg.frame_samples(),
+            cfg.hop_samples(),
+            cfg.sample_rate_hz(),
+            0,
+        );
+        let mut reports = Vec::new();
+        pipe.run(
+            &mut sim,
+            &mut asm,
+            None,
+            &mut |v| {
+                for r in v.reports {
+                    reports.push((v.seq, r.id, r.position.map(f64::to_bits)));
+                }
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        runs.push((reports, pipe.tracker().births));
+    }
+    eprintln!(
+        "births {} and {}, {} reports",
+        runs[0].1,
+        runs[1].1,
+        runs[0].0.len()
+    );
+    assert!(runs[0].1 >= 2, "the scene has two sources");
+    assert_eq!(runs[0], runs[1]);
+}

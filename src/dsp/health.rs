@@ -30,6 +30,58 @@ impl FrameHealth {
     }
 }
 
+/// Running sums per channel in `inspect`.
+const LANES: usize = 8;
+
+/// Sum and sum of squares of `x` in f64, in LANES running sums (one chain of dependent f64
+/// additions took 15-20 us for a 4-channel frame of 4096 samples), four to a register where
+/// the CPU has AVX.
+fn channel_sums(x: &[f32]) -> (f64, f64) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU has AVX (checked just above).
+        return unsafe { channel_sums_avx(x) };
+    }
+    channel_sums_with(x)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn channel_sums_avx(x: &[f32]) -> (f64, f64) {
+    channel_sums_with(x)
+}
+
+#[inline(always)]
+fn channel_sums_with(x: &[f32]) -> (f64, f64) {
+    let (mut sl, mut s2l) = ([0.0f64; LANES], [0.0f64; LANES]);
+    let mut chunks = x.chunks_exact(LANES);
+    for ch in &mut chunks {
+        for k in 0..LANES {
+            let f = f64::from(ch[k]);
+            sl[k] += f;
+            s2l[k] += f * f;
+        }
+    }
+    for &v in chunks.remainder() {
+        let f = f64::from(v);
+        sl[0] += f;
+        s2l[0] += f * f;
+    }
+    (sl.iter().sum(), s2l.iter().sum())
+}
+
+/// Zero the non-finite samples of `x`; returns how many there were.
+fn zero_nonfinite(x: &mut [f32]) -> usize {
+    let mut bad = 0;
+    for v in x.iter_mut() {
+        if !v.is_finite() {
+            *v = 0.0;
+            bad += 1;
+        }
+    }
+    bad
+}
+
 /// Sanitise `frame` in place and report on it.
 pub fn inspect(frame: &mut Frame, out: &mut FrameHealth) {
     out.nonfinite_samples = 0;
@@ -39,16 +91,13 @@ pub fn inspect(frame: &mut Frame, out: &mut FrameHealth) {
     let n = frame.len;
     for c in 0..frame.channels {
         let x = frame.channel_mut(c);
-        let mut bad = 0usize;
-        let (mut s, mut s2) = (0.0f64, 0.0f64);
-        for v in x.iter_mut() {
-            if !v.is_finite() {
-                *v = 0.0;
-                bad += 1;
-            }
-            let f = f64::from(*v);
-            s += f;
-            s2 += f * f;
+        // A non-finite sample makes the sums non-finite (a finite f32 squared cannot overflow
+        // an f64 sum), so finite sums need no second look at the samples.
+        let (mut s, mut s2) = channel_sums(x);
+        let mut bad = 0;
+        if !(s.is_finite() && s2.is_finite()) {
+            bad = zero_nonfinite(x);
+            (s, s2) = channel_sums(x);
         }
         let mean = s / n as f64;
         let rms = (s2 / n as f64 - mean * mean).max(0.0).sqrt() as f32;
@@ -72,6 +121,30 @@ pub fn inspect(frame: &mut Frame, out: &mut FrameHealth) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lane_sums_match_one_running_sum() {
+        for len in [0usize, 1, 7, 8, 9, 4095, 4096] {
+            let x: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() + 0.25).collect();
+            let (s0, s20) = x.iter().fold((0.0f64, 0.0f64), |(a, b), &v| {
+                (a + f64::from(v), b + f64::from(v) * f64::from(v))
+            });
+            for (s, s2) in [channel_sums(&x), channel_sums_with(&x)] {
+                assert!(
+                    (s - s0).abs() <= 1e-12 * s0.abs().max(1.0),
+                    "{len}: {s} {s0}"
+                );
+                assert!(
+                    (s2 - s20).abs() <= 1e-12 * s20.max(1.0),
+                    "{len}: {s2} {s20}"
+                );
+            }
+        }
+        let (s, _) = channel_sums(&[1.0, f32::NAN, 2.0]);
+        assert!(!s.is_finite(), "a NaN must show in the sums");
+        let (_, s2) = channel_sums(&[f32::MAX, f32::MAX]);
+        assert!(s2.is_finite(), "finite samples never overflow the f64 sums");
+    }
 
     #[test]
     fn nan_is_zeroed_and_counted_and_silence_is_dead() {

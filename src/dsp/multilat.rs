@@ -148,13 +148,21 @@ pub fn locate(
         Some((lo, hi)) => (0..3).all(|k| x[k] >= lo[k] - 1e-6 && x[k] <= hi[k] + 1e-6),
         None => true,
     };
-    let mut best: Option<(Vector3<f64>, f64)> = None;
-    for s in extra_starts
+    // The solves from the 65 or so start points are independent: they run on the rayon pool
+    // (a fix took about a millisecond on one core, every frame while a track could be born),
+    // and the best is taken in the order of the starts, as a sequential loop would.
+    use rayon::prelude::*;
+    let starts: Vec<Vector3<f64>> = extra_starts
         .iter()
         .copied()
         .chain(start_points(geo, bounds))
-    {
-        let (x, f) = solve_from(geo, obs, s, sigma_s);
+        .collect();
+    let solved: Vec<(Vector3<f64>, f64)> = starts
+        .par_iter()
+        .map(|&s| solve_from(geo, obs, s, sigma_s))
+        .collect();
+    let mut best: Option<(Vector3<f64>, f64)> = None;
+    for (x, f) in solved {
         if !x.iter().all(|v| v.is_finite()) || !inside(&x) {
             continue;
         }

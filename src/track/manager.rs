@@ -295,9 +295,30 @@ impl TrackManager {
         }
         let l = self.params.n_models();
         self.est.resize_with(self.steps.len(), || Estimate::new(l));
+        // The birth search needs only this frame's measurement: a GPU filter runs it while the
+        // device computes the step (tracks are only ever removed below, so a frame that can
+        // have a birth after the step could before it).
+        let want_birth = self.tracks.len() < self.max_tracks;
+        let mut early_fix = None;
         if !self.steps.is_empty() {
             let start = std::time::Instant::now();
-            self.bank.step(&self.meas, &self.steps, &mut self.est)?;
+            let inputs = BirthInputs {
+                geo: &self.geo,
+                pairs: &self.pairs,
+                meas: &self.meas,
+                params: &self.params,
+                bounds: self.bounds,
+                sample_rate_hz: self.sample_rate_hz,
+                detection_probability: self.detection_probability,
+                last_fix: self.candidates.back().map(|c| c.fix.position),
+            };
+            let mut meanwhile = || {
+                if want_birth {
+                    early_fix = Some(birth_fix(&inputs));
+                }
+            };
+            self.bank
+                .step_overlapped(&self.meas, &self.steps, &mut self.est, &mut meanwhile)?;
             self.filter_wall += start.elapsed();
         }
 
@@ -397,74 +418,42 @@ impl TrackManager {
         }
         self.update_sigma();
         if self.tracks.len() < self.max_tracks {
-            if let Some(r) = self.try_birth(seq, t_centre_s)? {
+            if let Some(r) = self.try_birth(seq, t_centre_s, early_fix)? {
                 reports.push(r);
             }
         }
         Ok(reports)
     }
 
-    /// Multilaterate this frame's best peaks; start a track when the last `init_frames` fixes
-    /// agree with one another and with no existing track.
+    /// What the birth search reads.
+    fn birth_inputs(&self) -> BirthInputs<'_> {
+        BirthInputs {
+            geo: &self.geo,
+            pairs: &self.pairs,
+            meas: &self.meas,
+            params: &self.params,
+            bounds: self.bounds,
+            sample_rate_hz: self.sample_rate_hz,
+            detection_probability: self.detection_probability,
+            last_fix: self.candidates.back().map(|c| c.fix.position),
+        }
+    }
+
+    /// Start a track when the last `init_frames` fixes (this frame's: `fix`, when it was taken
+    /// while the filter step ran, else taken here) agree with one another and with no existing
+    /// track.
     fn try_birth(
         &mut self,
         seq: u64,
         t_centre_s: f64,
+        fix: Option<(Option<Fix>, usize)>,
     ) -> Result<Option<TrackReport>, BackendError> {
-        let k = self.meas.peaks_per_pair;
-        let sigma = f64::from(self.params.tdoa_std_s);
-        let mut obs = Vec::new();
-        for (pi, pair) in self.pairs.iter().enumerate() {
-            // The peak with the largest weight, if the pair is informative.
-            let base = pi * k;
-            if self.meas.floor[pi] > 1.0 - 0.5 * self.detection_probability {
-                continue;
-            }
-            let (j, amp) = (0..k)
-                .map(|j| (j, self.meas.amp[base + j]))
-                .fold((0, 0.0f32), |b, x| if x.1 > b.1 { x } else { b });
-            if amp > 0.0 {
-                obs.push(Obs {
-                    pair: *pair,
-                    tdoa_s: f64::from(self.meas.tdoa_s[base + j]),
-                });
-            }
-        }
         let three_d = self.params.mode == TrackMode::ThreeD;
-        let need = if three_d { 4 } else { 3 };
-        let fix = if obs.len() < need.min(self.pairs.len()) {
-            None
-        } else if three_d {
-            let extra: Vec<Vector3<f64>> = self
-                .candidates
-                .back()
-                .map(|c| vec![c.fix.position])
-                .unwrap_or_default();
-            // Timing noise of a few samples is normal for a first fix; the robust loss handles
-            // the rest.
-            multilat::locate(
-                &self.geo,
-                &obs,
-                sigma.max(2.0 / self.sample_rate_hz),
-                self.bounds,
-                &extra,
-            )
-        } else {
-            let hemisphere = match self.bounds {
-                Some((lo, hi)) => {
-                    Vector3::new(lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2]) * 0.5
-                        - self.geo.centroid()
-                }
-                None => Vector3::z(),
-            };
-            multilat::direction(
-                &self.geo,
-                &obs,
-                sigma.max(2.0 / self.sample_rate_hz),
-                hemisphere,
-            )
+        let (fix, n_obs) = match fix {
+            Some(f) => f,
+            None => birth_fix(&self.birth_inputs()),
         };
-        let Some(fix) = fix.filter(|f| 2 * f.inliers > obs.len()) else {
+        let Some(fix) = fix.filter(|f| 2 * f.inliers > n_obs) else {
             self.candidates.clear();
             return Ok(None);
         };
@@ -620,6 +609,69 @@ impl TrackManager {
 /// Fraction of informative pairs with a peak near the TDOA the estimate predicts (None when no
 /// pair is informative), and the residual |peak - prediction| of the nearest peak of each
 /// informative pair within a wide gate (for the noise estimate).
+/// What the birth search reads: the frame's measurement and the array.
+struct BirthInputs<'a> {
+    geo: &'a ArrayGeometry,
+    pairs: &'a [Pair],
+    meas: &'a TdoaMeasurement,
+    params: &'a FilterParams,
+    bounds: Option<([f64; 3], [f64; 3])>,
+    sample_rate_hz: f64,
+    detection_probability: f32,
+    /// The last kept fix (a start point for the search).
+    last_fix: Option<Vector3<f64>>,
+}
+
+/// Multilaterate the best peak of each informative pair: the fix (if any) and how many pairs
+/// it used. It reads only the measurement and the array, so it can run while a GPU computes
+/// the filter step.
+fn birth_fix(i: &BirthInputs) -> (Option<Fix>, usize) {
+    let k = i.meas.peaks_per_pair;
+    let sigma = f64::from(i.params.tdoa_std_s);
+    let mut obs = Vec::new();
+    for (pi, pair) in i.pairs.iter().enumerate() {
+        // The peak with the largest weight, if the pair is informative.
+        let base = pi * k;
+        if i.meas.floor[pi] > 1.0 - 0.5 * i.detection_probability {
+            continue;
+        }
+        let (j, amp) = (0..k)
+            .map(|j| (j, i.meas.amp[base + j]))
+            .fold((0, 0.0f32), |b, x| if x.1 > b.1 { x } else { b });
+        if amp > 0.0 {
+            obs.push(Obs {
+                pair: *pair,
+                tdoa_s: f64::from(i.meas.tdoa_s[base + j]),
+            });
+        }
+    }
+    let three_d = i.params.mode == TrackMode::ThreeD;
+    let need = if three_d { 4 } else { 3 };
+    let fix = if obs.len() < need.min(i.pairs.len()) {
+        None
+    } else if three_d {
+        let extra: Vec<Vector3<f64>> = i.last_fix.into_iter().collect();
+        // Timing noise of a few samples is normal for a first fix; the robust loss handles
+        // the rest.
+        multilat::locate(
+            i.geo,
+            &obs,
+            sigma.max(2.0 / i.sample_rate_hz),
+            i.bounds,
+            &extra,
+        )
+    } else {
+        let hemisphere = match i.bounds {
+            Some((lo, hi)) => {
+                Vector3::new(lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2]) * 0.5 - i.geo.centroid()
+            }
+            None => Vector3::z(),
+        };
+        multilat::direction(i.geo, &obs, sigma.max(2.0 / i.sample_rate_hz), hemisphere)
+    };
+    (fix, obs.len())
+}
+
 fn support(
     p: &FilterParams,
     geo: &ArrayGeometry,

@@ -254,6 +254,18 @@ pub trait ParticleFilter: Send {
         tracks: &[TrackStep],
         out: &mut [Estimate],
     ) -> Result<(), BackendError>;
+    /// `step`, running `meanwhile` on this thread while a device computes it (after the launch,
+    /// before the wait). Returns whether `meanwhile` ran; host backends leave it to the caller
+    /// (false), who runs it afterwards.
+    fn step_overlapped(
+        &mut self,
+        meas: &TdoaMeasurement,
+        tracks: &[TrackStep],
+        out: &mut [Estimate],
+        _meanwhile: &mut dyn FnMut(),
+    ) -> Result<bool, BackendError> {
+        self.step(meas, tracks, out).map(|()| false)
+    }
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError>;
     fn write_particles(&mut self, slot: u32, particles: &Particles) -> Result<(), BackendError>;
     /// Time each step with device events from now on (`on`), or not. Recording and reading

@@ -715,6 +715,155 @@ impl CudaParticleFilter {
         Ok(())
     }
 
+    /// One step, running `meanwhile` while the device computes it.
+    fn step_with(
+        &mut self,
+        meas: &TdoaMeasurement,
+        tracks: &[TrackStep],
+        out: &mut [Estimate],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<(), BackendError> {
+        let n = self.n;
+        let t = tracks.len();
+        if t == 0 {
+            return Ok(());
+        }
+        if meas.pairs() != self.p.pairs.len() || meas.peaks_per_pair > KPP {
+            return Err(BackendError::new(
+                "cuda",
+                "measurement does not match the filter",
+            ));
+        }
+        if let Some(bad) = tracks.iter().find(|tr| tr.slot as usize >= self.p.slots) {
+            return Err(BackendError::new(
+                "cuda",
+                format!("track slot {} out of range", bad.slot),
+            ));
+        }
+        if out.len() < t {
+            return Err(BackendError::new("cuda", "fewer estimates than tracks"));
+        }
+        let l = self.p.n_models();
+        let sp = self.step_params(meas);
+        let tp: Vec<TrackParams> = tracks
+            .iter()
+            .map(|tr| TrackParams {
+                slot: tr.slot,
+                cur: self.cur[tr.slot as usize],
+                dt: tr.dt_s,
+                lag: tr.lag_s,
+                offset: self.log_norm[tr.slot as usize] as f32,
+                u0: philox::uniform(
+                    philox::draw(self.p.seed, meas.frame, tr.slot, 0, Stream::Resample)[0],
+                ),
+                pad0: 0.0,
+                pad1: 0.0,
+            })
+            .collect();
+        let coeffs: Vec<Coeffs> = tracks
+            .iter()
+            .map(|tr| {
+                let c = CoeffTable::new(
+                    &self
+                        .p
+                        .models
+                        .iter()
+                        .map(|m| StepCoeffs::new(m, tr.dt_s))
+                        .collect::<Vec<_>>(),
+                );
+                Coeffs {
+                    kind: c.kind,
+                    accel_std: c.accel_std,
+                    turn_sd: c.turn_sd,
+                    decay: c.decay,
+                }
+            })
+            .collect();
+        {
+            let lay = self.lay;
+            let up = self.up.as_mut_slice();
+            put(up, lay.step, &[sp]);
+            put(up, lay.tracks, &tp);
+            put(up, lay.coeffs, &coeffs);
+            put(up, lay.tdoa, &meas.tdoa_s);
+            put(up, lay.amp, &meas.amp);
+            put(up, lay.floor, &meas.floor);
+            for (i, tr) in tracks.iter().enumerate() {
+                let r = self.reference[tr.slot as usize];
+                put(
+                    up,
+                    lay.reference + i * 8 * 4,
+                    &[r[0], r[1], r[2], r[3], r[4], r[5], 0.0, 0.0],
+                );
+            }
+        }
+        let s = self.gpu.stream.clone();
+        self.timer.start(&s)?;
+        self.run_graph(t, false)?;
+        self.timer.stop(&s)?;
+        meanwhile();
+        s.synchronize()
+            .map_err(err("running the particle-filter kernels"))?;
+        // The slow path, for the tracks the step flagged (one more launch and synchronisation;
+        // the usual step needs only the one above).
+        let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
+        if flags
+            .iter()
+            .any(|&f| f == FLAG_TEMPER || f == FLAG_DEGENERATE)
+        {
+            self.run_graph(t, true)?;
+            self.timer.stop(&s)?;
+            s.synchronize()
+                .map_err(err("running the particle-filter kernels"))?;
+        }
+        let (sums, flags, betas) = {
+            let d = self.down.as_slice();
+            (
+                get::<f64>(d, self.lay.sums, t * PART),
+                get::<u32>(d, self.lay.flags, t),
+                get::<f32>(d, self.lay.betas, t),
+            )
+        };
+        let mut resampled = 0;
+        for (i, (tr, o)) in tracks.iter().zip(out.iter_mut()).enumerate() {
+            let slot = tr.slot as usize;
+            let (degenerate, tempered, resample) = match flags[i] {
+                FLAG_KEEP => (false, false, false),
+                FLAG_RESAMPLE => (false, false, true),
+                FLAG_TEMPERED_KEEP => (false, true, false),
+                FLAG_TEMPERED_RESAMPLE => (false, true, true),
+                FLAG_RESET_KEEP => (true, false, false),
+                FLAG_RESET_RESAMPLE => (true, false, true),
+                other => {
+                    return Err(BackendError::new(
+                        "cuda",
+                        format!("track slot {slot}: the step ended in state {other}"),
+                    ));
+                }
+            };
+            let (mx, tot) = Self::unpack(&sums[i * PART..(i + 1) * PART]);
+            let rf = self.reference[slot];
+            let log_norm = finish_estimate(mx, &tot, &rf, l, degenerate, o);
+            o.chosen_model = None;
+            o.temper = if tempered { betas[i] } else { 1.0 };
+            o.resampled = resample;
+            if o.mean.iter().all(|v| v.is_finite()) {
+                self.reference[slot] = o.mean.map(|v| v as f32);
+            }
+            if resample {
+                self.cur[slot] ^= 1;
+                self.log_norm[slot] = (n as f64).ln();
+                resampled += 1;
+            } else {
+                self.log_norm[slot] = log_norm;
+            }
+        }
+        self.last_s = self.timer.elapsed_s();
+        self.last_resampled = resampled;
+        self.last_tracks = t;
+        Ok(())
+    }
+
     fn unpack(v: &[f64]) -> (f32, ChunkSums) {
         let mut c = ChunkSums::zero();
         c.s = v[1];
@@ -805,144 +954,17 @@ impl ParticleFilter for CudaParticleFilter {
         tracks: &[TrackStep],
         out: &mut [Estimate],
     ) -> Result<(), BackendError> {
-        let n = self.n;
-        let t = tracks.len();
-        if t == 0 {
-            return Ok(());
-        }
-        if meas.pairs() != self.p.pairs.len() || meas.peaks_per_pair > KPP {
-            return Err(BackendError::new(
-                "cuda",
-                "measurement does not match the filter",
-            ));
-        }
-        if let Some(bad) = tracks.iter().find(|tr| tr.slot as usize >= self.p.slots) {
-            return Err(BackendError::new(
-                "cuda",
-                format!("track slot {} out of range", bad.slot),
-            ));
-        }
-        if out.len() < t {
-            return Err(BackendError::new("cuda", "fewer estimates than tracks"));
-        }
-        let l = self.p.n_models();
-        let sp = self.step_params(meas);
-        let tp: Vec<TrackParams> = tracks
-            .iter()
-            .map(|tr| TrackParams {
-                slot: tr.slot,
-                cur: self.cur[tr.slot as usize],
-                dt: tr.dt_s,
-                lag: tr.lag_s,
-                offset: self.log_norm[tr.slot as usize] as f32,
-                u0: philox::uniform(
-                    philox::draw(self.p.seed, meas.frame, tr.slot, 0, Stream::Resample)[0],
-                ),
-                pad0: 0.0,
-                pad1: 0.0,
-            })
-            .collect();
-        let coeffs: Vec<Coeffs> = tracks
-            .iter()
-            .map(|tr| {
-                let c = CoeffTable::new(
-                    &self
-                        .p
-                        .models
-                        .iter()
-                        .map(|m| StepCoeffs::new(m, tr.dt_s))
-                        .collect::<Vec<_>>(),
-                );
-                Coeffs {
-                    kind: c.kind,
-                    accel_std: c.accel_std,
-                    turn_sd: c.turn_sd,
-                    decay: c.decay,
-                }
-            })
-            .collect();
-        {
-            let lay = self.lay;
-            let up = self.up.as_mut_slice();
-            put(up, lay.step, &[sp]);
-            put(up, lay.tracks, &tp);
-            put(up, lay.coeffs, &coeffs);
-            put(up, lay.tdoa, &meas.tdoa_s);
-            put(up, lay.amp, &meas.amp);
-            put(up, lay.floor, &meas.floor);
-            for (i, tr) in tracks.iter().enumerate() {
-                let r = self.reference[tr.slot as usize];
-                put(
-                    up,
-                    lay.reference + i * 8 * 4,
-                    &[r[0], r[1], r[2], r[3], r[4], r[5], 0.0, 0.0],
-                );
-            }
-        }
-        let s = self.gpu.stream.clone();
-        self.timer.start(&s)?;
-        self.run_graph(t, false)?;
-        self.timer.stop(&s)?;
-        s.synchronize()
-            .map_err(err("running the particle-filter kernels"))?;
-        // The slow path, for the tracks the step flagged (one more launch and synchronisation;
-        // the usual step needs only the one above).
-        let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
-        if flags
-            .iter()
-            .any(|&f| f == FLAG_TEMPER || f == FLAG_DEGENERATE)
-        {
-            self.run_graph(t, true)?;
-            self.timer.stop(&s)?;
-            s.synchronize()
-                .map_err(err("running the particle-filter kernels"))?;
-        }
-        let (sums, flags, betas) = {
-            let d = self.down.as_slice();
-            (
-                get::<f64>(d, self.lay.sums, t * PART),
-                get::<u32>(d, self.lay.flags, t),
-                get::<f32>(d, self.lay.betas, t),
-            )
-        };
-        let mut resampled = 0;
-        for (i, (tr, o)) in tracks.iter().zip(out.iter_mut()).enumerate() {
-            let slot = tr.slot as usize;
-            let (degenerate, tempered, resample) = match flags[i] {
-                FLAG_KEEP => (false, false, false),
-                FLAG_RESAMPLE => (false, false, true),
-                FLAG_TEMPERED_KEEP => (false, true, false),
-                FLAG_TEMPERED_RESAMPLE => (false, true, true),
-                FLAG_RESET_KEEP => (true, false, false),
-                FLAG_RESET_RESAMPLE => (true, false, true),
-                other => {
-                    return Err(BackendError::new(
-                        "cuda",
-                        format!("track slot {slot}: the step ended in state {other}"),
-                    ));
-                }
-            };
-            let (mx, tot) = Self::unpack(&sums[i * PART..(i + 1) * PART]);
-            let rf = self.reference[slot];
-            let log_norm = finish_estimate(mx, &tot, &rf, l, degenerate, o);
-            o.chosen_model = None;
-            o.temper = if tempered { betas[i] } else { 1.0 };
-            o.resampled = resample;
-            if o.mean.iter().all(|v| v.is_finite()) {
-                self.reference[slot] = o.mean.map(|v| v as f32);
-            }
-            if resample {
-                self.cur[slot] ^= 1;
-                self.log_norm[slot] = (n as f64).ln();
-                resampled += 1;
-            } else {
-                self.log_norm[slot] = log_norm;
-            }
-        }
-        self.last_s = self.timer.elapsed_s();
-        self.last_resampled = resampled;
-        self.last_tracks = t;
-        Ok(())
+        self.step_with(meas, tracks, out, &mut || {})
+    }
+
+    fn step_overlapped(
+        &mut self,
+        meas: &TdoaMeasurement,
+        tracks: &[TrackStep],
+        out: &mut [Estimate],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result<bool, BackendError> {
+        self.step_with(meas, tracks, out, meanwhile).map(|()| true)
     }
 
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
