@@ -132,9 +132,6 @@ __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mea
 // frame of 4096 samples).
 #define PEAK_THREADS 32
 #define PEAK_THREADS_MAX 256
-// Blocks of more than a warp rank up to this many local maxima by counting (RANK_MAX^2
-// comparisons per block); more take the one-warp selection.
-#define RANK_MAX 512
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
@@ -223,60 +220,6 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         }
     }
     __syncthreads();
-    if (use_sh && blockDim.x > 32 && n_cand <= RANK_MAX && n_cand <= cand_cap) {
-        // A whole block for a few pairs (one frame, the live path): every candidate's place in
-        // the order find_peaks takes them (best first, ties: the smaller lag) by counting the
-        // better ones, the first `cap` of them refined at once (a warp each), then one thread
-        // walks them in that order accepting those not within min_sep of an accepted peak. The
-        // same peaks as the one-warp selection below, which refines each accepted candidate in
-        // turn (its sequential loop was most of this kernel's 14.5 us for a 4-channel frame).
-        __shared__ short ranked[MAX_CANDIDATES];
-        __shared__ PeakOut refined[MAX_CANDIDATES];
-        __shared__ double wgrid[PEAK_THREADS_MAX / 32][PEAK_GRID + 1];
-        int nc = n_cand;
-        int n_top = min(nc, cap);
-        for (int q = threadIdx.x; q < nc; q += blockDim.x) {
-            int l = cand[q];
-            float v = sc[l + ch];
-            int rank = 0;
-            for (int j = 0; j < nc; ++j) {
-                int lj = cand[j];
-                float vj = sc[lj + ch];
-                rank += (vj > v || (vj == v && lj < l)) ? 1 : 0;
-            }
-            if (rank < n_top) ranked[rank] = (short)l;
-        }
-        __syncthreads();
-        for (int r = warp; r < n_top; r += blockDim.x >> 5) {
-            int bl = ranked[r];
-            if (lane <= PEAK_GRID) {
-                int first;
-                const float* tw = grid_taps(bl, ch, lane, taps, &first);
-                double acc = 0.0;
-#pragma unroll
-                for (int k = 0; k < 2 * PEAK_HALF; ++k) {
-                    int j = first + k;
-                    if (j >= 0 && j < 2 * ch + 1) acc += (double)sc[j] * (double)tw[k];
-                }
-                wgrid[warp][lane] = acc;
-            }
-            __syncwarp();
-            if (lane == 0) refined[r] = refined_peak(wgrid[warp], bl, ml, mean_sh, std_sh);
-            __syncwarp();
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            int n_acc = 0;
-            for (int r = 0; r < n_top && n_acc < (int)k_peaks; ++r) {
-                float l = (float)ranked[r];
-                bool near = false;
-                for (int a = 0; a < n_acc; ++a) near |= fabsf(accepted[a].lag - l) < min_sep;
-                if (!near) accepted[n_acc++] = refined[r];
-            }
-            n_accepted = n_acc;
-        }
-        goto done;
-    }
     if (use_sh && n_cand <= cand_cap) {
         // One warp takes them best first (ties: the smaller lag), as find_peaks: a candidate
         // within min_sep of an accepted peak is passed over; each accepted one is refined on
