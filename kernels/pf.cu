@@ -159,6 +159,9 @@ struct SharedMeas {
         const float *sensors, const u32 *pairs, const float *tdoa, const float *amp,          \
         const float *floor_, float *s0, float *s1, u32 *m0, u32 *m1, float *log_w,            \
         float *ll_out, float *e_out, const float *ref, float *partials, u32 n_tiles
+// What pf_step's own finalize writes (pf_finalize's outputs): group rows, tickets, the
+// track sums and flags.
+#define PF_FIN_ARGS double *fin_groups, u32 *fin_tickets, double *sums_out, u32 *flags
 #define PF_STEP_PASS                                                                           \
     sp, tracks, coeffs, sensors, pairs, tdoa, amp, floor_, s0, s1, m0, m1, log_w, ll_out, e_out, \
         ref, partials, n_tiles
@@ -258,15 +261,6 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
                     partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
 }
 
-// At least four blocks per SM (64 registers): measured 7 % faster at 1M particles than the
-// compiler's own choice (80 registers, three blocks), the few spilled registers included.
-extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS) {
-    pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS);
-}
-
-extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK) pf_step_small(PF_STEP_ARGS) {
-    pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS);
-}
 
 // The tile sums alone for the tracks of the slow path, from their weights after a reset, or
 // after tempering (tempering, step 3: for FLAG_TEMPER tracks the chosen exponent is applied
@@ -334,27 +328,28 @@ extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK) pf_sums_small(PF_SU
 #define FIN_ROWS 64
 #define FIN_SPLIT (FIN_THREADS / PART) // row groups per block, each PART threads wide
 
-// A value of a tile row (float, written by an earlier kernel) or of a group row (double,
-// written by other blocks of the same launch: read from L2).
-__device__ __forceinline__ double row_value(const float* p) { return (double)*p; }
+// A value of a tile row (float) or of a group row (double), written by other blocks of the
+// same launch (pf_step's own finalize) or by an earlier kernel: read from L2.
+__device__ __forceinline__ double row_value(const float* p) { return (double)__ldcg(p); }
 __device__ __forceinline__ double row_value(const double* p) { return __ldcg(p); }
 
 // Sum rows [0, n_rows) of `rows` (row r at rows + r * PART, value at column j, largest log
 // weight at column 0) relative to their largest log weight, into fin[0..PART) (fin[0] = that
 // maximum). T is float for tile rows and double for group rows. Every thread of the block calls
 // it.
-template <typename T>
+template <typename T, int NT>
 __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scratch,
                              double (*red)[PART], double* fac) {
+    constexpr u32 SPLIT = NT / PART; // row groups, each PART threads wide
     float mx = NEG_INF;
     for (u32 r = threadIdx.x; r < n_rows; r += blockDim.x)
         mx = fmaxf(mx, (float)row_value(rows + (size_t)r * PART));
     mx = block_max_all(mx, scratch);
     u32 g = threadIdx.x / PART, j = threadIdx.x % PART;
-    bool col = g < FIN_SPLIT && j >= 1 && j < PART - 1;
+    bool col = g < SPLIT && j >= 1 && j < PART - 1;
     double acc[2] = {0.0, 0.0};
-    for (u32 c0 = 0; c0 < n_rows; c0 += FIN_THREADS) {
-        u32 cn = min((u32)FIN_THREADS, n_rows - c0);
+    for (u32 c0 = 0; c0 < n_rows; c0 += NT) {
+        u32 cn = min((u32)NT, n_rows - c0);
         // Each row's factor exp(row max - max), once.
         if (threadIdx.x < cn) {
             double bm = row_value(rows + (size_t)(c0 + threadIdx.x) * PART);
@@ -363,10 +358,10 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
         __syncthreads();
         if (col) {
             u32 r = g;
-            for (; r + FIN_SPLIT < cn; r += 2 * FIN_SPLIT) {
+            for (; r + SPLIT < cn; r += 2 * SPLIT) {
 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
-                    u32 rr = r + q * FIN_SPLIT;
+                    u32 rr = r + q * SPLIT;
                     double fb = fac[rr];
                     acc[q] += (j == 2 ? fb * fb : fb) * row_value(rows + (size_t)(c0 + rr) * PART + j);
                 }
@@ -378,11 +373,11 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
         }
         __syncthreads();
     }
-    if (g < FIN_SPLIT) red[g][j] = acc[0] + acc[1];
+    if (g < SPLIT) red[g][j] = acc[0] + acc[1];
     __syncthreads();
     if (threadIdx.x < PART) {
         double v = 0.0;
-        for (int k = 0; k < FIN_SPLIT; ++k) v += red[k][threadIdx.x];
+        for (int k = 0; k < SPLIT; ++k) v += red[k][threadIdx.x];
         fin[threadIdx.x] = threadIdx.x == 0 ? (double)mx : (threadIdx.x == PART - 1 ? 0.0 : v);
     }
     __syncthreads();
@@ -436,6 +431,52 @@ __device__ void roughen_factor(const double* v, float* chol) {
         for (int c = 0; c < 6; ++c) chol[r * 6 + c] = (float)(ROUGHEN_H * l[r][c]);
 }
 
+// Write a track's combined sums `fin` to out[t] and decide its flag (thread 0 writes the
+// flag and returns it; the sums are written by threads 1..PART-1 and 0). `before` is the flag
+// before a slow path (with `after_slow`).
+__device__ __forceinline__ u32 finalize_write(const StepParams* sp, const double* fin, u32 t,
+                                              u32 before, u32 after_slow, double* out,
+                                              u32* flags) {
+    u32 flag = FLAG_KEEP;
+    if (threadIdx.x >= 1 && threadIdx.x < PART - 1) out[(size_t)t * PART + threadIdx.x] = fin[threadIdx.x];
+    if (threadIdx.x == 0) {
+        double mx = fin[0];
+        out[(size_t)t * PART] = mx;
+        // src/gpu/cuda/pf.rs and src/track/pf.rs: degenerate, needs_temper, resampled.
+        double s = fin[1], s2 = fin[2], n = (double)sp->n;
+        float ess = (float)(s * s / fmax(s2, 1e-300));
+        bool low = (double)ess < (double)sp->ess_fraction * n;
+        if (after_slow) {
+            if (before == FLAG_TEMPER) flag = low ? FLAG_TEMPERED_RESAMPLE : FLAG_TEMPERED_KEEP;
+            else flag = low ? FLAG_RESET_RESAMPLE : FLAG_RESET_KEEP;
+        } else if (!isfinite(mx)) {
+            flag = FLAG_DEGENERATE;
+        } else if (s * s < TEMPER_MIN_ESS * n * s2) {
+            flag = FLAG_TEMPER;
+        } else {
+            flag = low ? FLAG_RESAMPLE : FLAG_KEEP;
+        }
+        flags[t] = flag;
+    }
+    return flag;
+}
+
+// Whether this block is the last of `n` to arrive at ticket counter `c` (which the last one
+// resets for the next launch). Every thread calls it after writing what the last one reads.
+__device__ __forceinline__ bool last_to_arrive(u32* c, u32 n, bool* last) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u32 ticket = atomicAdd(c, 1u);
+        *last = ticket == n - 1;
+        if (*last) *c = 0;
+    }
+    __syncthreads();
+    bool l = *last;
+    if (l) __threadfence();
+    return l;
+}
+
 extern "C" __global__ void __launch_bounds__(FIN_THREADS)
 pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* groups,
             u32* counters, double* out, u32* flags, u32 after_slow, float* chol) {
@@ -450,48 +491,64 @@ pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* g
     // Level 1: this block's rows.
     u32 r0 = grp * FIN_ROWS;
     u32 rows = min((u32)FIN_ROWS, n_blocks - r0);
-    combine_rows(partials + ((size_t)t * n_blocks + r0) * PART, rows, fin, scratch, red, fac);
+    combine_rows<float, FIN_THREADS>(partials + ((size_t)t * n_blocks + r0) * PART, rows, fin,
+                                     scratch, red, fac);
     if (n_groups > 1) {
         double* grow = groups + ((size_t)t * n_groups + grp) * PART;
         if (threadIdx.x < PART) grow[threadIdx.x] = fin[threadIdx.x];
-        // The last block of the track to get here goes on (the fence makes this block's row
-        // visible to it).
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            u32 ticket = atomicAdd(&counters[t], 1u);
-            last = ticket == n_groups - 1;
-            if (last) counters[t] = 0; // ready for the next launch
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
+        // The last block of the track to get here goes on.
+        if (!last_to_arrive(&counters[t], n_groups, &last)) return;
         // Level 2: the group rows.
-        combine_rows((const double*)(groups + (size_t)t * n_groups * PART), n_groups, fin,
-                     scratch, red, fac);
+        combine_rows<double, FIN_THREADS>((const double*)(groups + (size_t)t * n_groups * PART),
+                                          n_groups, fin, scratch, red, fac);
     }
-    if (threadIdx.x >= 1 && threadIdx.x < PART - 1) out[(size_t)t * PART + threadIdx.x] = fin[threadIdx.x];
-    if (threadIdx.x == 0) {
-        double mx = fin[0];
-        out[(size_t)t * PART] = mx;
-        // src/gpu/cuda/pf.rs and src/track/pf.rs: degenerate, needs_temper, resampled.
-        double s = fin[1], s2 = fin[2], n = (double)sp->n;
-        float ess = (float)(s * s / fmax(s2, 1e-300));
-        bool low = (double)ess < (double)sp->ess_fraction * n;
-        u32 flag;
-        if (after_slow) {
-            if (before == FLAG_TEMPER) flag = low ? FLAG_TEMPERED_RESAMPLE : FLAG_TEMPERED_KEEP;
-            else flag = low ? FLAG_RESET_RESAMPLE : FLAG_RESET_KEEP;
-        } else if (!isfinite(mx)) {
-            flag = FLAG_DEGENERATE;
-        } else if (s * s < TEMPER_MIN_ESS * n * s2) {
-            flag = FLAG_TEMPER;
-        } else {
-            flag = low ? FLAG_RESAMPLE : FLAG_KEEP;
-        }
-        flags[t] = flag;
-        if (flag == FLAG_TEMPERED_RESAMPLE) roughen_factor(fin, chol + t * 36);
+    u32 flag = finalize_write(sp, fin, t, before, after_slow, out, flags);
+    if (threadIdx.x == 0 && flag == FLAG_TEMPERED_RESAMPLE) roughen_factor(fin, chol + t * 36);
+}
+
+// pf_finalize's work at the end of pf_step, without a launch of its own: each group of
+// FIN_ROWS tiles' last block to finish combines the group's rows, and the track's last group
+// combines the group rows and decides. Tickets per track: [0] the groups, [1 + g] group g's
+// tiles. NT is the step kernel's block size.
+template <int NT>
+__device__ void step_finalize(const StepParams* sp, const float* partials, u32 n_blocks,
+                              double* groups, u32* tickets, double* out, u32* flags) {
+    __shared__ float scratch[32];
+    __shared__ double red[NT / PART][PART];
+    __shared__ double fin[PART];
+    __shared__ double fac[NT];
+    __shared__ bool last;
+    u32 t = blockIdx.y, grp = blockIdx.x / FIN_ROWS;
+    u32 n_groups = (n_blocks + FIN_ROWS - 1) / FIN_ROWS;
+    u32 r0 = grp * FIN_ROWS;
+    u32 rows = min((u32)FIN_ROWS, n_blocks - r0);
+    u32* tk = tickets + (size_t)t * (n_groups + 1);
+    if (!last_to_arrive(&tk[1 + grp], rows, &last)) return;
+    combine_rows<float, NT>(partials + ((size_t)t * n_blocks + r0) * PART, rows, fin, scratch,
+                            red, fac);
+    if (n_groups > 1) {
+        double* grow = groups + ((size_t)t * n_groups + grp) * PART;
+        if (threadIdx.x < PART) grow[threadIdx.x] = fin[threadIdx.x];
+        if (!last_to_arrive(&tk[0], n_groups, &last)) return;
+        combine_rows<double, NT>((const double*)(groups + (size_t)t * n_groups * PART), n_groups,
+                                 fin, scratch, red, fac);
     }
+    finalize_write(sp, fin, t, FLAG_KEEP, 0, out, flags);
+}
+
+// At least four blocks per SM (64 registers): measured 7 % faster at 1M particles than the
+// compiler's own choice (80 registers, three blocks), the few spilled registers included.
+// Both end with pf_finalize's work (step_finalize): one launch less per step.
+extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS, PF_FIN_ARGS) {
+    pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS);
+    step_finalize<PF_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags);
+}
+
+extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
+pf_step_small(PF_STEP_ARGS, PF_FIN_ARGS) {
+    pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS);
+    step_finalize<PF_SMALL_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
+                                  flags);
 }
 
 // The slow path's first kernel. Tracks flagged FLAG_DEGENERATE get every log weight reset to

@@ -276,9 +276,9 @@ fn birth_search_during_the_step_changes_nothing() {
                     GccParams::from_config(&cfg),
                 )),
                 Box::new(Overlapping {
-                    inner: sonotrack::track::pf::CpuParticleFilter::new(
-                        FilterParams::from_config(&cfg),
-                    ),
+                    inner: sonotrack::track::pf::CpuParticleFilter::new(FilterParams::from_config(
+                        &cfg,
+                    )),
                     overlapped: 0,
                 }),
             );

@@ -3,18 +3,18 @@
 //! Particles stay on the device. A step is one copy of the step's parameters and measurement
 //! in (from page-locked memory, with each track's reference point: its last estimate's mean,
 //! which the block sums are taken relative to), `pf_step` (switch, predict, weigh and
-//! per-block sums for every particle of every track, one launch), `pf_finalize` (per-track
-//! sums in f64 in two levels, many blocks per track and the last one to finish combining
-//! theirs, and the per-track decision the CPU would take from them: keep, resample, temper, or
-//! reset), the resampling kernels `pf_scan_local` (its last block per track also scans the
+//! per-block sums for every particle of every track, one launch, ending with what `pf_finalize`
+//! does: per-track sums in f64 in two levels, the last block of each group of tiles combining
+//! the group's and the last group combining theirs, and the per-track decision the CPU would
+//! take from them: keep, resample, temper, or reset), the resampling kernels `pf_scan_local` (its last block per track also scans the
 //! block totals) and `pf_resample` (binary search, one thread per output slot, into the other
 //! half of a double buffer) for the tracks that resample, and one copy of the sums back. That
 //! sequence is captured once per track count into a CUDA graph: a step is one graph launch and
 //! one synchronisation. The host turns the sums into the estimate with the CPU's own code
 //! (`finish_estimate`). Tracks that need tempering (too few effective particles after the
 //! update: new tracks, sharp measurements) or a weight reset then take a second, slower graph
-//! (`pf_slow_begin`, `pf_temper_grid`, `pf_temper_choose`, `pf_sums`, and the same finalize and
-//! resampling), with `pf_roughen` after a tempered resampling.
+//! (`pf_slow_begin`, `pf_temper_grid`, `pf_temper_choose`, `pf_sums`, `pf_finalize` and the
+//! same resampling), with `pf_roughen` after a tempered resampling.
 //!
 //! Filters of fewer than `SMALL_FILTER` particles (the live path) use `pf_step_small` and
 //! `pf_sums_small`: one particle per thread in small blocks, so that a step of a few thousand
@@ -250,6 +250,9 @@ pub struct CudaParticleFilter {
     /// pf_finalize's per-track tickets (the last block of a track combines the groups; it
     /// resets the counter).
     fin_counters: CudaSlice<u32>,
+    /// pf_step's tickets for its own finalize, per track: [0] the groups, [1 + g] the tiles
+    /// of group g (each reset by its last block).
+    step_tickets: CudaSlice<u32>,
     /// pf_scan_local's per-track tickets (the last block scans the block totals; it resets
     /// the counter).
     scan_counters: CudaSlice<u32>,
@@ -423,6 +426,7 @@ impl CudaParticleFilter {
             partials: f32s(slots * n_tiles(n) * PART)?,
             fin_groups: f64s(slots * fin_groups(n_tiles(n)) * PART)?,
             fin_counters: u32s(slots)?,
+            step_tickets: u32s(slots * (fin_groups(n_tiles(n)) + 1))?,
             scan_counters: u32s(slots)?,
             temper_counters: u32s(slots)?,
             temper_parts: f32s(slots * nb * 2)?,
@@ -586,10 +590,13 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.reference)
                 .arg(&mut self.partials)
                 .arg(&nb)
+                .arg(&mut self.fin_groups)
+                .arg(&mut self.step_tickets)
+                .arg(&self.ptr.sums)
+                .arg(&self.ptr.flags)
                 .launch(tiles(nn, t))
                 .map_err(err("pf_step"))?;
         }
-        self.launch_finalize(t, false)?;
         self.launch_resample(t, 1 << FLAG_RESAMPLE)?;
         // SAFETY: as for `download`; the caller synchronises before reading.
         unsafe {
