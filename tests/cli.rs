@@ -322,3 +322,58 @@ fn plan_writes_maps_for_a_shipped_array() {
         serde_json::from_slice(&std::fs::read(dir.join("plan.json")).unwrap()).unwrap();
     assert_eq!(v["slices"].as_array().unwrap().len(), 2);
 }
+
+/// `bench --what live` times the live path on the CPU (everywhere) and splits it by stage;
+/// an unknown stage is refused with the list of the known ones.
+#[test]
+fn bench_times_the_live_path_by_stage() {
+    let json = std::env::temp_dir().join(format!("sonotrack-live-{}.json", std::process::id()));
+    let out = sonotrack()
+        .args([
+            "-q",
+            "bench",
+            "--backend",
+            "cpu",
+            "--what",
+            "live",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("live"))
+        .unwrap_or_else(|| panic!("no live row in\n{text}"));
+    // "(checks A, gcc B, filter C us)" then the median: every part positive, within the total.
+    let nums: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let i = nums.iter().position(|&v| v == 2000.0).unwrap() + 2;
+    let (checks, gcc, filter, total) = (nums[i], nums[i + 1], nums[i + 2], nums[i + 3]);
+    assert!(checks > 0.0 && gcc > 0.0 && filter > 0.0, "{line}");
+    assert!(checks + gcc + filter <= total * 1.5, "{line}");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("gcc") || l.starts_with("pf")),
+        "{text}"
+    );
+    let bad = sonotrack()
+        .args(["bench", "--what", "everything"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, live"));
+}
