@@ -397,6 +397,7 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
             "the live-path benchmark never established a track".into(),
         ));
     }
+    // Never empty (checked above; the stage lists have one entry per timed frame).
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]

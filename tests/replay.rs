@@ -196,7 +196,7 @@ fn failing_backend_moves_to_cpu_without_losing_frames() {
 /// device computes.
 struct Overlapping {
     inner: sonotrack::track::pf::CpuParticleFilter,
-    overlapped: usize,
+    overlapped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl sonotrack::track::ParticleFilter for Overlapping {
@@ -228,7 +228,8 @@ impl sonotrack::track::ParticleFilter for Overlapping {
         meanwhile: &mut dyn FnMut(),
     ) -> Result<bool, sonotrack::error::BackendError> {
         meanwhile();
-        self.overlapped += 1;
+        self.overlapped
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.inner.step(meas, tracks, out).map(|()| true)
     }
     fn read_particles(
@@ -246,8 +247,10 @@ impl sonotrack::track::ParticleFilter for Overlapping {
     }
 }
 
-/// The birth search taken during the filter step (as with a GPU) gives the same tracks, births
-/// included, as the search taken after it.
+/// The birth search taken during the filter step (as with a GPU) gives the same tracks as the
+/// search taken after it. With two tracks allowed it runs in every step once the first boat is
+/// tracked (the second boat is never born in this scene: every pair's best peak is the louder
+/// boat's, so every fix lands on the existing track).
 #[test]
 fn birth_search_during_the_step_changes_nothing() {
     let mut spec = SceneSpec::preset("two-boats").unwrap();
@@ -261,6 +264,7 @@ fn birth_search_during_the_step_changes_nothing() {
     cfg.array.bounds_max_m = spec.bounds_max_m;
     cfg.tracker.particles = 4096;
     cfg.tracker.max_tracks = 2;
+    let overlapped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut runs = Vec::new();
     for overlap in [false, true] {
         let backends = backend::select(&cfg, BackendChoice::Cpu).unwrap();
@@ -279,7 +283,7 @@ fn birth_search_during_the_step_changes_nothing() {
                     inner: sonotrack::track::pf::CpuParticleFilter::new(FilterParams::from_config(
                         &cfg,
                     )),
-                    overlapped: 0,
+                    overlapped: overlapped.clone(),
                 }),
             );
         }
@@ -307,12 +311,14 @@ fn birth_search_during_the_step_changes_nothing() {
         .unwrap();
         runs.push((reports, pipe.tracker().births));
     }
+    let steps = overlapped.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
-        "births {} and {}, {} reports",
+        "births {} and {}, {} reports, {steps} steps with the search inside",
         runs[0].1,
         runs[1].1,
         runs[0].0.len()
     );
-    assert!(runs[0].1 >= 2, "the scene has two sources");
+    assert!(runs[0].1 >= 1 && runs[0].0.len() > 100, "a boat is tracked");
+    assert!(steps > 100, "the search ran during the steps");
     assert_eq!(runs[0], runs[1]);
 }
