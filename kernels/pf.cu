@@ -708,17 +708,11 @@ pf_temper_choose(const StepParams* sp, const u32* flags, const double* parts, u3
 
 #define SCAN_BLOCK 1024
 
-// Exclusive scan of one track's block totals bt[0..nb) by one block of SCAN_BLOCK threads; the
-// total goes after the last entry. Each thread sums a run of consecutive totals, the runs are
-// scanned across the block (warp shuffles), and each thread writes its run back.
-__device__ void scan_totals_body(u32 nb, double* bt, double* warp_tot) {
-    u32 per = (nb + blockDim.x - 1) / blockDim.x;
-    u32 lo = min(nb, threadIdx.x * per), hi = min(nb, lo + per);
-    double run = 0.0;
-    for (u32 k = lo; k < hi; ++k) run += bt[k];
-    // Inclusive scan of the runs.
+// Inclusive scan of one double per thread across the block: within each warp by shuffles, then
+// over the warp totals (warp_tot: 32 doubles of shared memory, which may still be being read
+// from an earlier call, hence the first barrier). Every thread of the block calls it.
+__device__ __forceinline__ double block_inclusive_scan(double v, double* warp_tot) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    double v = run;
     for (int o = 1; o < 32; o <<= 1) {
         double y = __shfl_up_sync(0xffffffffu, v, o);
         if (lane >= o) v += y;
@@ -736,6 +730,19 @@ __device__ void scan_totals_body(u32 nb, double* bt, double* warp_tot) {
     }
     __syncthreads();
     if (warp > 0) v += warp_tot[warp - 1];
+    return v;
+}
+
+// Exclusive scan of one track's block totals bt[0..nb) by one block of SCAN_BLOCK threads; the
+// total goes after the last entry. Each thread sums a run of consecutive totals, the runs are
+// scanned across the block (warp shuffles), and each thread writes its run back.
+__device__ void scan_totals_body(u32 nb, double* bt, double* warp_tot) {
+    u32 per = (nb + blockDim.x - 1) / blockDim.x;
+    u32 lo = min(nb, threadIdx.x * per), hi = min(nb, lo + per);
+    double run = 0.0;
+    for (u32 k = lo; k < hi; ++k) run += bt[k];
+    // Inclusive scan of the runs.
+    double v = block_inclusive_scan(run, warp_tot);
     double acc = v - run; // exclusive
     for (u32 k = lo; k < hi; ++k) {
         double x = bt[k];
@@ -768,23 +775,7 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
         double f = bm > NEG_INF ? exp((double)bm - mx) : 0.0;
         v = (double)e[base + i] * f;
     }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int o = 1; o < 32; o <<= 1) {
-        double y = __shfl_up_sync(0xffffffffu, v, o);
-        if (lane >= o) v += y;
-    }
-    if (lane == 31) warp_tot[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        double w = lane < (int)(blockDim.x >> 5) ? warp_tot[lane] : 0.0;
-        for (int o = 1; o < 32; o <<= 1) {
-            double y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= o) w += y;
-        }
-        warp_tot[lane] = w;
-    }
-    __syncthreads();
-    if (warp > 0) v += warp_tot[warp - 1];
+    v = block_inclusive_scan(v, warp_tot);
     if (i < n) cdf[base + i] = v;
     // The last thread holds the block's total (particles past the end contribute nothing).
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;

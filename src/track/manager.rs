@@ -67,6 +67,23 @@ pub struct TrackReport {
     pub mode: TrackMode,
 }
 
+/// What the birth search reads, borrowed field by field (so that the filter bank can be
+/// borrowed mutably beside it while a GPU step runs).
+macro_rules! birth_inputs {
+    ($m:expr) => {
+        BirthInputs {
+            geo: &$m.geo,
+            pairs: &$m.pairs,
+            meas: &$m.meas,
+            params: &$m.params,
+            bounds: $m.bounds,
+            sample_rate_hz: $m.sample_rate_hz,
+            detection_probability: $m.detection_probability,
+            last_fix: $m.candidates.back().map(|c| c.fix.position),
+        }
+    };
+}
+
 struct Track {
     id: u64,
     slot: u32,
@@ -302,16 +319,7 @@ impl TrackManager {
         let mut early_fix = None;
         if !self.steps.is_empty() {
             let start = std::time::Instant::now();
-            let inputs = BirthInputs {
-                geo: &self.geo,
-                pairs: &self.pairs,
-                meas: &self.meas,
-                params: &self.params,
-                bounds: self.bounds,
-                sample_rate_hz: self.sample_rate_hz,
-                detection_probability: self.detection_probability,
-                last_fix: self.candidates.back().map(|c| c.fix.position),
-            };
+            let inputs = birth_inputs!(self);
             let mut meanwhile = || {
                 if want_birth {
                     early_fix = Some(birth_fix(&inputs));
@@ -425,20 +433,6 @@ impl TrackManager {
         Ok(reports)
     }
 
-    /// What the birth search reads.
-    fn birth_inputs(&self) -> BirthInputs<'_> {
-        BirthInputs {
-            geo: &self.geo,
-            pairs: &self.pairs,
-            meas: &self.meas,
-            params: &self.params,
-            bounds: self.bounds,
-            sample_rate_hz: self.sample_rate_hz,
-            detection_probability: self.detection_probability,
-            last_fix: self.candidates.back().map(|c| c.fix.position),
-        }
-    }
-
     /// Start a track when the last `init_frames` fixes (this frame's: `fix`, when it was taken
     /// while the filter step ran, else taken here) agree with one another and with no existing
     /// track.
@@ -451,7 +445,7 @@ impl TrackManager {
         let three_d = self.params.mode == TrackMode::ThreeD;
         let (fix, n_obs) = match fix {
             Some(f) => f,
-            None => birth_fix(&self.birth_inputs()),
+            None => birth_fix(&birth_inputs!(self)),
         };
         let Some(fix) = fix.filter(|f| 2 * f.inliers > n_obs) else {
             self.candidates.clear();
