@@ -1,7 +1,7 @@
 // The particle-filter kernels: the CUDA twin of src/track/pf.rs. Every stage runs for every
 // track of the step in one launch (blockIdx.y is the track), particles stay on the device, and
 // only per-track sums come back. Weighted sums are taken per block relative to the block's own
-// largest log weight and combined in f64 by pf_finalize (all sums are linear in the weights).
+// largest log weight and combined in f64 by step_finalize (all sums are linear in the weights).
 //
 // Layout: state[buf][slot][c][i] for buf in {0, 1} (double buffer for resampling), model[buf]
 // [slot][i], log_w[slot][i], ll[slot][i], e[slot][i]. Per-block partials: PART values per block.
@@ -20,7 +20,7 @@
 #define TEMPER_MIN_ESS 0.3
 #define ROUGHEN_H 0.2
 
-// What pf_finalize decided for a track (the CPU's rules, on the same f64 sums):
+// What step_finalize decided for a track (the CPU's rules, on the same f64 sums):
 #define FLAG_KEEP 0u       // no resampling
 #define FLAG_RESAMPLE 1u   // resample in this step
 #define FLAG_TEMPER 2u     // too few effective particles: the host tempers the update
@@ -159,7 +159,7 @@ struct SharedMeas {
         const float *sensors, const u32 *pairs, const float *tdoa, const float *amp,          \
         const float *floor_, float *s0, float *s1, u32 *m0, u32 *m1, float *log_w,            \
         float *ll_out, float *e_out, const float *ref, float *partials, u32 n_tiles
-// What pf_step's own finalize writes (pf_finalize's outputs): group rows, tickets, the
+// What pf_step's and pf_sums' finalize writes: group rows, tickets, the
 // track sums and flags.
 #define PF_FIN_ARGS double *fin_groups, u32 *fin_tickets, double *sums_out, u32 *flags
 #define PF_STEP_PASS                                                                           \
@@ -266,7 +266,7 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
 // after tempering (tempering, step 3: for FLAG_TEMPER tracks the chosen exponent is applied
 // first, log w = prev + beta ll, and written back).
 #define PF_SUMS_ARGS                                                                           \
-    const StepParams *sp, const TrackParams *tracks, const u32 *flags, float *s0, float *s1,  \
+    const StepParams *sp, const TrackParams *tracks, u32 *flags, float *s0, float *s1,        \
         u32 *m0, u32 *m1, float *log_w, const float *ll, const float *betas, float *e_out,     \
         const float *ref, float *partials, u32 n_tiles
 #define PF_SUMS_PASS                                                                           \
@@ -275,7 +275,6 @@ template <int B, int P>
 __device__ __forceinline__ void pf_sums_body(PF_SUMS_ARGS) {
     u32 t = blockIdx.y;
     u32 flag = flags[t];
-    if (!IS_SLOW(flag)) return; // uniform over the block
     const TrackParams tp = tracks[t];
     const float beta = betas[t];
     u32 n = sp->n;
@@ -306,27 +305,18 @@ __device__ __forceinline__ void pf_sums_body(PF_SUMS_ARGS) {
                     partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
 }
 
-extern "C" __global__ void __launch_bounds__(PF_BLOCK) pf_sums(PF_SUMS_ARGS) {
-    pf_sums_body<PF_BLOCK, PF_PER_THREAD>(PF_SUMS_PASS);
-}
 
-extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK) pf_sums_small(PF_SUMS_ARGS) {
-    pf_sums_body<PF_SMALL_BLOCK, 1>(PF_SUMS_PASS);
-}
-
-// Combine a track's tile partials in f64: out[t] = [max, s, s2, x(6), xx(21), models(16), turn]
-// relative to the overall maximum; flags[t] says what comes next (FLAG_*), decided exactly as
-// the host would from these sums. With `after_slow`, only the tracks of the slow path (tempered
-// or reset) are combined again, and their flag says whether they resample now.
+// Combining a track's tile partials in f64 (step_finalize, at the end of pf_step and pf_sums):
+// out[t] = [max, s, s2, x(6), xx(21), models(16), turn] relative to the overall maximum;
+// flags[t] says what comes next (FLAG_*), decided exactly as the host would from these sums.
+// After the slow path, only its tracks (tempered or reset) are combined again, and their flag
+// says whether they resample now.
 //
-// Two levels in one launch (grid: groups x tracks): each block combines FIN_ROWS tile rows
-// relative to their own largest log weight into one f64 row of `groups`; the last block of a
-// track to finish (a ticket from `counters`, which it resets) combines the group rows and
-// decides. A single block per track walking all tile rows was latency-bound (43 us at 1M
-// particles, 2048 rows).
-#define FIN_THREADS 256
+// Two levels: the last block of each group of FIN_ROWS tiles to finish combines the group's
+// rows relative to their own largest log weight into one f64 row of `groups`; the last group of
+// a track (tickets, which their last users reset) combines the group rows and decides. A single
+// block per track walking all tile rows was latency-bound (43 us at 1M particles, 2048 rows).
 #define FIN_ROWS 64
-#define FIN_SPLIT (FIN_THREADS / PART) // row groups per block, each PART threads wide
 
 // A value of a tile row (float) or of a group row (double), written by other blocks of the
 // same launch (pf_step's own finalize) or by an earlier kernel: read from L2.
@@ -383,7 +373,7 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
     __syncthreads();
 }
 
-// The roughening factor of a tempered, resampled track (pf_finalize's last thread 0 of the
+// The roughening factor of a tempered, resampled track (step_finalize's last thread 0 of the
 // track, from the track's sums `v`): ROUGHEN_H times the Cholesky factor of the estimate's
 // covariance, with a growing diagonal jitter when the covariance is not positive definite
 // (src/track/manager.rs: cholesky6, src/track/pf.rs: roughen_factor and finish_estimate).
@@ -477,42 +467,16 @@ __device__ __forceinline__ bool last_to_arrive(u32* c, u32 n, bool* last) {
     return l;
 }
 
-extern "C" __global__ void __launch_bounds__(FIN_THREADS)
-pf_finalize(const StepParams* sp, const float* partials, u32 n_blocks, double* groups,
-            u32* counters, double* out, u32* flags, u32 after_slow, float* chol) {
-    __shared__ float scratch[32];
-    __shared__ double red[FIN_SPLIT][PART];
-    __shared__ double fin[PART];
-    __shared__ double fac[FIN_THREADS];
-    __shared__ bool last;
-    u32 t = blockIdx.y, grp = blockIdx.x, n_groups = gridDim.x;
-    u32 before = flags[t];
-    if (after_slow && !IS_SLOW(before)) return; // uniform over the track's blocks
-    // Level 1: this block's rows.
-    u32 r0 = grp * FIN_ROWS;
-    u32 rows = min((u32)FIN_ROWS, n_blocks - r0);
-    combine_rows<float, FIN_THREADS>(partials + ((size_t)t * n_blocks + r0) * PART, rows, fin,
-                                     scratch, red, fac);
-    if (n_groups > 1) {
-        double* grow = groups + ((size_t)t * n_groups + grp) * PART;
-        if (threadIdx.x < PART) grow[threadIdx.x] = fin[threadIdx.x];
-        // The last block of the track to get here goes on.
-        if (!last_to_arrive(&counters[t], n_groups, &last)) return;
-        // Level 2: the group rows.
-        combine_rows<double, FIN_THREADS>((const double*)(groups + (size_t)t * n_groups * PART),
-                                          n_groups, fin, scratch, red, fac);
-    }
-    u32 flag = finalize_write(sp, fin, t, before, after_slow, out, flags);
-    if (threadIdx.x == 0 && flag == FLAG_TEMPERED_RESAMPLE) roughen_factor(fin, chol + t * 36);
-}
-
-// pf_finalize's work at the end of pf_step, without a launch of its own: each group of
-// FIN_ROWS tiles' last block to finish combines the group's rows, and the track's last group
-// combines the group rows and decides. Tickets per track: [0] the groups, [1 + g] group g's
-// tiles. NT is the step kernel's block size.
+// The finalize at the end of pf_step (and of pf_sums on the slow path), without a launch of
+// its own: each group of FIN_ROWS tiles' last block to finish combines the group's rows,
+// and the track's last group combines the group rows and decides. Tickets per track: [0] the
+// groups, [1 + g] group g's tiles. NT is the kernel's block size; `before`, `after_slow` and
+// `chol`: the flag before the slow path, whether this is it, and where a tempered resampling's
+// roughening factor goes (the step passes FLAG_KEEP, 0 and no factor).
 template <int NT>
 __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n_blocks,
-                              double* groups, u32* tickets, double* out, u32* flags) {
+                              double* groups, u32* tickets, double* out, u32* flags, u32 before,
+                              u32 after_slow, float* chol) {
     __shared__ float scratch[32];
     __shared__ double red[NT / PART][PART];
     __shared__ double fin[PART];
@@ -533,22 +497,50 @@ __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n
         combine_rows<double, NT>((const double*)(groups + (size_t)t * n_groups * PART), n_groups,
                                  fin, scratch, red, fac);
     }
-    finalize_write(sp, fin, t, FLAG_KEEP, 0, out, flags);
+    u32 flag = finalize_write(sp, fin, t, before, after_slow, out, flags);
+    if (threadIdx.x == 0 && flag == FLAG_TEMPERED_RESAMPLE) roughen_factor(fin, chol + t * 36);
 }
 
 // At least four blocks per SM (64 registers): measured 7 % faster at 1M particles than the
 // compiler's own choice (80 registers, three blocks), the few spilled registers included.
-// Both end with pf_finalize's work (step_finalize): one launch less per step.
+// Both end with the finalize (step_finalize): one launch less per step.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS, PF_FIN_ARGS) {
     pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS);
-    step_finalize<PF_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags);
+    step_finalize<PF_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
+                            FLAG_KEEP, 0, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
 pf_step_small(PF_STEP_ARGS, PF_FIN_ARGS) {
     pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS);
     step_finalize<PF_SMALL_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
-                                  flags);
+                                  flags, FLAG_KEEP, 0, nullptr);
+}
+
+// The slow path's sums, ending with the finalize for its tracks (after_slow: their flag
+// says whether they resample now, and a tempered resampling gets its roughening factor).
+// Tracks not on the slow path return at once (every block of the track alike), so their flag
+// stays as the step left it.
+template <int B, int P>
+// What pf_sums' own finalize writes besides the flags: as pf_step's, and the roughening factors.
+#define PF_SUMS_FIN_ARGS double *fin_groups, u32 *fin_tickets, double *sums_out, float *chol
+__device__ __forceinline__ void pf_sums_fin(PF_SUMS_ARGS, PF_SUMS_FIN_ARGS) {
+    u32 before = flags[blockIdx.y];
+    if (!IS_SLOW(before)) return; // uniform over the track's blocks
+    pf_sums_body<B, P>(PF_SUMS_PASS);
+    step_finalize<B>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags, before, 1,
+                     chol);
+}
+
+// At least four blocks per SM, as pf_step (the finalize would otherwise take 112 registers).
+extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4)
+pf_sums(PF_SUMS_ARGS, PF_SUMS_FIN_ARGS) {
+    pf_sums_fin<PF_BLOCK, PF_PER_THREAD>(PF_SUMS_PASS, fin_groups, fin_tickets, sums_out, chol);
+}
+
+extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
+pf_sums_small(PF_SUMS_ARGS, PF_SUMS_FIN_ARGS) {
+    pf_sums_fin<PF_SMALL_BLOCK, 1>(PF_SUMS_PASS, fin_groups, fin_tickets, sums_out, chol);
 }
 
 // The slow path's first kernel. Tracks flagged FLAG_DEGENERATE get every log weight reset to
@@ -611,13 +603,56 @@ pf_slow_begin(const StepParams* sp, const TrackParams* tracks, const u32* flags,
 // CpuParticleFilter::choose_temper: e^(beta b) by repeated squaring). Output per block: 34
 // doubles, [2g] = s[g], [2g + 1] = s2[g].
 #define TEMPER_G 16 // must equal TEMPER_GRID in src/track/mod.rs (a unit test checks)
+
+// Tempering, step 2b, by the last block of pf_temper_grid for its track: the grid sums over
+// the track's blocks (column by column; written by this launch's other blocks, so read from
+// L2) and the choice (src/track/pf.rs: temper_from_grid): the largest beta = 2^-g that keeps
+// TEMPER_MIN_ESS x n effective particles.
+#define CHOOSE_COLS (2 * (TEMPER_G + 1))
+#define CHOOSE_GROUPS (PF_BLOCK / CHOOSE_COLS)
+__device__ void temper_choose(const StepParams* sp, const double* parts, u32 n_blocks,
+                              float* beta_out) {
+    __shared__ double red[CHOOSE_GROUPS][CHOOSE_COLS];
+    __shared__ double tot[CHOOSE_COLS];
+    u32 g = threadIdx.x / CHOOSE_COLS, j = threadIdx.x % CHOOSE_COLS;
+    if (g < CHOOSE_GROUPS) {
+        double acc = 0.0;
+        for (u32 b = g; b < n_blocks; b += CHOOSE_GROUPS) acc += __ldcg(parts + (size_t)b * 34 + j);
+        red[g][j] = acc;
+    }
+    __syncthreads();
+    if (threadIdx.x < CHOOSE_COLS) {
+        double v = 0.0;
+        for (int k = 0; k < CHOOSE_GROUPS; ++k) v += red[k][threadIdx.x];
+        tot[threadIdx.x] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double n = (double)sp->n;
+        float beta = ldexpf(1.0f, -TEMPER_G);
+        for (int gg = 0; gg <= TEMPER_G; ++gg) {
+            double s = tot[2 * gg], s2 = tot[2 * gg + 1];
+            if (s2 > 0.0 && s * s >= TEMPER_MIN_ESS * n * s2) {
+                beta = ldexpf(1.0f, -gg);
+                break;
+            }
+        }
+        *beta_out = beta;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
 pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags,
                const float* log_w, const float* ll, const float* bounds, u32 grid, double* out,
-               u32 n_blocks) {
+               u32 n_blocks, u32* counters, float* betas) {
     __shared__ double warp_parts[PF_BLOCK / 32][2 * (TEMPER_G + 1)];
+    __shared__ bool last;
     u32 t = blockIdx.y;
-    if (flags[t] != FLAG_TEMPER) return; // uniform over the block
+    if (flags[t] != FLAG_TEMPER) {
+        // Tracks that do not temper keep the whole update.
+        if (blockIdx.x == 0 && threadIdx.x == 0) betas[t] = 1.0f;
+        return; // uniform over the block
+    }
     u32 n = sp->n;
     u32 i = blockIdx.x * PF_BLOCK + threadIdx.x;
     size_t base = (size_t)tracks[t].slot * n;
@@ -660,50 +695,10 @@ pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags
         for (int w = 0; w < PF_BLOCK / 32; ++w) acc += warp_parts[w][threadIdx.x];
         out[((size_t)t * n_blocks + blockIdx.x) * 34 + threadIdx.x] = acc;
     }
-}
-
-// Tempering, step 2b: per track (one block of 1024 threads each), the grid sums over its
-// blocks (column by column) and the choice (src/track/pf.rs: temper_from_grid): the largest
-// beta = 2^-g that keeps TEMPER_MIN_ESS x n effective particles. Tracks that do not temper get
-// beta = 1.
-#define CHOOSE_COLS (2 * (TEMPER_G + 1))
-#define CHOOSE_GROUPS (1024 / CHOOSE_COLS)
-extern "C" __global__ void __launch_bounds__(1024)
-pf_temper_choose(const StepParams* sp, const u32* flags, const double* parts, u32 n_blocks,
-                 u32 grid, float* betas) {
-    __shared__ double red[CHOOSE_GROUPS][CHOOSE_COLS];
-    __shared__ double tot[CHOOSE_COLS];
-    u32 t = blockIdx.x;
-    if (flags[t] != FLAG_TEMPER) {
-        if (threadIdx.x == 0) betas[t] = 1.0f;
-        return;
-    }
-    u32 g = threadIdx.x / CHOOSE_COLS, j = threadIdx.x % CHOOSE_COLS;
-    if (g < CHOOSE_GROUPS) {
-        double acc = 0.0;
-        for (u32 b = g; b < n_blocks; b += CHOOSE_GROUPS)
-            acc += parts[((size_t)t * n_blocks + b) * 34 + j];
-        red[g][j] = acc;
-    }
-    __syncthreads();
-    if (threadIdx.x < CHOOSE_COLS) {
-        double v = 0.0;
-        for (int k = 0; k < CHOOSE_GROUPS; ++k) v += red[k][threadIdx.x];
-        tot[threadIdx.x] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double n = (double)sp->n;
-        float beta = ldexpf(1.0f, -TEMPER_G);
-        for (int gg = 0; gg <= TEMPER_G; ++gg) {
-            double s = tot[2 * gg], s2 = tot[2 * gg + 1];
-            if (s2 > 0.0 && s * s >= TEMPER_MIN_ESS * n * s2) {
-                beta = ldexpf(1.0f, -gg);
-                break;
-            }
-        }
-        betas[t] = beta;
-    }
+    // The track's last block (tickets as in pf_slow_begin, whose last block reset them)
+    // chooses the exponent: one launch less than a kernel of its own.
+    if (!last_to_arrive(&counters[t], n_blocks, &last)) return;
+    temper_choose(sp, out + (size_t)t * n_blocks * 34, n_blocks, betas + t);
 }
 
 #define SCAN_BLOCK 1024
@@ -857,10 +852,32 @@ __device__ __forceinline__ void block_search2(const double* cdf, const double* b
     out[1] = min(a1 + cnt[3], n - 1);
 }
 
+// Regularisation after a tempered resampling, applied by pf_resample to the particle it just
+// copied into output slot i: state += L z (L lower-triangular, per track, z six normals).
+__device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, const float* l,
+                                        float* s) {
+    float4 a = normals4(draw(sp->seed, sp->frame, slot, i, S_ROUGHEN));
+    float4 b = normals4(draw(sp->seed, sp->frame, slot, i, S_ROUGHEN2));
+    float z[6] = {a.x, a.y, a.z, a.w, b.x, b.y};
+    float part[6];
+    for (int r = 0; r < 6; ++r) {
+        float acc = 0.0f;
+        for (int c = 0; c <= r; ++c) acc += l[r * 6 + c] * z[c];
+        part[r] = s[r] + acc;
+    }
+    if (sp->mode == 1) {
+        float nn = fmaxf(sqrtf(part[0] * part[0] + part[1] * part[1] + part[2] * part[2]), 1e-12f);
+        part[0] /= nn;
+        part[1] /= nn;
+        part[2] /= nn;
+    }
+    for (int r = 0; r < 6; ++r) s[r] = part[r];
+}
+
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
 pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
             const double* cdf, const double* block_tot, float* s0, float* s1, u32* m0, u32* m1,
-            float* log_w) {
+            float* log_w, const float* chol) {
     __shared__ double cum[RS_SHARED];
     __shared__ u32 cnt[4];
     u32 t = blockIdx.y;
@@ -907,39 +924,12 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     }
     const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
     float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
-    for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = src[(size_t)c * n + a];
+    float v[STATE_DIM];
+    for (int c = 0; c < STATE_DIM; ++c) v[c] = src[(size_t)c * n + a];
+    if (flags[t] == FLAG_TEMPERED_RESAMPLE) roughen(sp, tp.slot, j, chol + t * 36, v);
+    for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = v[c];
     slot_model(m0, m1, 1 - tp.cur, tp.slot, n)[j] = slot_model(m0, m1, tp.cur, tp.slot, n)[a];
     log_w[base + j] = 0.0f;
-}
-
-// Regularisation after a tempered resampling: particle += L z (L lower-triangular, per track,
-// z six normals), in the buffer the resampling wrote (the other one).
-extern "C" __global__ void pf_roughen(const StepParams* sp, const TrackParams* tracks,
-                                      const u32* flags, const float* chol, float* s0, float* s1) {
-    u32 t = blockIdx.y;
-    if (flags[t] != FLAG_TEMPERED_RESAMPLE) return;
-    const TrackParams tp = tracks[t];
-    u32 n = sp->n;
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float* st = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
-    float4 a = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_ROUGHEN));
-    float4 b = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_ROUGHEN2));
-    float z[6] = {a.x, a.y, a.z, a.w, b.x, b.y};
-    const float* l = chol + t * 36;
-    float part[6];
-    for (int r = 0; r < 6; ++r) {
-        float acc = 0.0f;
-        for (int c = 0; c <= r; ++c) acc += l[r * 6 + c] * z[c];
-        part[r] = st[(size_t)r * n + i] + acc;
-    }
-    if (sp->mode == 1) {
-        float nn = fmaxf(sqrtf(part[0] * part[0] + part[1] * part[1] + part[2] * part[2]), 1e-12f);
-        part[0] /= nn;
-        part[1] /= nn;
-        part[2] /= nn;
-    }
-    for (int r = 0; r < 6; ++r) st[(size_t)r * n + i] = part[r];
 }
 
 // A track's prior (as src/track/pf.rs: init_particle).

@@ -3,8 +3,8 @@
 //! Particles stay on the device. A step is one copy of the step's parameters and measurement
 //! in (from page-locked memory, with each track's reference point: its last estimate's mean,
 //! which the block sums are taken relative to), `pf_step` (switch, predict, weigh and
-//! per-block sums for every particle of every track, one launch, ending with what `pf_finalize`
-//! does: per-track sums in f64 in two levels, the last block of each group of tiles combining
+//! per-block sums for every particle of every track, one launch, ending with the finalize:
+//! per-track sums in f64 in two levels, the last block of each group of tiles combining
 //! the group's and the last group combining theirs, and the per-track decision the CPU would
 //! take from them: keep, resample, temper, or reset), the resampling kernels `pf_scan_local` (its last block per track also scans the
 //! block totals) and `pf_resample` (binary search, one thread per output slot, into the other
@@ -12,9 +12,11 @@
 //! sequence is captured once per track count into a CUDA graph: a step is one graph launch and
 //! one synchronisation. The host turns the sums into the estimate with the CPU's own code
 //! (`finish_estimate`). Tracks that need tempering (too few effective particles after the
-//! update: new tracks, sharp measurements) or a weight reset then take a second, slower graph
-//! (`pf_slow_begin`, `pf_temper_grid`, `pf_temper_choose`, `pf_sums`, `pf_finalize` and the
-//! same resampling), with `pf_roughen` after a tempered resampling.
+//! update: new tracks, sharp measurements) or a weight reset then take a second, slower graph:
+//! `pf_slow_begin` (weight reset, or the bounds for tempering), `pf_temper_grid` (the grid of
+//! exponents' sums, its last block per track choosing the exponent), `pf_sums` (the sums again,
+//! ending with the finalize's work and decisions) and the same resampling, which also roughens
+//! the particles of a tempered track as it copies them.
 //!
 //! Filters of fewer than `SMALL_FILTER` particles (the live path) use `pf_step_small` and
 //! `pf_sums_small`: one particle per thread in small blocks, so that a step of a few thousand
@@ -48,8 +50,7 @@ const SMALL_FILTER: usize = 131_072;
 const PF_SMALL_BLOCK: u32 = 64;
 const SCAN_BLOCK: u32 = 1024;
 const PART: usize = 48;
-/// pf_finalize: threads per block, and tile rows each block combines (kernels/pf.cu).
-const FIN_THREADS: u32 = 256;
+/// Tile rows the finalize at the end of pf_step and pf_sums combines per group (kernels/pf.cu).
 const FIN_ROWS: usize = 64;
 
 /// Whether a filter of `n` particles takes pf_step_small and pf_sums_small.
@@ -57,7 +58,7 @@ fn small_filter(n: usize) -> bool {
     n < SMALL_FILTER
 }
 
-/// pf_finalize's blocks per track for `n_tiles` rows of tile sums.
+/// The finalize's groups per track for `n_tiles` rows of tile sums.
 fn fin_groups(n_tiles: usize) -> usize {
     n_tiles.div_ceil(FIN_ROWS).max(1)
 }
@@ -71,7 +72,7 @@ fn tiling(n: usize) -> (u32, u32) {
     }
 }
 
-/// pf_finalize's decisions (kernels/pf.cu: FLAG_*).
+/// The finalize's decisions (kernels/pf.cu: FLAG_*).
 const FLAG_KEEP: u32 = 0;
 const FLAG_RESAMPLE: u32 = 1;
 const FLAG_TEMPER: u32 = 2;
@@ -143,13 +144,10 @@ struct Kernels {
     /// pf_step or pf_step_small (by the particle count; likewise pf_sums).
     step: CudaFunction,
     sums: CudaFunction,
-    finalize: CudaFunction,
     slow_begin: CudaFunction,
     temper_grid: CudaFunction,
-    temper_choose: CudaFunction,
     scan_local: CudaFunction,
     resample: CudaFunction,
-    roughen: CudaFunction,
     init: CudaFunction,
 }
 
@@ -245,18 +243,18 @@ pub struct CudaParticleFilter {
     up: Pinned<u8>,
     down: Pinned<u8>,
     partials: CudaSlice<f32>,
-    /// Scratch for pf_finalize: one f64 row of sums per group of FIN_ROWS tile rows.
+    /// Scratch for the finalize at the end of pf_step and pf_sums: one f64 row of sums per
+    /// group of FIN_ROWS tile rows.
     fin_groups: CudaSlice<f64>,
-    /// pf_finalize's per-track tickets (the last block of a track combines the groups; it
-    /// resets the counter).
-    fin_counters: CudaSlice<u32>,
-    /// pf_step's tickets for its own finalize, per track: [0] the groups, [1 + g] the tiles
-    /// of group g (each reset by its last block).
+    /// Tickets for that finalize, per track: [0] the groups, [1 + g] the tiles of group g
+    /// (each reset by its last block).
     step_tickets: CudaSlice<u32>,
     /// pf_scan_local's per-track tickets (the last block scans the block totals; it resets
     /// the counter).
     scan_counters: CudaSlice<u32>,
-    /// pf_slow_begin's per-track tickets (the last block takes the bounds over the blocks).
+    /// pf_slow_begin's per-track tickets (the last block takes the bounds over the blocks),
+    /// then pf_temper_grid's (the last block chooses the exponent); each launch's last block
+    /// resets them.
     temper_counters: CudaSlice<u32>,
     temper_parts: CudaSlice<f32>,
     temper_grid: CudaSlice<f64>,
@@ -381,13 +379,10 @@ impl CudaParticleFilter {
             } else {
                 "pf_sums"
             })?,
-            finalize: gpu.function("pf_finalize")?,
             slow_begin: gpu.function("pf_slow_begin")?,
             temper_grid: gpu.function("pf_temper_grid")?,
-            temper_choose: gpu.function("pf_temper_choose")?,
             scan_local: gpu.function("pf_scan_local")?,
             resample: gpu.function("pf_resample")?,
-            roughen: gpu.function("pf_roughen")?,
             init: gpu.function("pf_init")?,
         };
         let lay = Layout::new(slots, p.pairs.len());
@@ -425,7 +420,6 @@ impl CudaParticleFilter {
             ptr,
             partials: f32s(slots * n_tiles(n) * PART)?,
             fin_groups: f64s(slots * fin_groups(n_tiles(n)) * PART)?,
-            fin_counters: u32s(slots)?,
             step_tickets: u32s(slots * (fin_groups(n_tiles(n)) + 1))?,
             scan_counters: u32s(slots)?,
             temper_counters: u32s(slots)?,
@@ -490,33 +484,6 @@ impl CudaParticleFilter {
         unsafe { result::memcpy_htod_async(dst, v, st) }.map_err(err(what))
     }
 
-    fn launch_finalize(&mut self, t: usize, after_slow: bool) -> Result<(), BackendError> {
-        let after = u32::from(after_slow);
-        let s = self.gpu.stream.clone();
-        let nb = n_tiles(self.n) as u32;
-        // SAFETY: argument list matches pf_finalize; sums and flags hold every slot, the group
-        // rows every slot's groups, and the counters are zero between launches.
-        unsafe {
-            s.launch_builder(&self.k.finalize)
-                .arg(&self.ptr.step)
-                .arg(&self.partials)
-                .arg(&nb)
-                .arg(&mut self.fin_groups)
-                .arg(&mut self.fin_counters)
-                .arg(&self.ptr.sums)
-                .arg(&self.ptr.flags)
-                .arg(&after)
-                .arg(&mut self.chol)
-                .launch(LaunchConfig {
-                    grid_dim: (fin_groups(n_tiles(self.n)) as u32, t as u32, 1),
-                    block_dim: (FIN_THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(err("pf_finalize"))?;
-        }
-        Ok(())
-    }
-
     /// Resample the step's tracks whose flag is in `mask` (bits 1 << flag), into the other
     /// buffer.
     fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
@@ -553,6 +520,7 @@ impl CudaParticleFilter {
                 .arg(&mut self.m0)
                 .arg(&mut self.m1)
                 .arg(&mut self.log_w)
+                .arg(&self.chol)
                 .launch(grid(nn, PF_BLOCK, t))
                 .map_err(err("pf_resample"))?;
         }
@@ -616,7 +584,7 @@ impl CudaParticleFilter {
         let nn = self.n;
         let nb = n_tiles(self.n) as u32;
         let nbt = self.n.div_ceil(PF_BLOCK as usize) as u32;
-        let (grid_len, tu) = (TEMPER_GRID as u32, t as u32);
+        let grid_len = TEMPER_GRID as u32;
         // SAFETY (launches): argument lists match kernels/pf.cu; every buffer is sized for all
         // slots, and the grids cover `t` tracks of `n` particles.
         unsafe {
@@ -642,21 +610,10 @@ impl CudaParticleFilter {
                 .arg(&grid_len)
                 .arg(&mut self.temper_grid)
                 .arg(&nbt)
+                .arg(&mut self.temper_counters)
+                .arg(&self.ptr.betas)
                 .launch(grid(nn, PF_BLOCK, t))
                 .map_err(err("pf_temper_grid"))?;
-            s.launch_builder(&self.k.temper_choose)
-                .arg(&self.ptr.step)
-                .arg(&self.ptr.flags)
-                .arg(&self.temper_grid)
-                .arg(&nbt)
-                .arg(&grid_len)
-                .arg(&self.ptr.betas)
-                .launch(LaunchConfig {
-                    grid_dim: (tu, 1, 1),
-                    block_dim: (1024, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(err("pf_temper_choose"))?;
             s.launch_builder(&self.k.sums)
                 .arg(&self.ptr.step)
                 .arg(&self.ptr.tracks)
@@ -672,26 +629,18 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.reference)
                 .arg(&mut self.partials)
                 .arg(&nb)
+                .arg(&mut self.fin_groups)
+                .arg(&mut self.step_tickets)
+                .arg(&self.ptr.sums)
+                .arg(&mut self.chol)
                 .launch(tiles(nn, t))
                 .map_err(err("pf_sums"))?;
         }
-        self.launch_finalize(t, true)?;
+        // Resampling roughens the tempered tracks' particles as it copies them.
         self.launch_resample(
             t,
             (1 << FLAG_TEMPERED_RESAMPLE) | (1 << FLAG_RESET_RESAMPLE),
         )?;
-        // SAFETY: as above.
-        unsafe {
-            s.launch_builder(&self.k.roughen)
-                .arg(&self.ptr.step)
-                .arg(&self.ptr.tracks)
-                .arg(&self.ptr.flags)
-                .arg(&self.chol)
-                .arg(&mut self.s0)
-                .arg(&mut self.s1)
-                .launch(grid(nn, 256, t))
-                .map_err(err("pf_roughen"))?;
-        }
         // SAFETY: `down` and `d_down` have the same length; read after synchronising.
         unsafe {
             self.down
@@ -1074,7 +1023,8 @@ impl ParticleFilter for CudaParticleFilter {
 mod tests {
     use super::*;
 
-    /// pf_finalize takes the CPU's tempering decision with the CPU's threshold.
+    /// The kernels take the CPU's tempering decision with the CPU's threshold, and share the
+    /// host's block and tile sizes.
     #[test]
     fn kernel_threshold_matches_the_cpu() {
         for want in [
@@ -1084,7 +1034,6 @@ mod tests {
             format!("#define PF_BLOCK {PF_BLOCK}"),
             format!("#define PF_PER_THREAD {}", PF_TILE / PF_BLOCK),
             format!("#define PF_SMALL_BLOCK {PF_SMALL_BLOCK}"),
-            format!("#define FIN_THREADS {FIN_THREADS}"),
             format!("#define FIN_ROWS {FIN_ROWS}"),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
