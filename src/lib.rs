@@ -29,6 +29,7 @@ pub mod philox;
 pub mod pipeline;
 pub mod plan;
 pub mod plot;
+pub mod project;
 pub mod replay;
 pub mod scene;
 pub mod track;

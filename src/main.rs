@@ -524,8 +524,17 @@ fn run(cmd: Cmd) -> Result<()> {
                     "--what {what}: use gcc, pf, live, all or none (with --replay)"
                 )));
             }
-            let rows = sonotrack::bench::run(&opts)?;
+            let mut rows = sonotrack::bench::run(&opts)?;
             sonotrack::bench::print(&rows);
+            // The CUDA figures projected to the Jetson boards (printed, and in the JSON).
+            if rows.iter().any(|r| r.backend == "cuda") {
+                if let Ok(spec) = sonotrack::gpu::device_spec() {
+                    let boards = sonotrack::project::jetson_boards();
+                    let projected = sonotrack::project::project(&rows, &spec, &boards);
+                    sonotrack::project::print(&rows, &projected, &spec, &boards);
+                    rows.extend(projected);
+                }
+            }
             if let Some(path) = json {
                 std::fs::write(
                     &path,

@@ -92,6 +92,29 @@ pub fn upload_bandwidth_gb_s(bytes: usize) -> Result<f64> {
     }
 }
 
+/// The GPU's specification, for projecting its figures to other GPUs.
+pub fn device_spec() -> Result<crate::project::GpuSpec> {
+    #[cfg(feature = "cuda")]
+    {
+        let g = cuda::gpu().map_err(unavailable)?;
+        let (major, minor) = g.compute_capability;
+        Ok(crate::project::GpuSpec {
+            name: g.name.clone(),
+            sms: g.multiprocessors.max(0) as u32,
+            lanes_per_sm: crate::project::fp32_lanes_per_sm(major, minor),
+            clock_ghz: f64::from(g.clock_khz) / 1e6,
+            // Double data rate: two transfers per clock over the bus.
+            memory_gb_s: 2.0 * f64::from(g.memory_clock_khz) * 1e3 * f64::from(g.memory_bus_bits)
+                / 8.0
+                / 1e9,
+        })
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err(unavailable(available().err().unwrap_or_default()))
+    }
+}
+
 /// Device-to-device copy bandwidth (bytes read plus written, GB/s), the ceiling memory-bound
 /// kernels are compared with.
 pub fn copy_bandwidth_gb_s() -> Result<f64> {

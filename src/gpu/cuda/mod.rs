@@ -56,6 +56,10 @@ pub struct Gpu {
     pub name: String,
     pub compute_capability: (i32, i32),
     pub multiprocessors: i32,
+    /// Peak SM clock (kHz), and the memory's clock (kHz) and bus width (bits): for projections.
+    pub clock_khz: i32,
+    pub memory_clock_khz: i32,
+    pub memory_bus_bits: i32,
     /// How the kernels were obtained (compiled, or loaded from the cache), for the logs.
     pub kernels: String,
 }
@@ -123,9 +127,11 @@ fn start() -> Result<Arc<Gpu>, String> {
     let cc = ctx
         .compute_capability()
         .map_err(|e| format!("{name}: cannot read the compute capability: {e}"))?;
-    let sms = ctx
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .unwrap_or(0);
+    let attr = |a| ctx.attribute(a).unwrap_or(0);
+    let sms = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    let clock_khz = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+    let memory_clock_khz = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+    let memory_bus_bits = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
     let (image, how) =
         kernels_for(cc, cache_dir().as_deref()).map_err(|e| format!("{name}: {e}"))?;
     let module = ctx
@@ -148,6 +154,9 @@ fn start() -> Result<Arc<Gpu>, String> {
         name,
         compute_capability: cc,
         multiprocessors: sms,
+        clock_khz,
+        memory_clock_khz,
+        memory_bus_bits,
         kernels: how,
     }))
 }
