@@ -604,20 +604,24 @@ pf_slow_begin(const StepParams* sp, const TrackParams* tracks, const u32* flags,
 // doubles, [2g] = s[g], [2g + 1] = s2[g].
 #define TEMPER_G 16 // must equal TEMPER_GRID in src/track/mod.rs (a unit test checks)
 
-// Tempering, step 2b, by the last block of pf_temper_grid for its track: the grid sums over
-// the track's blocks (column by column; written by this launch's other blocks, so read from
-// L2) and the choice (src/track/pf.rs: temper_from_grid): the largest beta = 2^-g that keeps
-// TEMPER_MIN_ESS x n effective particles.
+// Tempering, step 2b, at the end of pf_temper_grid: its rows of grid sums are combined in two
+// levels (the last block of each group of TEMPER_GROUP blocks sums the group's rows into a
+// group row; the track's last group sums those), so that no block walks all of a large
+// filter's rows (one block summing 1,024 rows at 262,144 particles took 14 us), and the track's
+// last block chooses the exponent (src/track/pf.rs: temper_from_grid): the largest
+// beta = 2^-g that keeps TEMPER_MIN_ESS x n effective particles.
 #define CHOOSE_COLS (2 * (TEMPER_G + 1))
 #define CHOOSE_GROUPS (PF_BLOCK / CHOOSE_COLS)
-__device__ void temper_choose(const StepParams* sp, const double* parts, u32 n_blocks,
-                              float* beta_out) {
+#define TEMPER_GROUP 32
+
+// Column sums of rows [0, n_rows) of CHOOSE_COLS doubles each (written by other blocks of
+// this launch: read from L2) into tot. Every thread of the block calls it.
+__device__ void temper_column_sums(const double* rows, u32 n_rows, double* tot) {
     __shared__ double red[CHOOSE_GROUPS][CHOOSE_COLS];
-    __shared__ double tot[CHOOSE_COLS];
     u32 g = threadIdx.x / CHOOSE_COLS, j = threadIdx.x % CHOOSE_COLS;
     if (g < CHOOSE_GROUPS) {
         double acc = 0.0;
-        for (u32 b = g; b < n_blocks; b += CHOOSE_GROUPS) acc += __ldcg(parts + (size_t)b * 34 + j);
+        for (u32 b = g; b < n_rows; b += CHOOSE_GROUPS) acc += __ldcg(rows + (size_t)b * CHOOSE_COLS + j);
         red[g][j] = acc;
     }
     __syncthreads();
@@ -627,6 +631,9 @@ __device__ void temper_choose(const StepParams* sp, const double* parts, u32 n_b
         tot[threadIdx.x] = v;
     }
     __syncthreads();
+}
+
+__device__ void temper_choose(const StepParams* sp, const double* tot, float* beta_out) {
     if (threadIdx.x == 0) {
         double n = (double)sp->n;
         float beta = ldexpf(1.0f, -TEMPER_G);
@@ -644,8 +651,9 @@ __device__ void temper_choose(const StepParams* sp, const double* parts, u32 n_b
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
 pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags,
                const float* log_w, const float* ll, const float* bounds, u32 grid, double* out,
-               u32 n_blocks, u32* counters, float* betas) {
+               u32 n_blocks, u32* tickets, double* groups, float* betas) {
     __shared__ double warp_parts[PF_BLOCK / 32][2 * (TEMPER_G + 1)];
+    __shared__ double tot[CHOOSE_COLS];
     __shared__ bool last;
     u32 t = blockIdx.y;
     if (flags[t] != FLAG_TEMPER) {
@@ -695,10 +703,20 @@ pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags
         for (int w = 0; w < PF_BLOCK / 32; ++w) acc += warp_parts[w][threadIdx.x];
         out[((size_t)t * n_blocks + blockIdx.x) * 34 + threadIdx.x] = acc;
     }
-    // The track's last block (tickets as in pf_slow_begin, whose last block reset them)
-    // chooses the exponent: one launch less than a kernel of its own.
-    if (!last_to_arrive(&counters[t], n_blocks, &last)) return;
-    temper_choose(sp, out + (size_t)t * n_blocks * 34, n_blocks, betas + t);
+    // Step 2b in this launch (one launch less than a kernel of its own): tickets per track,
+    // [0] the groups, [1 + g] group g's blocks, each reset by its last user.
+    u32 grp = blockIdx.x / TEMPER_GROUP, n_groups = (n_blocks + TEMPER_GROUP - 1) / TEMPER_GROUP;
+    u32 r0 = grp * TEMPER_GROUP, rows = min((u32)TEMPER_GROUP, n_blocks - r0);
+    u32* tk = tickets + (size_t)t * (n_groups + 1);
+    if (!last_to_arrive(&tk[1 + grp], rows, &last)) return;
+    temper_column_sums(out + ((size_t)t * n_blocks + r0) * CHOOSE_COLS, rows, tot);
+    if (n_groups > 1) {
+        if (threadIdx.x < CHOOSE_COLS)
+            groups[((size_t)t * n_groups + grp) * CHOOSE_COLS + threadIdx.x] = tot[threadIdx.x];
+        if (!last_to_arrive(&tk[0], n_groups, &last)) return;
+        temper_column_sums(groups + (size_t)t * n_groups * CHOOSE_COLS, n_groups, tot);
+    }
+    temper_choose(sp, tot, betas + t);
 }
 
 #define SCAN_BLOCK 1024

@@ -642,6 +642,8 @@ pub fn print(rows: &[Row]) {
             r.per_unit,
             if r.unit.starts_with('%') {
                 "%"
+            } else if r.unit == "GB/s" {
+                "GB/s"
             } else {
                 r.unit.split('/').next_back().unwrap_or("")
             },

@@ -52,6 +52,8 @@ const SCAN_BLOCK: u32 = 1024;
 const PART: usize = 48;
 /// Tile rows the finalize at the end of pf_step and pf_sums combines per group (kernels/pf.cu).
 const FIN_ROWS: usize = 64;
+/// Blocks of pf_temper_grid whose rows one block combines (kernels/pf.cu).
+const TEMPER_GROUP: usize = 32;
 
 /// Whether a filter of `n` particles takes pf_step_small and pf_sums_small.
 fn small_filter(n: usize) -> bool {
@@ -252,10 +254,13 @@ pub struct CudaParticleFilter {
     /// pf_scan_local's per-track tickets (the last block scans the block totals; it resets
     /// the counter).
     scan_counters: CudaSlice<u32>,
-    /// pf_slow_begin's per-track tickets (the last block takes the bounds over the blocks),
-    /// then pf_temper_grid's (the last block chooses the exponent); each launch's last block
-    /// resets them.
+    /// pf_slow_begin's per-track tickets (the last block takes the bounds over the blocks;
+    /// it resets the counter).
     temper_counters: CudaSlice<u32>,
+    /// pf_temper_grid's tickets per track ([0] the groups, [1 + g] the blocks of group g of
+    /// TEMPER_GROUP, each reset by its last user) and its group rows of grid sums.
+    temper_tickets: CudaSlice<u32>,
+    temper_groups: CudaSlice<f64>,
     temper_parts: CudaSlice<f32>,
     temper_grid: CudaSlice<f64>,
     temper_bounds: CudaSlice<f32>,
@@ -423,6 +428,8 @@ impl CudaParticleFilter {
             step_tickets: u32s(slots * (fin_groups(n_tiles(n)) + 1))?,
             scan_counters: u32s(slots)?,
             temper_counters: u32s(slots)?,
+            temper_tickets: u32s(slots * (nb.div_ceil(TEMPER_GROUP) + 1))?,
+            temper_groups: f64s(slots * nb.div_ceil(TEMPER_GROUP) * 34)?,
             temper_parts: f32s(slots * nb * 2)?,
             temper_grid: f64s(slots * nb * 34)?,
             temper_bounds: f32s(slots * 2)?,
@@ -610,7 +617,8 @@ impl CudaParticleFilter {
                 .arg(&grid_len)
                 .arg(&mut self.temper_grid)
                 .arg(&nbt)
-                .arg(&mut self.temper_counters)
+                .arg(&mut self.temper_tickets)
+                .arg(&mut self.temper_groups)
                 .arg(&self.ptr.betas)
                 .launch(grid(nn, PF_BLOCK, t))
                 .map_err(err("pf_temper_grid"))?;
@@ -1035,6 +1043,7 @@ mod tests {
             format!("#define PF_PER_THREAD {}", PF_TILE / PF_BLOCK),
             format!("#define PF_SMALL_BLOCK {PF_SMALL_BLOCK}"),
             format!("#define FIN_ROWS {FIN_ROWS}"),
+            format!("#define TEMPER_GROUP {TEMPER_GROUP}"),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
