@@ -517,13 +517,14 @@ pf_step_small(PF_STEP_ARGS, PF_FIN_ARGS) {
                                   flags, FLAG_KEEP, 0, nullptr);
 }
 
+// What pf_sums' own finalize writes besides the flags: as pf_step's, and the roughening factors.
+#define PF_SUMS_FIN_ARGS double *fin_groups, u32 *fin_tickets, double *sums_out, float *chol
+
 // The slow path's sums, ending with the finalize for its tracks (after_slow: their flag
 // says whether they resample now, and a tempered resampling gets its roughening factor).
 // Tracks not on the slow path return at once (every block of the track alike), so their flag
 // stays as the step left it.
 template <int B, int P>
-// What pf_sums' own finalize writes besides the flags: as pf_step's, and the roughening factors.
-#define PF_SUMS_FIN_ARGS double *fin_groups, u32 *fin_tickets, double *sums_out, float *chol
 __device__ __forceinline__ void pf_sums_fin(PF_SUMS_ARGS, PF_SUMS_FIN_ARGS) {
     u32 before = flags[blockIdx.y];
     if (!IS_SLOW(before)) return; // uniform over the track's blocks
