@@ -92,12 +92,21 @@ fn cuda_row<'a>(rows: &'a [Row], stage: &str, params: &str) -> Option<&'a Row> {
         .find(|r| r.backend == "cuda" && r.stage == stage && r.params.starts_with(params))
 }
 
-/// The smallest device time of a stage's CUDA rows (gcc: single frames only).
-fn fixed_part(rows: &[Row], stage: &str) -> Option<f64> {
+/// The smallest cell of each stage's grid, whose time is taken as the stage's fixed part.
+const SMALLEST: [(&str, &str); 2] = [("gcc", "4 ch x 1024,"), ("pf", "2048 particles")];
+
+/// A stage's fixed part: the smallest device time among its smallest cells (gcc: single
+/// frames). Without them (a run of a few large cells) it is taken as zero, which scales the
+/// whole figure by lane-cycles or bandwidth: an overestimate for small figures only.
+fn fixed_part(rows: &[Row], stage: &str) -> f64 {
+    let Some(&(_, smallest)) = SMALLEST.iter().find(|(s, _)| *s == stage) else {
+        return 0.0;
+    };
     rows.iter()
-        .filter(|r| r.backend == "cuda" && r.stage == stage && !r.params.contains("batch"))
+        .filter(|r| r.backend == "cuda" && r.stage == stage && r.params.starts_with(smallest))
         .map(|r| r.median_us)
         .min_by(f64::total_cmp)
+        .unwrap_or(0.0)
 }
 
 /// The frames of a batch row ("... batch 64: ...").
@@ -121,14 +130,14 @@ pub fn project(rows: &[Row], reference: &GpuSpec, boards: &[GpuSpec]) -> Vec<Row
         bytes: r.gb_s.unwrap_or(0.0) * r.median_us * 1e3,
         fixed_us: fixed,
     };
-    let (gcc_fixed, pf_fixed) = (fixed_part(rows, "gcc"), fixed_part(rows, "pf"));
+    let (g, p) = (fixed_part(rows, "gcc"), fixed_part(rows, "pf"));
     let mut out = Vec::new();
     for board in boards {
         let proj = |r: &Row, fixed: f64| project_us(figure(r, fixed), reference, copy, board);
         let clock = reference.clock_ghz / board.clock_ghz;
         for r in rows.iter().filter(|r| r.backend == "cuda") {
-            let (us, per_unit) = match (r.stage.as_str(), gcc_fixed, pf_fixed) {
-                ("gcc", Some(g), _) => match batch_of(&r.params) {
+            let (us, per_unit) = match r.stage.as_str() {
+                "gcc" => match batch_of(&r.params) {
                     Some(b) => {
                         let t = proj(r, g);
                         (t, t / b)
@@ -138,12 +147,12 @@ pub fn project(rows: &[Row], reference: &GpuSpec, boards: &[GpuSpec]) -> Vec<Row
                         (t, t)
                     }
                 },
-                ("pf", _, Some(p)) => {
+                "pf" => {
                     let t = proj(r, p);
                     let n = r.median_us / (r.per_unit * 1e-3).max(1e-12);
                     (t, t * 1e3 / n.max(1.0))
                 }
-                ("live", Some(g), Some(p)) => {
+                "live" => {
                     let (Some(gr), Some(pr)) = (
                         cuda_row(rows, "gcc", "4 ch x 4096, 6 pairs"),
                         cuda_row(rows, "pf", "2048 particles x 1 models"),
@@ -154,7 +163,7 @@ pub fn project(rows: &[Row], reference: &GpuSpec, boards: &[GpuSpec]) -> Vec<Row
                     let t = rest * clock + proj(gr, g) + proj(pr, p);
                     (t, t)
                 }
-                ("replay", _, Some(p)) => {
+                "replay" => {
                     let Some(pr) = cuda_row(rows, "pf", "262144 particles x 4 models") else {
                         continue;
                     };
@@ -191,6 +200,16 @@ pub fn print(rows: &[Row], projected: &[Row], reference: &GpuSpec, boards: &[Gpu
          model in src/project.rs):",
         reference.name
     );
+    for (stage, smallest) in SMALLEST {
+        let has_stage = rows.iter().any(|r| r.backend == "cuda" && r.stage == stage);
+        if has_stage && fixed_part(rows, stage) == 0.0 {
+            println!(
+                "(no `{stage} {}` cell in this run: the {stage} figures are scaled whole, which \
+                 overstates small ones; run the full grid for their fixed part)",
+                smallest.trim_end_matches(',')
+            );
+        }
+    }
     print!("{:<52} {:>12}", "figure (per unit)", "measured");
     for b in boards {
         print!(" {:>14}", b.name);
@@ -344,6 +363,9 @@ mod tests {
             .find(|q| q.params.starts_with("replay") && q.backend == boards[0].name)
             .unwrap();
         assert!((rp.per_unit / 0.234 - rp.median_us / 100.0).abs() < 1e-9);
+        // Without a 4 ch x 1024 cell the gcc figures have no fixed part: scaled whole.
+        assert_eq!(fixed_part(&rows, "gcc"), 0.0);
+        assert_eq!(fixed_part(&rows, "pf"), 30.0);
         assert_eq!(
             batch_of("16 ch x 4096, batch 16: 95694 frames/s"),
             Some(16.0)
