@@ -233,14 +233,19 @@ fn assert_estimates_agree(a: &Estimate, b: &Estimate, tol: f32) {
 }
 
 /// The slow paths: an update so sharp that it must be tempered (then resampled and
-/// roughened), and one that no particle survives (weights reset). Same estimate, exponent and
-/// decisions on both backends, and the same cloud afterwards.
+/// roughened), and one that no particle survives (weights reset); and a plain resampling.
+/// Same estimate, exponent and decisions on both backends, and the same cloud afterwards.
+/// Filters of up to 4,096 particles resample in one block per track on the GPU, larger ones
+/// in many: the cases cover both, and the small and large step kernels.
 #[test]
 fn tempered_and_degenerate_steps_agree() {
     for (case, particles) in [
         ("tempered", 20_000usize),
         ("tempered", 150_000),
+        ("tempered", 4_000),
         ("degenerate", 5_000),
+        ("resampled", 3_000),
+        ("resampled", 20_000),
     ] {
         let models = 4;
         let mut p = pf_params(particles, models);
@@ -248,14 +253,19 @@ fn tempered_and_degenerate_steps_agree() {
             // A search volume far from every particle: every weight becomes zero.
             p.bounds = Some(([100.0, 100.0, -5.0], [110.0, 110.0, 0.0]));
         }
+        if case == "resampled" {
+            // Resample at any weights, after an update too mild to temper.
+            p.ess_fraction = 1.0;
+            p.tdoa_std_s *= 20.0;
+        }
         let mut cpu = CpuParticleFilter::new(p.clone());
         let mut init = pf_init();
         init.model_probs = vec![1.0 / models as f32; models];
         cpu.init_track(&init).unwrap();
         let before = cpu.read_particles(0).unwrap();
         // The source is a metre from the prior (0.05 m wide): the full update would leave a
-        // handful of particles.
-        let meas = pf_measurement(&p, 10);
+        // handful of particles. For the plain resampling, the step test's measurement.
+        let meas = pf_measurement(&p, if case == "resampled" { 3 } else { 10 });
         let step = [TrackStep {
             slot: 0,
             dt_s: 0.043,
@@ -272,6 +282,13 @@ fn tempered_and_degenerate_steps_agree() {
                     est_cpu[0]
                 );
                 assert!(est_cpu[0].resampled);
+            }
+            "resampled" => {
+                assert!(
+                    est_cpu[0].resampled && est_cpu[0].temper == 1.0,
+                    "{:?}",
+                    est_cpu[0]
+                );
             }
             _ => assert!(!est_cpu[0].log_evidence.is_finite(), "{:?}", est_cpu[0]),
         }

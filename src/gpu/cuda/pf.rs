@@ -21,6 +21,8 @@
 //! Filters of fewer than `SMALL_FILTER` particles (the live path) use `pf_step_small` and
 //! `pf_sums_small`: one particle per thread in small blocks, so that a step of a few thousand
 //! particles runs on many SMs at once rather than on a few threads each working through two.
+//! Filters of at most `RS_SMALL_MAX` particles resample with `pf_resample_small`, the scan and
+//! the resampling in one block per track, instead of `pf_scan_local` and `pf_resample`.
 
 use std::sync::Arc;
 
@@ -54,6 +56,10 @@ const PART: usize = 48;
 const FIN_ROWS: usize = 64;
 /// Blocks of pf_temper_grid whose rows one block combines (kernels/pf.cu).
 const TEMPER_GROUP: usize = 32;
+/// Filters of at most this many particles resample with pf_resample_small: one block of
+/// RS_SMALL_THREADS per track (kernels/pf.cu).
+const RS_SMALL_THREADS: u32 = 1024;
+const RS_SMALL_MAX: usize = 4096;
 
 /// Whether a filter of `n` particles takes pf_step_small and pf_sums_small.
 fn small_filter(n: usize) -> bool {
@@ -150,6 +156,8 @@ struct Kernels {
     temper_grid: CudaFunction,
     scan_local: CudaFunction,
     resample: CudaFunction,
+    /// Scan and resampling in one block per track, for filters of at most RS_SMALL_MAX.
+    resample_small: CudaFunction,
     init: CudaFunction,
 }
 
@@ -388,6 +396,7 @@ impl CudaParticleFilter {
             temper_grid: gpu.function("pf_temper_grid")?,
             scan_local: gpu.function("pf_scan_local")?,
             resample: gpu.function("pf_resample")?,
+            resample_small: gpu.function("pf_resample_small")?,
             init: gpu.function("pf_init")?,
         };
         let lay = Layout::new(slots, p.pairs.len());
@@ -492,12 +501,41 @@ impl CudaParticleFilter {
     }
 
     /// Resample the step's tracks whose flag is in `mask` (bits 1 << flag), into the other
-    /// buffer.
+    /// buffer (roughening tempered tracks as it copies).
     fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
         let nb = n_tiles(self.n) as u32;
         let tile = tiling(self.n).1;
+        if nn <= RS_SMALL_MAX {
+            // SAFETY: argument list matches pf_resample_small; every buffer is sized for all
+            // slots, and n fits the kernel's shared cumulative sums.
+            unsafe {
+                s.launch_builder(&self.k.resample_small)
+                    .arg(&self.ptr.step)
+                    .arg(&self.ptr.tracks)
+                    .arg(&self.ptr.flags)
+                    .arg(&mask)
+                    .arg(&self.e)
+                    .arg(&self.partials)
+                    .arg(&nb)
+                    .arg(&tile)
+                    .arg(&self.ptr.sums)
+                    .arg(&mut self.s0)
+                    .arg(&mut self.s1)
+                    .arg(&mut self.m0)
+                    .arg(&mut self.m1)
+                    .arg(&mut self.log_w)
+                    .arg(&self.chol)
+                    .launch(LaunchConfig {
+                        grid_dim: (1, t as u32, 1),
+                        block_dim: (RS_SMALL_THREADS, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                    .map_err(err("pf_resample_small"))?;
+            }
+            return Ok(());
+        }
         // SAFETY: argument lists match kernels/pf.cu; every buffer is sized for all slots.
         unsafe {
             s.launch_builder(&self.k.scan_local)
@@ -1044,6 +1082,11 @@ mod tests {
             format!("#define PF_SMALL_BLOCK {PF_SMALL_BLOCK}"),
             format!("#define FIN_ROWS {FIN_ROWS}"),
             format!("#define TEMPER_GROUP {TEMPER_GROUP}"),
+            format!("#define RS_SMALL_THREADS {RS_SMALL_THREADS}"),
+            format!(
+                "#define RS_SMALL_PER {}",
+                RS_SMALL_MAX / RS_SMALL_THREADS as usize
+            ),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
