@@ -317,13 +317,7 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
     let mut spec = SceneSpec::preset("tetra")
         .ok_or_else(|| crate::error::Error::Usage("no tetra preset".into()))?;
     spec.duration_s = 8.0;
-    let mut cfg = Config::for_array(
-        spec.sensors_m.clone(),
-        spec.speed_of_sound_m_s,
-        spec.sample_rate_hz,
-    );
-    cfg.array.bounds_min_m = spec.bounds_min_m;
-    cfg.array.bounds_max_m = spec.bounds_max_m;
+    let mut cfg = spec.config();
     cfg.gcc.frame_samples = Some(4096);
     cfg.tracker.particles = particles;
     let cv = crate::config::default_models()
@@ -343,14 +337,7 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
         },
     );
     let mut src = SimSource::new(spec)?;
-    let mut asm = FrameAssembler::new(
-        cfg.channel_map(),
-        cfg.input_channels(),
-        cfg.frame_samples(),
-        cfg.hop_samples(),
-        cfg.sample_rate_hz(),
-        0,
-    );
+    let mut asm = FrameAssembler::for_config(&cfg, 0);
     let ch = src.channels();
     let mut buf = vec![0.0f32; ch * 4096];
     let mut frames = Vec::new();

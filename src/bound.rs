@@ -342,14 +342,7 @@ pub fn frame_bounds(
     truth: &Truth,
     target: u32,
 ) -> Result<Vec<FrameBound>> {
-    let mut asm = FrameAssembler::new(
-        cfg.channel_map(),
-        cfg.input_channels(),
-        cfg.frame_samples(),
-        cfg.hop_samples(),
-        cfg.sample_rate_hz(),
-        origin,
-    );
+    let mut asm = FrameAssembler::for_config(cfg, origin);
     let mut bt = BoundTracker::new(cfg, target);
     let ch = src.channels();
     let mut buf = vec![0.0f32; ch * 4096];

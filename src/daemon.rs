@@ -223,14 +223,7 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
     let mut src = open_source(&cfg, o)?;
     cfg.check_input(&src.describe(), src.channels(), src.sample_rate_hz())
         .map_err(Error::Config)?;
-    let mut asm = FrameAssembler::new(
-        cfg.channel_map(),
-        cfg.input_channels(),
-        cfg.frame_samples(),
-        cfg.hop_samples(),
-        cfg.sample_rate_hz(),
-        0,
-    );
+    let mut asm = FrameAssembler::for_config(&cfg, 0);
     let ch = src.channels();
     let mut buf = vec![0.0f32; ch * 4096];
     let started = Instant::now();

@@ -710,13 +710,7 @@ fn demo(
     if let Some(d) = duration {
         spec.duration_s = d;
     }
-    let mut cfg = Config::for_array(
-        spec.sensors_m.clone(),
-        spec.speed_of_sound_m_s,
-        spec.sample_rate_hz,
-    );
-    cfg.array.bounds_min_m = spec.bounds_min_m;
-    cfg.array.bounds_max_m = spec.bounds_max_m;
+    let cfg = spec.config();
     cfg.validate("demo")?;
     println!(
         "demo: {} ({} s at {} Hz, SNR {} dB); simulating and tracking in memory...",

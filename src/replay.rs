@@ -197,14 +197,7 @@ pub fn replay_source(
         },
     );
     let hop = cfg.hop_samples();
-    let mut asm = FrameAssembler::new(
-        cfg.channel_map(),
-        cfg.input_channels(),
-        cfg.frame_samples(),
-        hop,
-        cfg.sample_rate_hz(),
-        origin,
-    );
+    let mut asm = FrameAssembler::for_config(cfg, origin);
     let total = src.total_frames().unwrap_or(0);
     let bar = if opts.progress {
         let pb = indicatif::ProgressBar::new(total);

@@ -133,13 +133,7 @@ fn failing_backend_moves_to_cpu_without_losing_frames() {
     let mut spec = SceneSpec::preset("harbour").unwrap();
     spec.duration_s = 6.0;
     for (fail_gcc, fail_pf) in [(40u64, u64::MAX), (u64::MAX, 60), (30, 30)] {
-        let mut cfg = sonotrack::config::Config::for_array(
-            spec.sensors_m.clone(),
-            spec.speed_of_sound_m_s,
-            spec.sample_rate_hz,
-        );
-        cfg.array.bounds_min_m = spec.bounds_min_m;
-        cfg.array.bounds_max_m = spec.bounds_max_m;
+        let cfg = spec.config();
         let backends = backend::select(&cfg, BackendChoice::Cpu).unwrap();
         let mut pipe = Pipeline::new(
             &cfg,
@@ -163,14 +157,7 @@ fn failing_backend_moves_to_cpu_without_losing_frames() {
             }
             sonotrack::scene::Truth::parse(&csv).unwrap()
         };
-        let mut asm = FrameAssembler::new(
-            cfg.channel_map(),
-            cfg.input_channels(),
-            cfg.frame_samples(),
-            cfg.hop_samples(),
-            cfg.sample_rate_hz(),
-            0,
-        );
+        let mut asm = FrameAssembler::for_config(&cfg, 0);
         let mut rec = Recorder::default();
         pipe.run(
             &mut sim,
@@ -255,13 +242,7 @@ impl sonotrack::track::ParticleFilter for Overlapping {
 fn birth_search_during_the_step_changes_nothing() {
     let mut spec = SceneSpec::preset("two-boats").unwrap();
     spec.duration_s = 8.0;
-    let mut cfg = sonotrack::config::Config::for_array(
-        spec.sensors_m.clone(),
-        spec.speed_of_sound_m_s,
-        spec.sample_rate_hz,
-    );
-    cfg.array.bounds_min_m = spec.bounds_min_m;
-    cfg.array.bounds_max_m = spec.bounds_max_m;
+    let mut cfg = spec.config();
     cfg.tracker.particles = 4096;
     cfg.tracker.max_tracks = 2;
     let overlapped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -288,14 +269,7 @@ fn birth_search_during_the_step_changes_nothing() {
             );
         }
         let mut sim = SimSource::new(spec.clone()).unwrap();
-        let mut asm = FrameAssembler::new(
-            cfg.channel_map(),
-            cfg.input_channels(),
-            cfg.frame_samples(),
-            cfg.hop_samples(),
-            cfg.sample_rate_hz(),
-            0,
-        );
+        let mut asm = FrameAssembler::for_config(&cfg, 0);
         let mut reports = Vec::new();
         pipe.run(
             &mut sim,

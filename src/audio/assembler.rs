@@ -30,6 +30,19 @@ pub struct FrameAssembler {
 }
 
 impl FrameAssembler {
+    /// The assembler a configuration describes (its channel map, input channels, frame, hop
+    /// and sample rate); `origin` as for [`FrameAssembler::new`].
+    pub fn for_config(cfg: &crate::config::Config, origin: u64) -> Self {
+        Self::new(
+            cfg.channel_map(),
+            cfg.input_channels(),
+            cfg.frame_samples(),
+            cfg.hop_samples(),
+            cfg.sample_rate_hz(),
+            origin,
+        )
+    }
+
     /// `map[i]` is the input channel of sensor i; `origin` is the sample index of the first
     /// sample that will be pushed.
     pub fn new(

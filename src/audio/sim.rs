@@ -300,6 +300,19 @@ impl SceneSpec {
         Ok(())
     }
 
+    /// The configuration a replay of this scene starts from: its array, speed of sound,
+    /// sample rate and search bounds, everything else at the defaults.
+    pub fn config(&self) -> crate::config::Config {
+        let mut cfg = crate::config::Config::for_array(
+            self.sensors_m.clone(),
+            self.speed_of_sound_m_s,
+            self.sample_rate_hz,
+        );
+        cfg.array.bounds_min_m = self.bounds_min_m;
+        cfg.array.bounds_max_m = self.bounds_max_m;
+        cfg
+    }
+
     pub fn n_samples(&self) -> u64 {
         (self.duration_s * f64::from(self.sample_rate_hz)).round() as u64
     }
