@@ -65,6 +65,9 @@ pub fn select(cfg: &Config, choice: BackendChoice) -> Result<Backends> {
 pub struct FaultyCorrelator {
     inner: CpuCorrelator,
     pub fail_at_seq: u64,
+    /// The batch it asks replays for (1, as the CPU's, unless set: more makes a replay
+    /// correlate ahead on a second thread, as with a GPU).
+    pub batch: usize,
 }
 
 impl FaultyCorrelator {
@@ -72,7 +75,14 @@ impl FaultyCorrelator {
         Self {
             inner: CpuCorrelator::new(params),
             fail_at_seq,
+            batch: 1,
         }
+    }
+
+    /// Ask replays for batches of `batch` frames.
+    pub fn with_batch(mut self, batch: usize) -> Self {
+        self.batch = batch.max(1);
+        self
     }
 }
 
@@ -96,6 +106,9 @@ impl Correlator for FaultyCorrelator {
             ));
         }
         self.inner.correlate(frames, out, want_curves)
+    }
+    fn preferred_batch(&self) -> usize {
+        self.batch
     }
 }
 

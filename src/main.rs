@@ -428,6 +428,10 @@ fn run(cmd: Cmd) -> Result<()> {
                     "processing_s": summary.counters.proc_total.as_secs_f64(),
                     "checks_s": summary.counters.check_total.as_secs_f64(),
                     "gcc_s": summary.counters.gcc_total.as_secs_f64(),
+                    // Checks and correlation not hidden behind the tracking (all of them unless
+                    // "overlapped").
+                    "prep_exposed_s": summary.counters.prep_exposed.as_secs_f64(),
+                    "overlapped": summary.counters.overlapped,
                     "filter_s": summary.filter_wall.as_secs_f64(),
                     "frames_in": summary.counters.frames_in,
                     "frames_processed": summary.counters.frames_processed,

@@ -127,56 +127,127 @@ fn same_seed_same_bytes() {
 }
 
 /// A backend that fails at a chosen frame (as a GPU might mid-run): processing moves to the CPU
-/// from that frame on, the failed frame is redone, and no frame is lost.
+/// from that frame on, the failed frame is redone, and no frame is lost. Frame by frame, and in
+/// batches correlated ahead on a second thread (as a GPU replay runs).
 #[test]
 fn failing_backend_moves_to_cpu_without_losing_frames() {
     let mut spec = SceneSpec::preset("harbour").unwrap();
     spec.duration_s = 6.0;
-    for (fail_gcc, fail_pf) in [(40u64, u64::MAX), (u64::MAX, 60), (30, 30)] {
-        let cfg = spec.config();
-        let backends = backend::select(&cfg, BackendChoice::Cpu).unwrap();
-        let mut pipe = Pipeline::new(
-            &cfg,
-            backends,
-            SinkSet::default(),
-            PipelineOptions::default(),
-        )
-        .with_backends(
-            Box::new(FaultyCorrelator::new(
-                GccParams::from_config(&cfg),
-                fail_gcc,
-            )),
-            Box::new(FaultyFilter::new(FilterParams::from_config(&cfg), fail_pf)),
-        );
-        assert_eq!(pipe.backend(), "faulty");
+    for batch in [1, 16] {
+        for (fail_gcc, fail_pf) in [(40u64, u64::MAX), (u64::MAX, 60), (30, 30), (3, 50)] {
+            let cfg = spec.config();
+            let (mut pipe, truth) = faulty_pipeline(&spec, fail_gcc, fail_pf, batch);
+            assert_eq!(pipe.backend(), "faulty");
+            let mut sim = SimSource::new(spec.clone()).unwrap();
+            let mut asm = FrameAssembler::for_config(&cfg, 0);
+            let mut rec = Recorder::default();
+            pipe.run(
+                &mut sim,
+                &mut asm,
+                None,
+                &mut |v| rec.push(v.t_centre_s, v.reports.first().map(|r| (r.t_s, r.position))),
+                &mut |_| {},
+            )
+            .unwrap();
+            let c = &pipe.counters;
+            let case = format!("batch {batch}, gcc fails at {fail_gcc}, filter at {fail_pf}");
+            assert_eq!(pipe.backend(), "cpu", "{case}");
+            assert_eq!(
+                c.frames_in, c.frames_processed,
+                "every frame processed: {case}"
+            );
+            assert!(c.frames_in > 100, "{case}");
+            assert_eq!(c.frames_dropped(), 0);
+            assert_eq!(c.backend_switches, 1, "one switch: {case}");
+            assert_eq!(c.overlapped, batch > 1, "{case}");
+            let a = rec.accuracy(&truth, 0, 2.0, 1.0).unwrap();
+            eprintln!("{case}: {a}");
+            assert!(a.rmse_m < 0.1, "{case}: {a}");
+            assert!(pipe.status(6.0).backend_switches == 1);
+        }
+    }
+}
+
+/// A pipeline on a simulated scene whose correlator fails at frame `fail_gcc` and whose filter
+/// at `fail_pf` (`u64::MAX`: never), the correlator asking for batches of `batch`; and the
+/// scene's truth.
+fn faulty_pipeline(
+    spec: &SceneSpec,
+    fail_gcc: u64,
+    fail_pf: u64,
+    batch: usize,
+) -> (Pipeline, sonotrack::scene::Truth) {
+    let cfg = spec.config();
+    let backends = backend::select(&cfg, BackendChoice::Cpu).unwrap();
+    let pipe = Pipeline::new(
+        &cfg,
+        backends,
+        SinkSet::default(),
+        PipelineOptions::default(),
+    )
+    .with_backends(
+        Box::new(FaultyCorrelator::new(GccParams::from_config(&cfg), fail_gcc).with_batch(batch)),
+        Box::new(FaultyFilter::new(FilterParams::from_config(&cfg), fail_pf)),
+    );
+    let sim = SimSource::new(spec.clone()).unwrap();
+    let mut csv = String::new();
+    for (t, i, p) in sim.truth() {
+        csv.push_str(&format!("{t},{i},{},{},{}\n", p[0], p[1], p[2]));
+    }
+    (pipe, sonotrack::scene::Truth::parse(&csv).unwrap())
+}
+
+/// Correlating ahead on a second thread (batches, as a GPU replay runs) changes nothing in
+/// what is tracked, whatever the batch size, and every frame's time is accounted for.
+#[test]
+fn correlating_ahead_changes_nothing() {
+    let mut spec = SceneSpec::preset("harbour").unwrap();
+    spec.duration_s = 5.0;
+    let cfg = spec.config();
+    let mut runs = Vec::new();
+    for batch in [1, 7, 64] {
+        let (mut pipe, _) = faulty_pipeline(&spec, u64::MAX, u64::MAX, batch);
         let mut sim = SimSource::new(spec.clone()).unwrap();
-        let truth = {
-            let mut csv = String::new();
-            for (t, i, p) in sim.truth() {
-                csv.push_str(&format!("{t},{i},{},{},{}\n", p[0], p[1], p[2]));
-            }
-            sonotrack::scene::Truth::parse(&csv).unwrap()
-        };
         let mut asm = FrameAssembler::for_config(&cfg, 0);
-        let mut rec = Recorder::default();
+        let mut reports = Vec::new();
+        let mut seqs = Vec::new();
         pipe.run(
             &mut sim,
             &mut asm,
             None,
-            &mut |v| rec.push(v.t_centre_s, v.reports.first().map(|r| (r.t_s, r.position))),
+            &mut |v| {
+                seqs.push(v.seq);
+                for r in v.reports {
+                    reports.push((v.seq, r.id, r.position.map(f64::to_bits)));
+                }
+            },
             &mut |_| {},
         )
         .unwrap();
         let c = &pipe.counters;
-        assert_eq!(pipe.backend(), "cpu");
-        assert_eq!(c.frames_in, c.frames_processed, "every frame processed");
-        assert_eq!(c.frames_dropped(), 0);
-        assert_eq!(c.backend_switches, 1, "one switch ({fail_gcc}, {fail_pf})");
-        let a = rec.accuracy(&truth, 0, 2.0, 1.0).unwrap();
-        eprintln!("fail at gcc {fail_gcc} / pf {fail_pf}: {a}");
-        assert!(a.rmse_m < 0.1, "{a}");
-        assert!(pipe.status(6.0).backend_switches == 1);
+        assert_eq!(c.frames_in, c.frames_processed);
+        assert_eq!(c.frames_in as usize, seqs.len());
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "frames in order");
+        assert_eq!(c.overlapped, batch > 1);
+        // Processing time covers the tracking and whatever of the preparation was not hidden.
+        assert!(c.proc_total >= c.prep_exposed + pipe.tracker().filter_wall);
+        if batch == 1 {
+            assert_eq!(c.prep_exposed, c.check_total + c.gcc_total);
+        }
+        eprintln!(
+            "batch {batch}: {} frames, {} reports, {:.0} us per frame ({:.0} exposed of checks {:.0} and GCC {:.0})",
+            seqs.len(),
+            reports.len(),
+            c.proc_total.as_secs_f64() * 1e6 / seqs.len() as f64,
+            c.prep_exposed.as_secs_f64() * 1e6 / seqs.len() as f64,
+            c.check_total.as_secs_f64() * 1e6 / seqs.len() as f64,
+            c.gcc_total.as_secs_f64() * 1e6 / seqs.len() as f64,
+        );
+        runs.push((seqs, reports));
     }
+    assert!(runs[0].1.len() > 100, "a boat is tracked");
+    assert_eq!(runs[0], runs[1]);
+    assert_eq!(runs[0], runs[2]);
 }
 
 /// A CPU filter that runs the caller's work during its step, as the GPU filter does while the

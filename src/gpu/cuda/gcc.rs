@@ -87,6 +87,8 @@ struct Plans {
 
 pub struct CudaCorrelator {
     gpu: Arc<Gpu>,
+    /// The correlator's work runs here (and on `copy_stream`), apart from the filter's.
+    stream: Arc<CudaStream>,
     params: GccParams,
     batch: usize,
     f_window: CudaFunction,
@@ -128,7 +130,9 @@ impl CudaCorrelator {
         // At most 64 MiB of frames per call (page-locked host memory is a scarce resource).
         let frame_bytes = (params.channels * params.frame_len * 4).max(1);
         let batch = batch.clamp(1, (64 << 20) / frame_bytes).max(1);
-        let s = gpu.stream.clone();
+        // A stream of its own, so that a replay's correlation of the next batch (on a second
+        // thread) runs beside the filter's steps on the device.
+        let s = gpu.stream.fork().map_err(err("creating the correlator's stream"))?;
         let (c, p, nb) = (params.channels, params.pairs.len(), params.n_bins());
         let alloc = |n: usize| {
             s.alloc_zeros::<f32>(n.max(1))
@@ -176,6 +180,7 @@ impl CudaCorrelator {
             d_maxlag,
             d_taps,
             copy_stream: s.fork().map_err(err("creating the upload stream"))?,
+            stream: s.clone(),
             plans: HashMap::new(),
             graphs: HashMap::new(),
             host_in: Pinned::new(batch * c * params.frame_len)?,
@@ -230,7 +235,7 @@ impl CudaCorrelator {
                     (frames * self.params.pairs.len()).max(1) as i32,
                 )
                 .map_err(err("cuFFT C2R plan"))?;
-                let st = self.gpu.stream.cu_stream() as fft_sys::cudaStream_t;
+                let st = self.stream.cu_stream() as fft_sys::cudaStream_t;
                 fft::set_stream(r2c, st).map_err(err("cuFFT stream"))?;
                 fft::set_stream(c2r, st).map_err(err("cuFFT stream"))?;
                 Plans { r2c, c2r }
@@ -252,7 +257,7 @@ impl CudaCorrelator {
     fn enqueue(&mut self, b: usize, want_curves: bool) -> Result<(), BackendError> {
         let p = self.params.clone();
         let (c, np, k) = (p.channels, p.pairs.len(), p.peaks_per_pair);
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let row = c * p.frame_len;
         for (i, (f0, n)) in parts(b, row * 4).enumerate() {
             if n == b {
@@ -311,7 +316,7 @@ impl CudaCorrelator {
         let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
         let plans = self.plans(n)?;
         let (r2c, c2r) = (plans.r2c, plans.c2r);
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         // Device addresses of this part's frames in each buffer (f32 elements of 4 bytes).
         let at =
             |buf: &CudaSlice<f32>, per_frame: usize| dptr(buf, &s) + (f0 * per_frame * 4) as u64;
@@ -435,7 +440,7 @@ impl CudaCorrelator {
             self.plans(n)?;
         }
         if !self.graphs.contains_key(&(b, want_curves)) {
-            let s = self.gpu.stream.clone();
+            let s = self.stream.clone();
             let g = capture(&s, || self.enqueue(b, want_curves))?;
             self.graphs.insert((b, want_curves), g);
         }
@@ -487,7 +492,7 @@ impl CudaCorrelator {
         }
         self.filled = self.filled.max(run);
         self.prepare(run, want_curves)?;
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         self.timer.start(&s)?;
         match self.graphs.get_mut(&(run, want_curves)) {
             Some(Some(g)) => g.launch()?,
@@ -552,6 +557,11 @@ impl Correlator for CudaCorrelator {
                 "frames and outputs differ in number",
             ));
         }
+        // A replay calls from a second thread (the pipeline correlates ahead of the tracker).
+        self.gpu
+            .ctx
+            .bind_to_thread()
+            .map_err(err("making the CUDA context current"))?;
         let mut total_s = 0.0;
         let mut total_bytes = 0;
         for (fr, o) in frames.chunks(self.batch).zip(out.chunks_mut(self.batch)) {

@@ -1,5 +1,6 @@
-//! The CUDA backend: one context, stream and kernel module per process, shared by the
-//! correlator and the particle-filter bank.
+//! The CUDA backend: one context and kernel module per process, shared by the correlator and
+//! the particle-filter bank; the filter works on the context's stream, the correlator on one of
+//! its own (a replay correlates the next batch on a second thread while the filter steps).
 //!
 //! Loading. cudarc opens libcuda, libnvrtc and libcufft at run time and *panics* when one is
 //! missing, or present but lacking a symbol (an older driver than the CUDA version it was built
@@ -137,10 +138,12 @@ fn start() -> Result<Arc<Gpu>, String> {
     let module = ctx
         .load_module(image)
         .map_err(|e| format!("{name}: cannot load the compiled kernels: {e}"))?;
-    // SAFETY: sonotrack's device work runs on this one stream, except the correlator's uploads
-    // of a batch's later parts on a second stream, which are ordered against this one by events
-    // the correlator records and waits on itself (src/gpu/cuda/gcc.rs: enqueue); so cudarc's
-    // own tracking of uses across streams is not needed.
+    // SAFETY: the filter's device work runs on this one stream and the correlator's on a stream
+    // of its own (forked from this one when it is made, so after anything queued here before);
+    // the two share no buffers. The correlator's uploads of a batch's later parts run on a
+    // third stream, ordered against its own by events it records and waits on itself
+    // (src/gpu/cuda/gcc.rs: enqueue). So cudarc's own tracking of uses across streams is not
+    // needed.
     unsafe { ctx.disable_event_tracking() };
     // A stream of our own (not the legacy default stream, which cannot be captured into a
     // graph).
