@@ -114,6 +114,12 @@ __device__ __forceinline__ float4 normals4(uint4 w) {
 struct StepParams {
     u64 seed;
     u64 frame;
+    // Device addresses of the host's page-locked copies of the step's sums, flags and
+    // tempering exponents (0: none, and a copy brings them back): what is written to `sums_out`,
+    // `flags` and `betas` is written there too, so the host reads it without a copy.
+    u64 mirror_sums;
+    u64 mirror_flags;
+    u64 mirror_betas;
     u32 n;            // particles per track
     u32 n_models;
     u32 n_sensors;

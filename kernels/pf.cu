@@ -428,10 +428,15 @@ __device__ __forceinline__ u32 finalize_write(const StepParams* sp, const double
                                               u32 before, u32 after_slow, double* out,
                                               u32* flags) {
     u32 flag = FLAG_KEEP;
-    if (threadIdx.x >= 1 && threadIdx.x < PART - 1) out[(size_t)t * PART + threadIdx.x] = fin[threadIdx.x];
+    double* mirror = (double*)sp->mirror_sums;
+    if (threadIdx.x >= 1 && threadIdx.x < PART - 1) {
+        out[(size_t)t * PART + threadIdx.x] = fin[threadIdx.x];
+        if (mirror) mirror[(size_t)t * PART + threadIdx.x] = fin[threadIdx.x];
+    }
     if (threadIdx.x == 0) {
         double mx = fin[0];
         out[(size_t)t * PART] = mx;
+        if (mirror) mirror[(size_t)t * PART] = mx;
         // src/gpu/cuda/pf.rs and src/track/pf.rs: degenerate, needs_temper, resampled.
         double s = fin[1], s2 = fin[2], n = (double)sp->n;
         float ess = (float)(s * s / fmax(s2, 1e-300));
@@ -447,6 +452,7 @@ __device__ __forceinline__ u32 finalize_write(const StepParams* sp, const double
             flag = low ? FLAG_RESAMPLE : FLAG_KEEP;
         }
         flags[t] = flag;
+        if (sp->mirror_flags) ((u32*)sp->mirror_flags)[t] = flag;
     }
     return flag;
 }
@@ -634,7 +640,8 @@ __device__ void temper_column_sums(const double* rows, u32 n_rows, double* tot) 
     __syncthreads();
 }
 
-__device__ void temper_choose(const StepParams* sp, const double* tot, float* beta_out) {
+// The exponent for track t (thread 0), into betas[t] and the host's copy.
+__device__ void temper_choose(const StepParams* sp, const double* tot, u32 t, float* betas) {
     if (threadIdx.x == 0) {
         double n = (double)sp->n;
         float beta = ldexpf(1.0f, -TEMPER_G);
@@ -645,7 +652,8 @@ __device__ void temper_choose(const StepParams* sp, const double* tot, float* be
                 break;
             }
         }
-        *beta_out = beta;
+        betas[t] = beta;
+        if (sp->mirror_betas) ((float*)sp->mirror_betas)[t] = beta;
     }
 }
 
@@ -659,7 +667,10 @@ pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags
     u32 t = blockIdx.y;
     if (flags[t] != FLAG_TEMPER) {
         // Tracks that do not temper keep the whole update.
-        if (blockIdx.x == 0 && threadIdx.x == 0) betas[t] = 1.0f;
+        if (blockIdx.x == 0 && threadIdx.x == 0) {
+            betas[t] = 1.0f;
+            if (sp->mirror_betas) ((float*)sp->mirror_betas)[t] = 1.0f;
+        }
         return; // uniform over the block
     }
     u32 n = sp->n;
@@ -717,7 +728,7 @@ pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags
         if (!last_to_arrive(&tk[0], n_groups, &last)) return;
         temper_column_sums(groups + (size_t)t * n_groups * CHOOSE_COLS, n_groups, tot);
     }
-    temper_choose(sp, tot, betas + t);
+    temper_choose(sp, tot, t, betas);
 }
 
 #define SCAN_BLOCK 1024
@@ -1028,6 +1039,15 @@ struct InitParams {
     u32 pad;
     u64 frame;
 };
+
+// The step's parameters, from the host's page-locked copy (mapped into the device's address
+// space) into device memory: as the first node of the step's graph this is cheaper than a copy
+// node (BENCHMARKS.md). `n16` 16-byte words; read uncached, since the host rewrites them
+// between launches.
+extern "C" __global__ void pf_fetch(const uint4* src, uint4* dst, u32 n16) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += gridDim.x * blockDim.x)
+        dst[i] = __ldcv(src + i);
+}
 
 extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, float* s0,
                                    float* s1, u32* m0, u32* m1, float* log_w) {

@@ -251,7 +251,8 @@ impl Pipeline {
     /// `observe`. `share` is each frame's part of the work done for the batch before (checks,
     /// correlation). A failing filter moves to the CPU and the frame is redone there; the
     /// correlator is left to the caller (see [`Self::tracker_to_cpu`]). Returns the time the
-    /// frames took here.
+    /// frames took here (their processing time, which status messages and `proc_total` count)
+    /// and the time spent outside it (in `observe` and emitting status messages).
     fn track_frames(
         &mut self,
         frames: &[Frame],
@@ -259,8 +260,9 @@ impl Pipeline {
         health: &[FrameHealth],
         share: Duration,
         observe: &mut dyn FnMut(&FrameView),
-    ) -> Result<Duration> {
+    ) -> Result<(Duration, Duration)> {
         let mut total = Duration::ZERO;
+        let mut outside = Duration::ZERO;
         for ((frame, gcc), health) in frames.iter().zip(gcc).zip(health) {
             let start = Instant::now();
             self.counters.frames_in += 1;
@@ -319,6 +321,7 @@ impl Pipeline {
             self.window.0 += took;
             self.window.1 = self.window.1.max(took);
             self.window.2 += 1;
+            let after = Instant::now();
             let now_s = if self.opts.live {
                 self.started.elapsed().as_secs_f64()
             } else {
@@ -335,8 +338,9 @@ impl Pipeline {
                 gcc,
                 health,
             });
+            outside += after.elapsed();
         }
-        Ok(total)
+        Ok((total, outside))
     }
     pub fn status(&self, t_s: f64) -> StatusMessage {
         let (sum, max, n) = self.window;
@@ -397,6 +401,7 @@ impl Pipeline {
                 cor,
                 ready: None,
                 spare: Batch::default(),
+                pool: prep_pool(),
             })
         } else {
             None
@@ -435,6 +440,14 @@ impl Pipeline {
         let fs = f64::from(source.sample_rate_hz());
         let mut last_t = 0.0;
         let mut pending: Vec<Frame> = Vec::with_capacity(batch);
+        // An overlapped replay starts with small batches that double up to `batch`: the first
+        // batch's preparation has nothing to hide behind, and the first frames (no track yet)
+        // are quick to track.
+        let mut target = if ahead.is_some() {
+            batch.min(FIRST_BATCH)
+        } else {
+            batch
+        };
         let mut flush = |me: &mut Self,
                          pending: &mut Vec<Frame>,
                          ahead: Option<&mut Ahead>,
@@ -474,8 +487,9 @@ impl Pipeline {
             }
             while let Some(frame) = assembler.pop() {
                 pending.push(frame);
-                if pending.len() >= batch {
+                if pending.len() >= target {
                     flush(self, &mut pending, ahead.as_deref_mut(), assembler, false)?;
+                    target = (target * 2).min(batch);
                 }
             }
             progress(read_total);
@@ -519,14 +533,21 @@ impl Pipeline {
         };
         let want = self.opts.want_curves;
         let cor = &mut a.cor;
+        let pool = a.pool.as_ref();
         let (tracked, prepared) = std::thread::scope(|s| {
             let worker = next.as_mut().map(|b| {
                 s.spawn(move || {
-                    let t0 = Instant::now();
-                    b.check();
-                    let checked = t0.elapsed();
-                    let r = correlate(cor.as_mut(), &b.frames, &mut b.gcc, want);
-                    (r, checked, t0.elapsed().saturating_sub(checked))
+                    let mut prep = move || {
+                        let t0 = Instant::now();
+                        b.check();
+                        let checked = t0.elapsed();
+                        let r = correlate(cor.as_mut(), &b.frames, &mut b.gcc, want);
+                        (r, checked, t0.elapsed().saturating_sub(checked))
+                    };
+                    match pool {
+                        Some(p) => p.install(prep),
+                        None => prep(),
+                    }
                 })
             });
             let tracked =
@@ -535,7 +556,7 @@ impl Pipeline {
                 worker.map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             (tracked, prepared)
         });
-        let tracking = tracked?;
+        let (tracking, outside) = tracked?;
         if let Some(f) = cur.frames.last() {
             *last_t = f.centre_time_s();
         }
@@ -555,7 +576,15 @@ impl Pipeline {
         if self.tracker.backend() == "cpu" {
             self.correlator_to_cpu(&mut a.cor);
         }
-        let exposed = start.elapsed().saturating_sub(tracking);
+        let exposed = start.elapsed().saturating_sub(tracking + outside);
+        log::debug!(
+            "overlapped batch: {} frames tracked in {:.0} us ({:.0} us outside the tracking), the next {} prepared, {:.0} us not hidden",
+            cur.frames.len(),
+            tracking.as_secs_f64() * 1e6,
+            outside.as_secs_f64() * 1e6,
+            next.as_ref().map_or(0, |b| b.frames.len()),
+            exposed.as_secs_f64() * 1e6
+        );
         self.counters.prep_exposed += exposed;
         self.counters.proc_total += exposed;
         self.window.0 += exposed;
@@ -601,6 +630,9 @@ impl Pipeline {
         Ok(())
     }
 }
+
+/// The first batch of an overlapped replay (see [`Pipeline::run`]).
+pub const FIRST_BATCH: usize = 8;
 
 /// Zero non-finite samples and find unusable channels in every frame (on the rayon pool for a
 /// batch: a 5-channel frame of 4096 samples takes 15-30 us on one core; replays check 64 at a
@@ -653,4 +685,28 @@ struct Ahead {
     cor: Box<dyn Correlator>,
     ready: Option<Batch>,
     spare: Batch,
+    /// Threads for the second thread's parallel parts (the checks, the GPU correlator's staging
+    /// copy), fewer than the cores, so that they do not crowd out the tracker's thread.
+    pool: Option<rayon::ThreadPool>,
+}
+
+/// The pool an overlapped replay prepares batches on: a quarter of the cores, one to four
+/// threads (None, and the global pool, if it cannot be made).
+fn prep_pool() -> Option<rayon::ThreadPool> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = std::env::var("SONOTRACK_PREP_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or((cores / 4).clamp(1, 4));
+    if n == 0 {
+        return None;
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("sonotrack-prep-{i}"))
+        .build()
+        .map_err(|e| {
+            log::warn!("no thread pool for the replay's preparation ({e}); using the global one")
+        })
+        .ok()
 }

@@ -132,7 +132,10 @@ impl CudaCorrelator {
         let batch = batch.clamp(1, (64 << 20) / frame_bytes).max(1);
         // A stream of its own, so that a replay's correlation of the next batch (on a second
         // thread) runs beside the filter's steps on the device.
-        let s = gpu.stream.fork().map_err(err("creating the correlator's stream"))?;
+        let s = gpu
+            .stream
+            .fork()
+            .map_err(err("creating the correlator's stream"))?;
         let (c, p, nb) = (params.channels, params.pairs.len(), params.n_bins());
         let alloc = |n: usize| {
             s.alloc_zeros::<f32>(n.max(1))
@@ -198,6 +201,13 @@ impl CudaCorrelator {
         // replay) are made now, so that the first frames do not pay for them.
         me.prepare(1, false)?;
         me.prepare(batch, false)?;
+        // And the sizes an overlapped replay starts with (src/pipeline.rs: FIRST_BATCH, doubling
+        // up to the batch).
+        let mut b = crate::pipeline::FIRST_BATCH;
+        while b < batch {
+            me.prepare(b, false)?;
+            b *= 2;
+        }
         Ok(me)
     }
 

@@ -117,11 +117,21 @@ unsafe impl<T: Pod> Send for Pinned<T> {}
 
 impl<T: Pod> Pinned<T> {
     pub fn new(len: usize) -> Result<Self, BackendError> {
+        Self::with_flags(len, 0)
+    }
+
+    /// Page-locked memory that kernels can also write directly (mapped into the device's
+    /// address space: see [`Self::device_ptr`]).
+    pub fn mapped(len: usize) -> Result<Self, BackendError> {
+        Self::with_flags(len, cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP)
+    }
+
+    fn with_flags(len: usize, flags: u32) -> Result<Self, BackendError> {
         let len = len.max(1);
         let bytes = len * std::mem::size_of::<T>();
-        // SAFETY: cuMemHostAlloc with no flags returns `bytes` of page-locked memory (page
-        // aligned, so aligned for any Pod type) or an error; it is zeroed before any read.
-        let ptr = unsafe { result::malloc_host(bytes, 0) }
+        // SAFETY: cuMemHostAlloc returns `bytes` of page-locked memory (page aligned, so
+        // aligned for any Pod type) or an error; it is zeroed before any read.
+        let ptr = unsafe { result::malloc_host(bytes, flags) }
             .map_err(err("allocating page-locked host memory"))? as *mut T;
         if ptr.is_null() {
             return Err(BackendError::new(
@@ -140,6 +150,16 @@ impl<T: Pod> Pinned<T> {
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The device's address of memory made by [`Self::mapped`] (an error for other memory).
+    pub fn device_ptr(&self) -> Result<u64, BackendError> {
+        let mut d = 0u64;
+        // SAFETY: `ptr` came from cuMemHostAlloc; the call only writes the address into `d`.
+        unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.cast(), 0) }
+            .result()
+            .map_err(err("mapping page-locked memory into the device"))?;
+        Ok(d)
     }
 
     pub fn is_empty(&self) -> bool {

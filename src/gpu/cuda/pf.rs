@@ -95,6 +95,12 @@ const FLAG_RESET_RESAMPLE: u32 = 7;
 struct StepParams {
     seed: u64,
     frame: u64,
+    /// Device addresses of the parts of `down` (page-locked, mapped), which the kernels write
+    /// besides their own copies; 0 where the memory could not be mapped (then a copy brings them
+    /// back).
+    mirror_sums: u64,
+    mirror_flags: u64,
+    mirror_betas: u64,
     n: u32,
     n_models: u32,
     n_sensors: u32,
@@ -159,6 +165,22 @@ struct Kernels {
     /// Scan and resampling in one block per track, for filters of at most RS_SMALL_MAX.
     resample_small: CudaFunction,
     init: CudaFunction,
+    fetch: CudaFunction,
+}
+
+/// Page-locked host memory mapped into the device (with its device address), or, where that
+/// fails, page-locked memory that copies move.
+fn mapped_or_not(len: usize) -> Result<(Pinned<u8>, Option<u64>), BackendError> {
+    match Pinned::<u8>::mapped(len).and_then(|d| {
+        let at = d.device_ptr()?;
+        Ok((d, at))
+    }) {
+        Ok((d, at)) => Ok((d, Some(at))),
+        Err(e) => {
+            log::info!("{e}; the filter's parameters and results move by copies");
+            Ok((Pinned::new(len)?, None))
+        }
+    }
 }
 
 /// Byte offsets of the parts of the per-step upload (`up`) and download (`down`) buffers.
@@ -252,6 +274,10 @@ pub struct CudaParticleFilter {
     ptr: Ptrs,
     up: Pinned<u8>,
     down: Pinned<u8>,
+    /// The device's address of `down`, when the kernels write it directly.
+    mirror: Option<u64>,
+    /// The device's address of `up`, when a kernel reads it directly.
+    up_mapped: Option<u64>,
     partials: CudaSlice<f32>,
     /// Scratch for the finalize at the end of pf_step and pf_sums: one f64 row of sums per
     /// group of FIN_ROWS tile rows.
@@ -398,6 +424,7 @@ impl CudaParticleFilter {
             resample: gpu.function("pf_resample")?,
             resample_small: gpu.function("pf_resample_small")?,
             init: gpu.function("pf_init")?,
+            fetch: gpu.function("pf_fetch")?,
         };
         let lay = Layout::new(slots, p.pairs.len());
         let d_up = u8s(lay.up_len)?;
@@ -415,6 +442,12 @@ impl CudaParticleFilter {
             flags: down0 + lay.flags as u64,
             betas: down0 + lay.betas as u64,
         };
+        // The kernels write the sums, flags and exponents straight into `down` as well, so a
+        // step needs no copy back, and a one-block kernel reads `up` where it is, so none
+        // there either (graph nodes cheaper than copies; measured in BENCHMARKS.md). Without
+        // mapped memory, copies do it.
+        let (down, mirror) = mapped_or_not(lay.down_len)?;
+        let (up, up_mapped) = mapped_or_not(lay.up_len)?;
         Ok(Self {
             s0: f32s(slots * STATE_DIM * n)?,
             s1: f32s(slots * STATE_DIM * n)?,
@@ -428,8 +461,10 @@ impl CudaParticleFilter {
             _d_up: d_up,
             _d_down: d_down,
             d_init: u8s(std::mem::size_of::<InitParams>())?,
-            up: Pinned::new(lay.up_len)?,
-            down: Pinned::new(lay.down_len)?,
+            up,
+            up_mapped,
+            down,
+            mirror,
             lay,
             ptr,
             partials: f32s(slots * n_tiles(n) * PART)?,
@@ -467,9 +502,13 @@ impl CudaParticleFilter {
             Some((lo, hi)) => (1, lo, hi),
             None => (0, [0.0; 3], [0.0; 3]),
         };
+        let at = |off: usize| self.mirror.map_or(0, |m| m + off as u64);
         StepParams {
             seed: p.seed,
             frame: meas.frame,
+            mirror_sums: at(self.lay.sums),
+            mirror_flags: at(self.lay.flags),
+            mirror_betas: at(self.lay.betas),
             n: self.n as u32,
             n_models: p.n_models() as u32,
             n_sensors: p.sensors.len() as u32,
@@ -578,9 +617,29 @@ impl CudaParticleFilter {
         let s = self.gpu.stream.clone();
         let nn = self.n;
         let nb = n_tiles(self.n) as u32;
-        // SAFETY: `up` and `d_up` have the same length; `up` is not written until the step has
-        // been synchronised.
-        unsafe { self.up.copy_to_device(self.ptr.step, self.lay.up_len, &s)? };
+        match self.up_mapped {
+            Some(src) => {
+                let n16 = (self.lay.up_len / 16) as u32;
+                // SAFETY: `src` is the device's address of `up` and `ptr.step` the start of
+                // `d_up`, both `up_len` bytes (a multiple of 256); `up` is not written until the
+                // step has been synchronised.
+                unsafe {
+                    s.launch_builder(&self.k.fetch)
+                        .arg(&src)
+                        .arg(&self.ptr.step)
+                        .arg(&n16)
+                        .launch(LaunchConfig {
+                            grid_dim: (1, 1, 1),
+                            block_dim: (256, 1, 1),
+                            shared_mem_bytes: 0,
+                        })
+                        .map_err(err("pf_fetch"))?;
+                }
+            }
+            // SAFETY: `up` and `d_up` have the same length; `up` is not written until the step
+            // has been synchronised.
+            None => unsafe { self.up.copy_to_device(self.ptr.step, self.lay.up_len, &s)? },
+        }
         // SAFETY (launches): argument lists match kernels/pf.cu; every buffer is sized for all
         // slots, and the grids cover `t` tracks of `n` particles.
         unsafe {
@@ -611,10 +670,19 @@ impl CudaParticleFilter {
                 .map_err(err("pf_step"))?;
         }
         self.launch_resample(t, 1 << FLAG_RESAMPLE)?;
-        // SAFETY: as for `download`; the caller synchronises before reading.
-        unsafe {
-            self.down
-                .copy_from_device(self.ptr.sums, self.lay.down_len, &s)?;
+        self.bring_back(&s)
+    }
+
+    /// Enqueue the copy of the sums, flags and exponents to the host, unless the kernels
+    /// write them there themselves.
+    fn bring_back(&mut self, s: &cudarc::driver::CudaStream) -> Result<(), BackendError> {
+        if self.mirror.is_none() {
+            // SAFETY: `down` and `d_down` have the same length; the caller synchronises before
+            // reading.
+            unsafe {
+                self.down
+                    .copy_from_device(self.ptr.sums, self.lay.down_len, s)?;
+            }
         }
         Ok(())
     }
@@ -687,12 +755,7 @@ impl CudaParticleFilter {
             t,
             (1 << FLAG_TEMPERED_RESAMPLE) | (1 << FLAG_RESET_RESAMPLE),
         )?;
-        // SAFETY: `down` and `d_down` have the same length; read after synchronising.
-        unsafe {
-            self.down
-                .copy_from_device(self.ptr.sums, self.lay.down_len, &s)?;
-        }
-        Ok(())
+        self.bring_back(&s)
     }
 
     /// Run the captured sequence (`slow` picks which) for `t` tracks, capturing it first if
