@@ -427,6 +427,7 @@ __device__ void roughen_factor(const double* v, float* chol) {
 __device__ __forceinline__ u32 finalize_write(const StepParams* sp, const double* fin, u32 t,
                                               u32 before, u32 after_slow, double* out,
                                               u32* flags) {
+    __shared__ u32 decided;
     u32 flag = FLAG_KEEP;
     double* mirror = (double*)sp->mirror_sums;
     if (threadIdx.x >= 1 && threadIdx.x < PART - 1) {
@@ -452,7 +453,14 @@ __device__ __forceinline__ u32 finalize_write(const StepParams* sp, const double
             flag = low ? FLAG_RESAMPLE : FLAG_KEEP;
         }
         flags[t] = flag;
-        if (sp->mirror_flags) ((u32*)sp->mirror_flags)[t] = flag;
+        decided = flag;
+    }
+    // The host takes a track's sums once it sees the track's flag in its copy (without waiting
+    // for the rest of the graph): the sums must be visible there first.
+    if (sp->mirror_flags) {
+        __threadfence_system();
+        __syncthreads();
+        if (threadIdx.x == 0) ((volatile u32*)sp->mirror_flags)[t] = decided;
     }
     return flag;
 }
@@ -653,7 +661,10 @@ __device__ void temper_choose(const StepParams* sp, const double* tot, u32 t, fl
             }
         }
         betas[t] = beta;
-        if (sp->mirror_betas) ((float*)sp->mirror_betas)[t] = beta;
+        if (sp->mirror_betas) {
+            ((float*)sp->mirror_betas)[t] = beta;
+            __threadfence_system(); // before pf_sums writes the flag the host waits for
+        }
     }
 }
 
@@ -669,7 +680,10 @@ pf_temper_grid(const StepParams* sp, const TrackParams* tracks, const u32* flags
         // Tracks that do not temper keep the whole update.
         if (blockIdx.x == 0 && threadIdx.x == 0) {
             betas[t] = 1.0f;
-            if (sp->mirror_betas) ((float*)sp->mirror_betas)[t] = 1.0f;
+            if (sp->mirror_betas) {
+                ((float*)sp->mirror_betas)[t] = 1.0f;
+                __threadfence_system();
+            }
         }
         return; // uniform over the block
     }

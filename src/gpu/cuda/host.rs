@@ -73,6 +73,10 @@ impl DeviceTimer {
         self.on = on;
     }
 
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
     /// Mark the start on `stream` (when on).
     pub fn start(&self, stream: &CudaStream) -> Result<(), BackendError> {
         if self.on {
@@ -164,6 +168,12 @@ impl<T: Pod> Pinned<T> {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The start of the buffer, for reads that must not hold a reference while the device
+    /// may write (polling a flag a kernel sets).
+    pub fn as_ptr(&self) -> *const T {
+        self.ptr
     }
 
     /// The host values. Callers synchronise the stream before reading what a copy wrote.

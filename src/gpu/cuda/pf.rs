@@ -89,6 +89,10 @@ const FLAG_TEMPERED_KEEP: u32 = 4;
 const FLAG_TEMPERED_RESAMPLE: u32 = 5;
 const FLAG_RESET_KEEP: u32 = 6;
 const FLAG_RESET_RESAMPLE: u32 = 7;
+/// What the host writes into its copy of a flag before the device writes the flag itself.
+const FLAG_PENDING: u32 = u32::MAX;
+/// How long the host waits for a step's results before it gives the GPU up.
+const STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -780,6 +784,84 @@ impl CudaParticleFilter {
         Ok(())
     }
 
+    /// Set the flags of tracks `which` in the host's copy to FLAG_PENDING, for the device to
+    /// overwrite.
+    fn mark_pending(&mut self, which: &[usize]) {
+        let flags = self.lay.flags;
+        let d = self.down.as_mut_slice();
+        for &i in which {
+            put(d, flags + 4 * i, &[FLAG_PENDING]);
+        }
+    }
+
+    /// Wait until the device has written the flags of tracks `which` into the host's copy
+    /// (`early`), or until the stream has finished. Fails when the stream reports an error,
+    /// finishes without writing the flags, or takes longer than STEP_TIMEOUT.
+    fn wait_for(&self, early: bool, which: &[usize]) -> Result<(), BackendError> {
+        let s = &self.gpu.stream;
+        if !early {
+            return s
+                .synchronize()
+                .map_err(err("running the particle-filter kernels"));
+        }
+        let base = self.down.as_ptr();
+        let ready = || {
+            which.iter().all(|&i| {
+                // SAFETY: `down` holds the flags of every slot at `lay.flags` (4-byte aligned,
+                // inside the buffer); the device writes them, so they are read through a raw
+                // pointer without holding a reference.
+                let f = unsafe {
+                    std::ptr::read_volatile(base.add(self.lay.flags + 4 * i).cast::<u32>())
+                };
+                f != FLAG_PENDING
+            })
+        };
+        let start = std::time::Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if ready() {
+                // The sums were written before the flags (kernels/pf.cu: finalize_write).
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                return Ok(());
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 {
+                // SAFETY: a query of the filter's own, live stream.
+                let r = unsafe { cudarc::driver::sys::cuStreamQuery(s.cu_stream()) };
+                match r {
+                    cudarc::driver::sys::CUresult::CUDA_SUCCESS => {
+                        if ready() {
+                            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                            return Ok(());
+                        }
+                        return Err(BackendError::new(
+                            "cuda",
+                            "the particle-filter kernels finished without writing their results",
+                        ));
+                    }
+                    cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => {
+                        if start.elapsed() > STEP_TIMEOUT {
+                            return Err(BackendError::new(
+                                "cuda",
+                                format!(
+                                    "the particle-filter kernels did not finish within {} s",
+                                    STEP_TIMEOUT.as_secs()
+                                ),
+                            ));
+                        }
+                    }
+                    e => {
+                        return Err(BackendError::new(
+                            "cuda",
+                            format!("running the particle-filter kernels: {e:?}"),
+                        ));
+                    }
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// One step, running `meanwhile` while the device computes it.
     fn step_with(
         &mut self,
@@ -863,23 +945,34 @@ impl CudaParticleFilter {
             }
         }
         let s = self.gpu.stream.clone();
+        // Where the kernels write the results into `down` themselves, the host waits only for
+        // the tracks' flags there (each written after its sums), not for the whole graph: the
+        // resampling after the finalize goes on on the device while the host uses the
+        // estimate, and the next step queues behind it. With device timing on (the bench), or
+        // without mapped memory, the stream is synchronised instead.
+        let early = self.mirror.is_some() && !self.timer.is_on();
+        let all: Vec<usize> = (0..t).collect();
+        if early {
+            self.mark_pending(&all);
+        }
         self.timer.start(&s)?;
         self.run_graph(t, false)?;
         self.timer.stop(&s)?;
         meanwhile();
-        s.synchronize()
-            .map_err(err("running the particle-filter kernels"))?;
-        // The slow path, for the tracks the step flagged (one more launch and synchronisation;
-        // the usual step needs only the one above).
+        self.wait_for(early, &all)?;
+        // The slow path, for the tracks the step flagged (one more launch and wait; the usual
+        // step needs only the one above).
         let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
-        if flags
-            .iter()
-            .any(|&f| f == FLAG_TEMPER || f == FLAG_DEGENERATE)
-        {
+        let slow: Vec<usize> = (0..t)
+            .filter(|&i| flags[i] == FLAG_TEMPER || flags[i] == FLAG_DEGENERATE)
+            .collect();
+        if !slow.is_empty() {
+            if early {
+                self.mark_pending(&slow);
+            }
             self.run_graph(t, true)?;
             self.timer.stop(&s)?;
-            s.synchronize()
-                .map_err(err("running the particle-filter kernels"))?;
+            self.wait_for(early, &slow)?;
         }
         let (sums, flags, betas) = {
             let d = self.down.as_slice();
@@ -938,6 +1031,14 @@ impl CudaParticleFilter {
         c.models.copy_from_slice(&v[30..46]);
         c.turn = v[46];
         (v[0] as f32, c)
+    }
+}
+
+impl Drop for CudaParticleFilter {
+    fn drop(&mut self) {
+        // A step returns before its resampling has run (see `wait_for`); let it finish before
+        // the buffers go.
+        let _ = self.gpu.stream.synchronize();
     }
 }
 
