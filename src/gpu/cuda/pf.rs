@@ -1037,8 +1037,21 @@ impl CudaParticleFilter {
 impl Drop for CudaParticleFilter {
     fn drop(&mut self) {
         // A step returns before its resampling has run (see `wait_for`); let it finish before
-        // the buffers go.
-        let _ = self.gpu.stream.synchronize();
+        // the buffers go, but do not hang on a device that stopped answering (the step that
+        // found it out has already failed over to the CPU).
+        let start = std::time::Instant::now();
+        while start.elapsed() < STEP_TIMEOUT {
+            // SAFETY: a query of the filter's own, live stream.
+            let r = unsafe { cudarc::driver::sys::cuStreamQuery(self.gpu.stream.cu_stream()) };
+            if r != cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        log::warn!(
+            "the particle filter's GPU work did not finish within {} s; its buffers are freed regardless",
+            STEP_TIMEOUT.as_secs()
+        );
     }
 }
 
