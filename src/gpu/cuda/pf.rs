@@ -1,16 +1,19 @@
 //! The particle-filter bank on the GPU: the [`ParticleFilter`] twin of `CpuParticleFilter`.
 //!
-//! Particles stay on the device. A step is one copy of the step's parameters and measurement
-//! in (from page-locked memory, with each track's reference point: its last estimate's mean,
-//! which the block sums are taken relative to), `pf_step` (switch, predict, weigh and
+//! Particles stay on the device. A step is `pf_fetch` (one block reads the step's parameters
+//! and measurement, with each track's reference point: its last estimate's mean, which the
+//! block sums are taken relative to, from page-locked host memory mapped into the device),
+//! `pf_step` (switch, predict, weigh and
 //! per-block sums for every particle of every track, one launch, ending with the finalize:
 //! per-track sums in f64 in two levels, the last block of each group of tiles combining
 //! the group's and the last group combining theirs, and the per-track decision the CPU would
 //! take from them: keep, resample, temper, or reset), the resampling kernels `pf_scan_local` (its last block per track also scans the
 //! block totals) and `pf_resample` (binary search, one thread per output slot, into the other
-//! half of a double buffer) for the tracks that resample, and one copy of the sums back. That
-//! sequence is captured once per track count into a CUDA graph: a step is one graph launch and
-//! one synchronisation. The host turns the sums into the estimate with the CPU's own code
+//! half of a double buffer) for the tracks that resample. The finalize writes the sums and the
+//! decision into mapped host memory too (the flag last, after a system fence), so the sequence,
+//! captured once per track count into a CUDA graph, has no copy nodes, and the host waits only
+//! until each track's flag appears there: the resampling runs on while the host uses the
+//! estimate (see `wait_for`). Without mapped memory, copies and a synchronisation do it. The host turns the sums into the estimate with the CPU's own code
 //! (`finish_estimate`). Tracks that need tempering (too few effective particles after the
 //! update: new tracks, sharp measurements) or a weight reset then take a second, slower graph:
 //! `pf_slow_begin` (weight reset, or the bounds for tempering), `pf_temper_grid` (the grid of
