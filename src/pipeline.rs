@@ -153,28 +153,26 @@ impl Pipeline {
         self
     }
 
-    /// Move the tracker to the CPU after a backend error (the tracks restart from their last
-    /// estimates). Returns whether anything moved.
-    fn tracker_to_cpu(&mut self) -> Result<bool> {
-        if self.tracker.backend() == "cpu" {
-            return Ok(false);
-        }
-        self.tracker
-            .replace_bank(Box::new(CpuParticleFilter::new(FilterParams::from_config(
-                &self.cfg,
-            ))))?;
-        Ok(true)
-    }
-
-    /// After a backend error: the tracker and the correlator `cor` move to the CPU, logged and
-    /// counted once.
-    fn switch_to_cpu(&mut self, cor: &mut Box<dyn Correlator>, err: &BackendError) -> Result<()> {
+    /// After a backend error: the tracker (its tracks restart from their last estimates) and
+    /// the correlator `cor`, when given, move to the CPU, logged and counted once. A correlator
+    /// not given follows later ([`Self::correlator_to_cpu`]).
+    fn switch_to_cpu(
+        &mut self,
+        cor: Option<&mut Box<dyn Correlator>>,
+        err: &BackendError,
+    ) -> Result<()> {
         log::error!(
             "{err}; processing moves to the CPU from frame {} on (the frame is redone there)",
             self.counters.frames_in
         );
-        self.correlator_to_cpu(cor);
-        self.tracker_to_cpu()?;
+        if let Some(c) = cor {
+            self.correlator_to_cpu(c);
+        }
+        if self.tracker.backend() != "cpu" {
+            self.tracker.replace_bank(Box::new(CpuParticleFilter::new(
+                FilterParams::from_config(&self.cfg),
+            )))?;
+        }
         self.counters.backend_switches += 1;
         Ok(())
     }
@@ -198,7 +196,7 @@ impl Pipeline {
             if cor.backend() == "cpu" {
                 return Err(e.into());
             }
-            self.switch_to_cpu(cor, &e)?;
+            self.switch_to_cpu(Some(cor), &e)?;
             correlate(cor.as_mut(), frames, out, want)?;
         }
         Ok(())
@@ -250,7 +248,7 @@ impl Pipeline {
     /// Track checked, correlated frames in order, sending their messages and showing them to
     /// `observe`. `share` is each frame's part of the work done for the batch before (checks,
     /// correlation). A failing filter moves to the CPU and the frame is redone there; the
-    /// correlator is left to the caller (see [`Self::tracker_to_cpu`]). Returns the time the
+    /// correlator is left to the caller (see [`Self::switch_to_cpu`]). Returns the time the
     /// frames took here (their processing time, which status messages and `proc_total` count)
     /// and the time spent outside it (in `observe` and emitting status messages).
     fn track_frames(
@@ -288,12 +286,7 @@ impl Pipeline {
                     if self.tracker.backend() == "cpu" {
                         return Err(e.into());
                     }
-                    log::error!(
-                        "{e}; processing moves to the CPU from frame {} on (the frame is redone there)",
-                        self.counters.frames_in
-                    );
-                    self.tracker_to_cpu()?;
-                    self.counters.backend_switches += 1;
+                    self.switch_to_cpu(None, &e)?;
                     self.tracker.step(frame.seq, t_centre, gcc, &self.pair_ok)?
                 }
             };
@@ -517,37 +510,25 @@ impl Pipeline {
             b.frames = frames;
             b
         });
+        let want = self.opts.want_curves;
         let Some(mut cur) = a.ready.take() else {
             if let Some(mut b) = next {
-                b.check();
-                let checked = start.elapsed();
-                self.correlate_or_switch(&mut a.cor, &b.frames, &mut b.gcc)?;
+                let prepared = b.prepare(a.cor.as_mut(), want);
+                self.take_prepared(a, &mut b, prepared)?;
                 let took = start.elapsed();
-                self.counters.check_total += checked;
-                self.counters.gcc_total += took.saturating_sub(checked);
                 self.counters.prep_exposed += took;
                 self.counters.proc_total += took;
                 a.ready = Some(b);
             }
             return Ok(());
         };
-        let want = self.opts.want_curves;
         let cor = &mut a.cor;
         let pool = a.pool.as_ref();
         let (tracked, prepared) = std::thread::scope(|s| {
             let worker = next.as_mut().map(|b| {
-                s.spawn(move || {
-                    let mut prep = move || {
-                        let t0 = Instant::now();
-                        b.check();
-                        let checked = t0.elapsed();
-                        let r = correlate(cor.as_mut(), &b.frames, &mut b.gcc, want);
-                        (r, checked, t0.elapsed().saturating_sub(checked))
-                    };
-                    match pool {
-                        Some(p) => p.install(prep),
-                        None => prep(),
-                    }
+                s.spawn(move || match pool {
+                    Some(p) => p.install(|| b.prepare(cor.as_mut(), want)),
+                    None => b.prepare(cor.as_mut(), want),
                 })
             });
             let tracked =
@@ -560,16 +541,8 @@ impl Pipeline {
         if let Some(f) = cur.frames.last() {
             *last_t = f.centre_time_s();
         }
-        if let (Some(b), Some((r, checks, correlation))) = (next.as_mut(), prepared) {
-            self.counters.check_total += checks;
-            self.counters.gcc_total += correlation;
-            if let Err(e) = r {
-                if a.cor.backend() == "cpu" {
-                    return Err(e.into());
-                }
-                self.switch_to_cpu(&mut a.cor, &e)?;
-                correlate(a.cor.as_mut(), &b.frames, &mut b.gcc, want)?;
-            }
+        if let (Some(b), Some(p)) = (next.as_mut(), prepared) {
+            self.take_prepared(a, b, p)?;
         }
         // A filter that failed in this batch took the tracker to the CPU; the correlator
         // follows from the next batch on.
@@ -593,6 +566,21 @@ impl Pipeline {
         }
         a.spare = cur;
         a.ready = next;
+        Ok(())
+    }
+
+    /// Count a batch's preparation, and after a failed correlation move to the CPU and
+    /// correlate the batch again there.
+    fn take_prepared(&mut self, a: &mut Ahead, b: &mut Batch, p: Prepared) -> Result<()> {
+        self.counters.check_total += p.checks;
+        self.counters.gcc_total += p.correlation;
+        if let Err(e) = p.result {
+            if a.cor.backend() == "cpu" {
+                return Err(e.into());
+            }
+            self.switch_to_cpu(Some(&mut a.cor), &e)?;
+            correlate(a.cor.as_mut(), &b.frames, &mut b.gcc, self.opts.want_curves)?;
+        }
         Ok(())
     }
 
@@ -674,9 +662,25 @@ struct Batch {
 }
 
 impl Batch {
-    fn check(&mut self) {
+    /// Check and correlate the frames (on whichever thread calls it).
+    fn prepare(&mut self, cor: &mut dyn Correlator, want_curves: bool) -> Prepared {
+        let start = Instant::now();
         check_frames(&mut self.frames, &mut self.health);
+        let checks = start.elapsed();
+        let result = correlate(cor, &self.frames, &mut self.gcc, want_curves);
+        Prepared {
+            result,
+            checks,
+            correlation: start.elapsed().saturating_sub(checks),
+        }
     }
+}
+
+/// How a batch's preparation went, and what its two parts took.
+struct Prepared {
+    result: std::result::Result<(), BackendError>,
+    checks: Duration,
+    correlation: Duration,
 }
 
 /// An overlapped replay's state: the correlator (lent by the pipeline for the replay), the
@@ -694,10 +698,14 @@ struct Ahead {
 /// threads (None, and the global pool, if it cannot be made).
 fn prep_pool() -> Option<rayon::ThreadPool> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let n = std::env::var("SONOTRACK_PREP_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or((cores / 4).clamp(1, 4));
+    let default = (cores / 4).clamp(1, 4);
+    let n = match std::env::var("SONOTRACK_PREP_THREADS") {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            log::warn!("SONOTRACK_PREP_THREADS={v:?} is not a number of threads; using {default}");
+            default
+        }),
+        Err(_) => default,
+    };
     if n == 0 {
         return None;
     }

@@ -829,39 +829,42 @@ impl CudaParticleFilter {
             }
             spins = spins.wrapping_add(1);
             if spins % 64 == 0 {
-                // SAFETY: a query of the filter's own, live stream.
-                let r = unsafe { cudarc::driver::sys::cuStreamQuery(s.cu_stream()) };
-                match r {
-                    cudarc::driver::sys::CUresult::CUDA_SUCCESS => {
-                        if ready() {
-                            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-                            return Ok(());
-                        }
-                        return Err(BackendError::new(
-                            "cuda",
-                            "the particle-filter kernels finished without writing their results",
-                        ));
+                if self.stream_done()? {
+                    if ready() {
+                        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                        return Ok(());
                     }
-                    cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => {
-                        if start.elapsed() > STEP_TIMEOUT {
-                            return Err(BackendError::new(
-                                "cuda",
-                                format!(
-                                    "the particle-filter kernels did not finish within {} s",
-                                    STEP_TIMEOUT.as_secs()
-                                ),
-                            ));
-                        }
-                    }
-                    e => {
-                        return Err(BackendError::new(
-                            "cuda",
-                            format!("running the particle-filter kernels: {e:?}"),
-                        ));
-                    }
+                    return Err(BackendError::new(
+                        "cuda",
+                        "the particle-filter kernels finished without writing their results",
+                    ));
+                }
+                if start.elapsed() > STEP_TIMEOUT {
+                    return Err(BackendError::new(
+                        "cuda",
+                        format!(
+                            "the particle-filter kernels did not finish within {} s",
+                            STEP_TIMEOUT.as_secs()
+                        ),
+                    ));
                 }
             }
             std::hint::spin_loop();
+        }
+    }
+
+    /// Whether the filter's stream has finished its work (without waiting); an error when the
+    /// device reports one.
+    fn stream_done(&self) -> Result<bool, BackendError> {
+        // SAFETY: a query of the filter's own, live stream.
+        let r = unsafe { cudarc::driver::sys::cuStreamQuery(self.gpu.stream.cu_stream()) };
+        match r {
+            cudarc::driver::sys::CUresult::CUDA_SUCCESS => Ok(true),
+            cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(BackendError::new(
+                "cuda",
+                format!("running the particle-filter kernels: {e:?}"),
+            )),
         }
     }
 
@@ -1044,9 +1047,7 @@ impl Drop for CudaParticleFilter {
         // found it out has already failed over to the CPU).
         let start = std::time::Instant::now();
         while start.elapsed() < STEP_TIMEOUT {
-            // SAFETY: a query of the filter's own, live stream.
-            let r = unsafe { cudarc::driver::sys::cuStreamQuery(self.gpu.stream.cu_stream()) };
-            if r != cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY {
+            if !matches!(self.stream_done(), Ok(false)) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_micros(50));
