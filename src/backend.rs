@@ -68,6 +68,11 @@ pub struct FaultyCorrelator {
     /// The batch it asks replays for (1, as the CPU's, unless set: more makes a replay
     /// correlate ahead on a second thread, as with a GPU).
     pub batch: usize,
+    /// Work ahead as the GPU does ([`Correlator::start`]: correlate the frames as they are when
+    /// started, before their checks), and fail in `finish`, as an asynchronous GPU error
+    /// surfaces when the host waits.
+    pub works_ahead: bool,
+    pending: Option<Vec<GccFrame>>,
 }
 
 impl FaultyCorrelator {
@@ -76,7 +81,25 @@ impl FaultyCorrelator {
             inner: CpuCorrelator::new(params),
             fail_at_seq,
             batch: 1,
+            works_ahead: false,
+            pending: None,
         }
+    }
+
+    /// Work ahead of the input checks, as the GPU does.
+    pub fn working_ahead(mut self) -> Self {
+        self.works_ahead = true;
+        self
+    }
+
+    fn check(&self, frames: &[&Frame]) -> Result<(), BackendError> {
+        if frames.iter().any(|f| f.seq >= self.fail_at_seq) {
+            return Err(BackendError::new(
+                "faulty",
+                format!("injected failure at frame {}", self.fail_at_seq),
+            ));
+        }
+        Ok(())
     }
 
     /// Ask replays for batches of `batch` frames.
@@ -99,13 +122,38 @@ impl Correlator for FaultyCorrelator {
         out: &mut [GccFrame],
         want_curves: bool,
     ) -> Result<(), BackendError> {
-        if frames.iter().any(|f| f.seq >= self.fail_at_seq) {
-            return Err(BackendError::new(
-                "faulty",
-                format!("injected failure at frame {}", self.fail_at_seq),
-            ));
-        }
+        self.check(frames)?;
         self.inner.correlate(frames, out, want_curves)
+    }
+    fn start(&mut self, frames: &[&Frame], want_curves: bool) -> Result<bool, BackendError> {
+        self.pending = None;
+        if !self.works_ahead {
+            return Ok(false);
+        }
+        let mut out: Vec<GccFrame> = frames
+            .iter()
+            .map(|_| GccFrame::new(self.inner.params()))
+            .collect();
+        self.inner.correlate(frames, &mut out, want_curves)?;
+        self.pending = Some(out);
+        Ok(true)
+    }
+    fn finish(
+        &mut self,
+        frames: &[&Frame],
+        out: &mut [GccFrame],
+        _want_curves: bool,
+    ) -> Result<(), BackendError> {
+        let pending = self
+            .pending
+            .take()
+            .filter(|p| p.len() == frames.len() && p.len() == out.len())
+            .ok_or_else(|| BackendError::new("faulty", "finish without a matching start"))?;
+        self.check(frames)?;
+        for (o, p) in out.iter_mut().zip(pending) {
+            *o = p;
+        }
+        Ok(())
     }
     fn preferred_batch(&self) -> usize {
         self.batch

@@ -306,17 +306,20 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, f64, 
     )
 }
 
-/// The live path, frame by frame, as `Pipeline::process` runs it for capture: GCC-PHAT of a
-/// 4-channel, 4096-sample frame at 48 kHz (the `tetra` scene), the measurement, and one step of
-/// a 2000-particle, one-model filter, plus the track bookkeeping. Returns the median wall-clock
-/// time per frame over the frames after the track is established (and the medians of the input
-/// checks, GCC-PHAT and filter stages), and the frames timed.
-pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveTiming> {
-    use crate::audio::sim::{SceneSpec, SimSource};
-    use crate::audio::{AudioSource, ReadResult, assembler::FrameAssembler};
-    let mut spec = SceneSpec::preset("tetra")
+/// The live path's workload: the `tetra` scene (4 channels at 48 kHz) in frames of 4096
+/// samples, and a 2000-particle, one-model (CV) filter on `backend`. Returns the pipeline and
+/// the scene's audio (synthesised up front, so that the timing leaves it out).
+fn tetra_workload(
+    backend: BackendChoice,
+    particles: usize,
+    duration_s: f64,
+    live: bool,
+) -> Result<(Config, crate::pipeline::Pipeline, Recorded)> {
+    use crate::audio::AudioSource;
+    use crate::audio::sim::SimSource;
+    let mut spec = crate::audio::sim::SceneSpec::preset("tetra")
         .ok_or_else(|| crate::error::Error::Usage("no tetra preset".into()))?;
-    spec.duration_s = 8.0;
+    spec.duration_s = duration_s;
     let mut cfg = spec.config();
     cfg.gcc.frame_samples = Some(4096);
     cfg.tracker.particles = particles;
@@ -327,30 +330,86 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
     cfg.tracker.models = vec![cv];
     cfg.validate("bench")?;
     let backends = crate::backend::select(&cfg, backend)?;
-    let mut pipe = crate::pipeline::Pipeline::new(
+    let pipe = crate::pipeline::Pipeline::new(
         &cfg,
         backends,
         crate::output::SinkSet::default(),
         crate::pipeline::PipelineOptions {
-            live: true,
+            live,
             ..Default::default()
         },
     );
     let mut src = SimSource::new(spec)?;
-    let mut asm = FrameAssembler::for_config(&cfg, 0);
     let ch = src.channels();
+    let mut audio = Vec::new();
     let mut buf = vec![0.0f32; ch * 4096];
-    let mut frames = Vec::new();
     loop {
         match src.read(&mut buf)? {
-            ReadResult::Samples(n) => asm.push(&buf[..n * ch]),
+            ReadResult::Samples(n) => audio.extend_from_slice(&buf[..n * ch]),
             ReadResult::End => break,
             _ => continue,
         }
-        while let Some(f) = asm.pop() {
-            frames.push(f);
-        }
     }
+    let rec = Recorded {
+        channels: ch,
+        rate_hz: src.sample_rate_hz(),
+        audio,
+        at: 0,
+    };
+    Ok((cfg, pipe, rec))
+}
+
+use crate::audio::ReadResult;
+
+/// Interleaved samples held in memory, read in capture-sized periods.
+struct Recorded {
+    audio: Vec<f32>,
+    channels: usize,
+    rate_hz: u32,
+    at: usize,
+}
+
+impl crate::audio::AudioSource for Recorded {
+    fn describe(&self) -> String {
+        "recorded tetra scene".into()
+    }
+    fn sample_rate_hz(&self) -> u32 {
+        self.rate_hz
+    }
+    fn channels(&self) -> usize {
+        self.channels
+    }
+    fn total_frames(&self) -> Option<u64> {
+        Some((self.audio.len() / self.channels) as u64)
+    }
+    fn read(&mut self, out: &mut [f32]) -> Result<ReadResult> {
+        let n = out.len().min(self.audio.len() - self.at);
+        let n = n - n % self.channels;
+        if n == 0 {
+            return Ok(ReadResult::End);
+        }
+        out[..n].copy_from_slice(&self.audio[self.at..self.at + n]);
+        self.at += n;
+        Ok(ReadResult::Samples(n / self.channels))
+    }
+}
+
+/// Capture delivers this many sample frames per period (the frame assembler gets them as they
+/// come, and each frame is processed as soon as it is complete).
+const CAPTURE_PERIOD: usize = 1024;
+
+/// The live path, frame by frame, as `Pipeline::process` runs it for capture: GCC-PHAT of a
+/// 4-channel, 4096-sample frame at 48 kHz (the `tetra` scene), the measurement, and one step of
+/// a 2000-particle, one-model filter, plus the track bookkeeping. As in capture, the samples go
+/// into the frame assembler a period at a time and each frame is processed as soon as it is
+/// complete (so it is in the CPU's cache, as the assembler just wrote it). Returns the median
+/// wall-clock time per frame over the frames after the track is established (and the medians
+/// of the input checks, GCC-PHAT and filter stages), and the frames timed.
+pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveTiming> {
+    use crate::audio::assembler::FrameAssembler;
+    let (cfg, mut pipe, rec) = tetra_workload(backend, particles, 8.0, true)?;
+    let mut asm = FrameAssembler::for_config(&cfg, 0);
+    let (ch, audio) = (rec.channels, rec.audio);
     // Births and deletions at start-up would flood the bench's output.
     let level = log::max_level();
     log::set_max_level(log::LevelFilter::Warn);
@@ -364,21 +423,30 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
             p.tracker().filter_wall.as_secs_f64(),
         ]
     };
-    for f in frames.iter_mut() {
-        let before = stage_clocks(&pipe);
-        let t = Instant::now();
-        let tracked = !pipe.process(f)?.is_empty();
-        let dt = t.elapsed().as_secs_f64();
-        let after = stage_clocks(&pipe);
-        // Time the steady state: a confirmed track, after the first two seconds.
-        if tracked && f.centre_time_s() > 2.0 {
-            times.push(dt);
-            for k in 0..3 {
-                parts[k].push(after[k] - before[k]);
+    let mut run = || -> Result<()> {
+        for period in audio.chunks(CAPTURE_PERIOD * ch) {
+            asm.push(period);
+            while let Some(mut f) = asm.pop() {
+                let before = stage_clocks(&pipe);
+                let t = Instant::now();
+                let tracked = !pipe.process(&mut f)?.is_empty();
+                let dt = t.elapsed().as_secs_f64();
+                let after = stage_clocks(&pipe);
+                // Time the steady state: a confirmed track, after the first two seconds.
+                if tracked && f.centre_time_s() > 2.0 {
+                    times.push(dt);
+                    for k in 0..3 {
+                        parts[k].push(after[k] - before[k]);
+                    }
+                }
+                asm.recycle(f);
             }
         }
-    }
+        Ok(())
+    };
+    let res = run();
     log::set_max_level(level);
+    res?;
     if times.is_empty() {
         return Err(crate::error::Error::Usage(
             "the live-path benchmark never established a track".into(),
@@ -406,6 +474,45 @@ pub struct LiveTiming {
     pub gcc_s: f64,
     pub filter_s: f64,
     pub frames: usize,
+}
+
+/// The live path's workload in a steady-state loop: the same frames and filter as
+/// [`time_live_frame`], replayed unpaced as `sonotrack replay` runs them (on the GPU, the next
+/// batch is checked and correlated while the filter tracks the current one). Returns the mean
+/// time per frame over the frames after the track is established (from the first such frame's
+/// report to the last's, so the batches' hand-overs are in it), and the frames it spans.
+pub fn time_steady_frames(backend: BackendChoice, particles: usize) -> Result<(f64, usize)> {
+    use crate::audio::assembler::FrameAssembler;
+    let (cfg, mut pipe, mut src) = tetra_workload(backend, particles, 30.0, false)?;
+    let mut asm = FrameAssembler::for_config(&cfg, 0);
+    let level = log::max_level();
+    log::set_max_level(log::LevelFilter::Warn);
+    let mut first: Option<(Instant, u64)> = None;
+    let mut last: Option<(Instant, u64)> = None;
+    let res = pipe.run(
+        &mut src,
+        &mut asm,
+        None,
+        &mut |v| {
+            if !v.reports.is_empty() && v.t_centre_s > 2.0 {
+                let now = (Instant::now(), v.seq);
+                first.get_or_insert(now);
+                last = Some(now);
+            }
+        },
+        &mut |_| {},
+    );
+    log::set_max_level(level);
+    res?;
+    match (first, last) {
+        (Some((t0, s0)), Some((t1, s1))) if s1 > s0 => Ok((
+            (t1 - t0).as_secs_f64() / (s1 - s0) as f64,
+            (s1 - s0) as usize,
+        )),
+        _ => Err(crate::error::Error::Usage(
+            "the steady-state benchmark never established a track".into(),
+        )),
+    }
 }
 
 /// Run the grids. Rows come back in the order printed.
@@ -536,6 +643,18 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                     lt.gcc_s * 1e6,
                     lt.filter_s * 1e6
                 ),
+                median_us: s * 1e6,
+                per_unit: s * 1e6,
+                unit: "us/frame (wall)".into(),
+                gb_s: None,
+                wall_us: Some(s * 1e6),
+                reps: frames,
+            });
+            let (s, frames) = time_steady_frames(choice, 2000)?;
+            rows.push(Row {
+                stage: "steady".into(),
+                backend: b.into(),
+                params: "tetra 4 ch x 4096 + 2000 particles x 1, replayed (mean per frame)".into(),
                 median_us: s * 1e6,
                 per_unit: s * 1e6,
                 unit: "us/frame (wall)".into(),

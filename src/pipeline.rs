@@ -202,6 +202,44 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Start correlating `frames` ahead of their checks when `cor` can (see
+    /// [`Correlator::start`]); a failing backend moves to the CPU (which does not work ahead).
+    fn start_or_switch(&mut self, cor: &mut Box<dyn Correlator>, frames: &[Frame]) -> Result<bool> {
+        let refs: Vec<&Frame> = frames.iter().collect();
+        match cor.start(&refs, self.opts.want_curves) {
+            Ok(started) => Ok(started),
+            Err(e) => {
+                self.switch_to_cpu(Some(cor), &e)?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Collect the correlation [`Self::start_or_switch`] started. Frames in which the checks
+    /// found non-finite samples (now zeroed) are correlated again as they are now; a failing
+    /// backend moves to the CPU and the frames are correlated there.
+    fn finish_or_switch(
+        &mut self,
+        cor: &mut Box<dyn Correlator>,
+        frames: &[Frame],
+        out: &mut Vec<GccFrame>,
+        health: &[FrameHealth],
+    ) -> Result<()> {
+        while out.len() < frames.len() {
+            out.push(GccFrame::new(cor.params()));
+        }
+        let refs: Vec<&Frame> = frames.iter().collect();
+        match cor.finish(&refs, &mut out[..frames.len()], self.opts.want_curves) {
+            Ok(()) if health.iter().all(|h| h.nonfinite_samples == 0) => Ok(()),
+            Ok(()) => self.correlate_or_switch(cor, frames, out),
+            Err(e) => {
+                self.switch_to_cpu(Some(cor), &e)?;
+                correlate(cor.as_mut(), frames, out, self.opts.want_curves)?;
+                Ok(())
+            }
+        }
+    }
+
     /// Process one frame: returns the track reports it produced.
     pub fn process(&mut self, frame: &mut Frame) -> Result<&[TrackReport]> {
         self.process_batch(std::slice::from_mut(frame), &mut |_| {})?;
@@ -221,17 +259,25 @@ impl Pipeline {
         }
         let start = Instant::now();
         let mut health = std::mem::take(&mut self.health_batch);
-        check_frames(frames, &mut health);
-        let checks = start.elapsed();
         let mut gcc = std::mem::take(&mut self.gcc);
-        let correlated = match self.correlator.take() {
-            Some(mut cor) => {
-                let r = self.correlate_or_switch(&mut cor, frames, &mut gcc);
-                self.correlator = Some(cor);
-                r
-            }
-            None => Err(BackendError::new("pipeline", "the correlator is in use").into()),
+        // A correlator that works ahead (the GPU) gets the frames before they are checked, so
+        // that the checks run on the host while it correlates.
+        let mut cor = self.correlator.take();
+        let started = match cor.as_mut() {
+            Some(c) => self.start_or_switch(c, frames),
+            None => Ok(false),
         };
+        let check_start = Instant::now();
+        check_frames(frames, &mut health);
+        let checks = check_start.elapsed();
+        let correlated = started.and_then(|started| match cor.as_mut() {
+            Some(c) if started => self.finish_or_switch(c, frames, &mut gcc, &health[..b]),
+            Some(c) => self.correlate_or_switch(c, frames, &mut gcc),
+            None => Err(BackendError::new("pipeline", "the correlator is in use").into()),
+        });
+        if cor.is_some() {
+            self.correlator = cor;
+        }
         let tracked = correlated.and_then(|()| {
             let prep = start.elapsed();
             self.counters.check_total += checks;

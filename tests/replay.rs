@@ -133,10 +133,12 @@ fn same_seed_same_bytes() {
 fn failing_backend_moves_to_cpu_without_losing_frames() {
     let mut spec = SceneSpec::preset("harbour").unwrap();
     spec.duration_s = 6.0;
-    for batch in [1, 16] {
+    // Frame by frame, in overlapped batches of 16, and frame by frame with a correlator that
+    // works ahead of the checks (as the GPU does on the live path).
+    for (batch, ahead) in [(1, false), (16, false), (1, true)] {
         for (fail_gcc, fail_pf) in [(40u64, u64::MAX), (u64::MAX, 60), (30, 30), (3, 50)] {
             let cfg = spec.config();
-            let (mut pipe, truth) = faulty_pipeline(&spec, fail_gcc, fail_pf, batch);
+            let (mut pipe, truth) = faulty_pipeline(&spec, fail_gcc, fail_pf, batch, ahead);
             assert_eq!(pipe.backend(), "faulty");
             let mut sim = SimSource::new(spec.clone()).unwrap();
             let mut asm = FrameAssembler::for_config(&cfg, 0);
@@ -150,7 +152,9 @@ fn failing_backend_moves_to_cpu_without_losing_frames() {
             )
             .unwrap();
             let c = &pipe.counters;
-            let case = format!("batch {batch}, gcc fails at {fail_gcc}, filter at {fail_pf}");
+            let case = format!(
+                "batch {batch}, ahead {ahead}, gcc fails at {fail_gcc}, filter at {fail_pf}"
+            );
             assert_eq!(pipe.backend(), "cpu", "{case}");
             assert_eq!(
                 c.frames_in, c.frames_processed,
@@ -176,7 +180,13 @@ fn faulty_pipeline(
     fail_gcc: u64,
     fail_pf: u64,
     batch: usize,
+    ahead: bool,
 ) -> (Pipeline, sonotrack::scene::Truth) {
+    let mut cor =
+        FaultyCorrelator::new(GccParams::from_config(&spec.config()), fail_gcc).with_batch(batch);
+    if ahead {
+        cor = cor.working_ahead();
+    }
     let cfg = spec.config();
     let backends = backend::select(&cfg, BackendChoice::Cpu).unwrap();
     let pipe = Pipeline::new(
@@ -186,7 +196,7 @@ fn faulty_pipeline(
         PipelineOptions::default(),
     )
     .with_backends(
-        Box::new(FaultyCorrelator::new(GccParams::from_config(&cfg), fail_gcc).with_batch(batch)),
+        Box::new(cor),
         Box::new(FaultyFilter::new(FilterParams::from_config(&cfg), fail_pf)),
     );
     let sim = SimSource::new(spec.clone()).unwrap();
@@ -206,7 +216,7 @@ fn correlating_ahead_changes_nothing() {
     let cfg = spec.config();
     let mut runs = Vec::new();
     for batch in [1, 7, 64] {
-        let (mut pipe, _) = faulty_pipeline(&spec, u64::MAX, u64::MAX, batch);
+        let (mut pipe, _) = faulty_pipeline(&spec, u64::MAX, u64::MAX, batch, false);
         let mut sim = SimSource::new(spec.clone()).unwrap();
         let mut asm = FrameAssembler::for_config(&cfg, 0);
         let mut reports = Vec::new();
@@ -248,6 +258,68 @@ fn correlating_ahead_changes_nothing() {
     assert!(runs[0].1.len() > 100, "a boat is tracked");
     assert_eq!(runs[0], runs[1]);
     assert_eq!(runs[0], runs[2]);
+}
+
+/// A correlator that works ahead of the input checks (as the GPU does on the live path: it
+/// correlates a frame while the host checks it) gives what correlating after the checks gives,
+/// also for frames with non-finite samples (correlated again once they are zeroed) and a dead
+/// channel.
+#[test]
+fn working_ahead_of_the_checks_changes_nothing() {
+    let mut spec = SceneSpec::preset("harbour").unwrap();
+    spec.duration_s = 4.0;
+    let cfg = spec.config();
+    let mut sim = SimSource::new(spec.clone()).unwrap();
+    let mut asm = FrameAssembler::for_config(&cfg, 0);
+    let ch = cfg.input_channels();
+    let mut buf = vec![0.0f32; ch * 1024];
+    let mut frames = Vec::new();
+    loop {
+        match sonotrack::audio::AudioSource::read(&mut sim, &mut buf).unwrap() {
+            sonotrack::audio::ReadResult::Samples(n) => asm.push(&buf[..n * ch]),
+            sonotrack::audio::ReadResult::End => break,
+            _ => continue,
+        }
+        while let Some(f) = asm.pop() {
+            frames.push(f);
+        }
+    }
+    // Non-finite bursts in frames 20-24 (channel 1) and 40 (every channel), channel 2 dead in
+    // frames 50-54.
+    for f in frames.iter_mut() {
+        let n = f.len;
+        if (20..25).contains(&f.seq) {
+            f.channel_mut(1)[100..140].fill(f32::NAN);
+            f.channel_mut(1)[n / 2] = f32::INFINITY;
+        }
+        if f.seq == 40 {
+            for c in 0..f.channels {
+                f.channel_mut(c)[7] = f32::NAN;
+            }
+        }
+        if (50..55).contains(&f.seq) {
+            f.channel_mut(2).fill(0.0);
+        }
+    }
+    let mut runs = Vec::new();
+    for ahead in [false, true] {
+        let (mut pipe, _) = faulty_pipeline(&spec, u64::MAX, u64::MAX, 1, ahead);
+        let mut reports = Vec::new();
+        for f in frames.iter() {
+            let mut f = f.clone();
+            for r in pipe.process(&mut f).unwrap() {
+                reports.push((f.seq, r.id, r.position.map(f64::to_bits)));
+            }
+        }
+        let c = &pipe.counters;
+        assert_eq!(c.frames_in, frames.len() as u64);
+        assert_eq!(c.frames_processed, c.frames_in);
+        assert_eq!(c.nonfinite_samples, 5 * 41 + ch as u64);
+        assert_eq!(c.backend_switches, 0);
+        runs.push((reports, c.bad_channel_frames.clone()));
+    }
+    assert!(runs[0].0.len() > 50, "a boat is tracked");
+    assert_eq!(runs[0], runs[1]);
 }
 
 /// A CPU filter that runs the caller's work during its step, as the GPU filter does while the

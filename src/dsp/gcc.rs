@@ -264,6 +264,28 @@ pub trait Correlator: Send {
         out: &mut [GccFrame],
         want_curves: bool,
     ) -> Result<(), BackendError>;
+    /// Start correlating `frames` without waiting for the result (a GPU stages them and
+    /// queues its work); [`Self::finish`] waits for it and fills the results. Returns false when
+    /// the backend does not work ahead (the CPU) or not for this many frames: the caller then
+    /// correlates as usual. The backend has taken its copy of the samples when this returns, so
+    /// the caller may change `frames` before `finish` (the input checks zero non-finite
+    /// samples meanwhile, and correlate again if they found any).
+    fn start(&mut self, _frames: &[&Frame], _want_curves: bool) -> Result<bool, BackendError> {
+        Ok(false)
+    }
+    /// Wait for the work [`Self::start`] queued for `frames` (the same frames, in number) and
+    /// fill `out` as [`Self::correlate`] would have.
+    fn finish(
+        &mut self,
+        _frames: &[&Frame],
+        _out: &mut [GccFrame],
+        _want_curves: bool,
+    ) -> Result<(), BackendError> {
+        Err(BackendError::new(
+            self.backend(),
+            "finish called without a started correlation",
+        ))
+    }
     /// How many frames a call should carry in replay (1: no gain from batching).
     fn preferred_batch(&self) -> usize {
         1

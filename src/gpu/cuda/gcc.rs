@@ -122,6 +122,8 @@ pub struct CudaCorrelator {
     /// this with its last frame rather than computing on zeros.
     filled: usize,
     last_bytes: u64,
+    /// What [`Correlator::start`] queued (frames, curves wanted) until `finish` collects it.
+    started: Option<(usize, bool)>,
 }
 
 impl CudaCorrelator {
@@ -193,6 +195,7 @@ impl CudaCorrelator {
             last_s: None,
             last_bytes: 0,
             filled: 0,
+            started: None,
             batch,
             params,
             gpu,
@@ -463,11 +466,17 @@ impl CudaCorrelator {
         out: &mut [GccFrame],
         want_curves: bool,
     ) -> Result<(), BackendError> {
+        self.launch(frames, want_curves)?;
+        self.collect(frames, out, want_curves)
+    }
+
+    /// Stage up to `batch` frames into the page-locked buffer and queue their correlation
+    /// (without waiting for it: see [`Self::collect`]).
+    fn launch(&mut self, frames: &[&Frame], want_curves: bool) -> Result<(), BackendError> {
         let b = frames.len();
         // The sizes only (this runs for every frame on the live path: no clone of the params).
         let p = &self.params;
-        let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
-        let (cl, frame_len, fft_len) = (p.curve_len(), p.frame_len, p.fft_len);
+        let (c, frame_len) = (p.channels, p.frame_len);
         if let Some(f) = frames
             .iter()
             .find(|f| f.channels != c || f.len != frame_len || f.data.len() != c * frame_len)
@@ -509,7 +518,23 @@ impl CudaCorrelator {
             _ => self.enqueue(run, want_curves)?,
         }
         self.timer.stop(&s)?;
-        s.synchronize().map_err(err("running the GCC kernels"))?;
+        Ok(())
+    }
+
+    /// Wait for the correlation [`Self::launch`] queued for `frames` and fill `out`.
+    fn collect(
+        &mut self,
+        frames: &[&Frame],
+        out: &mut [GccFrame],
+        want_curves: bool,
+    ) -> Result<(), BackendError> {
+        let b = frames.len();
+        let p = &self.params;
+        let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
+        let (cl, frame_len, fft_len) = (p.curve_len(), p.frame_len, p.fft_len);
+        self.stream
+            .synchronize()
+            .map_err(err("running the GCC kernels"))?;
         self.last_s = self.timer.elapsed_s();
         // Bytes through device memory: frames in, FFT input written and read, spectra written
         // and read twice per pair they take part in (bounded by once per pair), cross-spectra
@@ -582,6 +607,35 @@ impl Correlator for CudaCorrelator {
         self.last_s = Some(total_s);
         self.last_bytes = total_bytes;
         Ok(())
+    }
+
+    fn start(&mut self, frames: &[&Frame], want_curves: bool) -> Result<bool, BackendError> {
+        if frames.is_empty() || frames.len() > self.batch {
+            return Ok(false);
+        }
+        self.started = None;
+        self.gpu
+            .ctx
+            .bind_to_thread()
+            .map_err(err("making the CUDA context current"))?;
+        self.launch(frames, want_curves)?;
+        self.started = Some((frames.len(), want_curves));
+        Ok(true)
+    }
+
+    fn finish(
+        &mut self,
+        frames: &[&Frame],
+        out: &mut [GccFrame],
+        want_curves: bool,
+    ) -> Result<(), BackendError> {
+        if self.started.take() != Some((frames.len(), want_curves)) || out.len() != frames.len() {
+            return Err(BackendError::new(
+                "cuda",
+                "finish does not match the started correlation",
+            ));
+        }
+        self.collect(frames, out, want_curves)
     }
 
     fn preferred_batch(&self) -> usize {
