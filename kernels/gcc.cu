@@ -98,6 +98,21 @@ __device__ __forceinline__ const float* grid_taps(int lag, int ch, int g, const 
     return taps + phase * 2 * PEAK_HALF;
 }
 
+// The interpolant at grid point g around integer lag `lag` of a curve `sc` in shared memory
+// (lags -ch..=ch), in f64 as refine_peak's eval.
+__device__ __forceinline__ double grid_value(const float* sc, int ch, int lag, int g,
+                                             const float* taps) {
+    int first;
+    const float* tw = grid_taps(lag, ch, g, taps, &first);
+    double acc = 0.0;
+#pragma unroll
+    for (int k = 0; k < 2 * PEAK_HALF; ++k) {
+        int j = first + k;
+        if (j >= 0 && j < 2 * ch + 1) acc += (double)sc[j] * (double)tw[k];
+    }
+    return acc;
+}
+
 // The refined peak from the interpolant on the 17-point grid around integer lag `lag`: the best
 // grid point and a parabola through it and its neighbours (refine_peak), clamped to the bound.
 __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mean, float std) {
@@ -132,10 +147,28 @@ __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mea
 // frame of 4096 samples).
 #define PEAK_THREADS 32
 #define PEAK_THREADS_MAX 256
+
+// A one-frame call's peaks go straight to the host's mapped buffer, and `flag` (mapped too;
+// null on other calls) tells the host when every block's are there: each thread fences its
+// writes system-wide, and the last block to finish (`ticket`, which it resets for the next
+// launch) raises the flag. Every thread of the block calls it, once.
+__device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* flag) {
+    if (!flag) return;
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u32 t = atomicAdd(ticket, 1u);
+        if (t == n_blocks - 1) {
+            *ticket = 0;
+            __threadfence_system();
+            *(volatile u32*)flag = 1u;
+        }
+    }
+}
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
-          float* curves, PeakOut* peaks) {
+          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag) {
     __shared__ float scratch[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
@@ -144,6 +177,9 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __shared__ PeakOut accepted[MAX_PEAKS];
     __shared__ int n_accepted;
     __shared__ double grid[PEAK_GRID + 1];
+    __shared__ double grid_w[PEAK_THREADS_MAX / 32][PEAK_GRID + 1];
+    __shared__ int order[MAX_CANDIDATES];
+    __shared__ PeakOut refined[2 * PEAK_THREADS_MAX / 32];
     __shared__ int cand_lag;
     __shared__ float cand_v;
     __shared__ int stop;
@@ -182,6 +218,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     }
     if (bound < 0) {
         for (u32 j = threadIdx.x; j < k_peaks; j += blockDim.x) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        peaks_signal(ticket, n_blocks, flag);
         return;
     }
     float s = 0.0f, s2 = 0.0f;
@@ -205,6 +242,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __syncthreads();
     if (flat) {
         for (u32 j = threadIdx.x; j < k_peaks; j += blockDim.x) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        peaks_signal(ticket, n_blocks, flag);
         return;
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -221,56 +259,88 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     }
     __syncthreads();
     if (use_sh && n_cand <= cand_cap) {
-        // One warp takes them best first (ties: the smaller lag), as find_peaks: a candidate
-        // within min_sep of an accepted peak is passed over; each accepted one is refined on
-        // the 17-point grid (lane g evaluates grid point g) and a parabola. No block-wide
-        // barrier in the loop: the earlier version rescanned the curve with the whole block
-        // for every candidate and was latency-bound (16 us for 6 pairs).
-        if (warp != 0) goto done;
-        int nc = n_cand, n_acc = 0;
-        for (int examined = 0; examined < cap && n_acc < (int)k_peaks; ++examined) {
-            float bv = GCC_NEG_INF;
-            int bl = 0x7fffffff, bi = -1;
-            for (int q = lane; q < nc; q += 32) {
-                int l = cand[q];
-                if (l == CAND_GONE) continue;
+        // find_peaks examines the candidates best first (ties: the smaller lag), at most `cap`
+        // of them: a candidate within min_sep of an accepted peak is passed over, each accepted
+        // one is refined on the 17-point grid (a warp: lane g evaluates grid point g) and a
+        // parabola. Here the examination order is fixed first, the first few candidates of it
+        // are refined by all warps at once (most of the kernel's time was one warp refining
+        // peaks one after the other), and one warp then accepts or passes over them in order,
+        // refining any others it accepts itself.
+        int nc = n_cand;
+        int m = min(nc, cap);
+        if ((int)blockDim.x >= nc) {
+            // A candidate's place is the number of candidates before it.
+            if ((int)threadIdx.x < nc) {
+                int l = cand[threadIdx.x];
                 float v = sc[l + ch];
-                if (v > bv || (v == bv && l < bl)) {
-                    bv = v;
-                    bl = l;
-                    bi = q;
+                int rank = 0;
+#pragma unroll 4
+                for (int q = 0; q < nc; ++q) {
+                    int lq = cand[q];
+                    float vq = sc[lq + ch];
+                    rank += (vq > v || (vq == v && lq < l)) ? 1 : 0;
                 }
+                if (rank < m) order[rank] = l;
             }
-            for (int o = 16; o > 0; o >>= 1) {
-                float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-                int ol = __shfl_xor_sync(0xffffffffu, bl, o);
-                int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-                if (ov > bv || (ov == bv && ol < bl)) {
-                    bv = ov;
-                    bl = ol;
-                    bi = oi;
+        } else if (warp == 0) {
+            for (int r = 0; r < m; ++r) {
+                float bv = GCC_NEG_INF;
+                int bl = 0x7fffffff, bi = -1;
+                for (int q = lane; q < nc; q += 32) {
+                    int l = cand[q];
+                    if (l == CAND_GONE) continue;
+                    float v = sc[l + ch];
+                    if (v > bv || (v == bv && l < bl)) {
+                        bv = v;
+                        bl = l;
+                        bi = q;
+                    }
                 }
-            }
-            if (!(bv > GCC_NEG_INF)) break;
-            if (lane == 0) cand[bi] = (short)CAND_GONE;
-            bool near = lane < n_acc && fabsf(accepted[lane].lag - (float)bl) < min_sep;
-            if (__any_sync(0xffffffffu, near)) {
+                for (int o = 16; o > 0; o >>= 1) {
+                    float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                    int ol = __shfl_xor_sync(0xffffffffu, bl, o);
+                    int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                    if (ov > bv || (ov == bv && ol < bl)) {
+                        bv = ov;
+                        bl = ol;
+                        bi = oi;
+                    }
+                }
+                // Every lane has read the list for this round before lane 0 changes it.
                 __syncwarp();
-                continue;
-            }
-            if (lane <= PEAK_GRID) {
-                int first;
-                const float* tw = grid_taps(bl, ch, lane, taps, &first);
-                double acc = 0.0;
-#pragma unroll
-                for (int k = 0; k < 2 * PEAK_HALF; ++k) {
-                    int j = first + k;
-                    if (j >= 0 && j < 2 * ch + 1) acc += (double)sc[j] * (double)tw[k];
+                if (lane == 0) {
+                    order[r] = bl;
+                    cand[bi] = (short)CAND_GONE;
                 }
-                grid[lane] = acc;
+                __syncwarp();
             }
+        }
+        __syncthreads();
+        // Refined ahead: the first `ahead` of the order, a warp each (none with one warp).
+        int n_warps = (int)(blockDim.x >> 5);
+        int ahead = n_warps > 1 ? min(m, 2 * n_warps) : 0;
+        for (int r = warp; r < ahead; r += n_warps) {
+            double* g = grid_w[warp];
+            if (lane <= PEAK_GRID) g[lane] = grid_value(sc, ch, order[r], lane, taps);
             __syncwarp();
-            if (lane == 0) accepted[n_acc] = refined_peak(grid, bl, ml, mean_sh, std_sh);
+            if (lane == 0) refined[r] = refined_peak(g, order[r], ml, mean_sh, std_sh);
+            __syncwarp();
+        }
+        __syncthreads();
+        if (warp != 0) goto done;
+        int n_acc = 0;
+        for (int r = 0; r < m && n_acc < (int)k_peaks; ++r) {
+            int bl = order[r];
+            bool near = lane < n_acc && fabsf(accepted[lane].lag - (float)bl) < min_sep;
+            if (__any_sync(0xffffffffu, near)) continue;
+            if (r < ahead) {
+                if (lane == 0) accepted[n_acc] = refined[r];
+            } else {
+                double* g = grid_w[0];
+                if (lane <= PEAK_GRID) g[lane] = grid_value(sc, ch, bl, lane, taps);
+                __syncwarp();
+                if (lane == 0) accepted[n_acc] = refined_peak(g, bl, ml, mean_sh, std_sh);
+            }
             ++n_acc;
             __syncwarp();
         }
@@ -368,6 +438,7 @@ done:
         }
         for (int j = 0; j < (int)k_peaks; ++j) po[j] = j < n_accepted ? accepted[j] : PeakOut{0.0f, GCC_NEG_INF, 0.0f};
     }
+    peaks_signal(ticket, n_blocks, flag);
 #undef CURVE
 #undef CURVE_G
 }

@@ -46,7 +46,6 @@ fn check_gcc(params: GccParams, frames: &[Frame], batch: usize) {
     let mut g = gpu::correlator(params.clone(), batch).unwrap();
     let gpu_out = correlate(g.as_mut(), frames);
     let cl = params.curve_len();
-    let k = params.peaks_per_pair;
     for (a, b) in cpu.iter().zip(&gpu_out) {
         for p in 0..params.pairs.len() {
             let ca = &a.curves[p * cl..(p + 1) * cl];
@@ -60,22 +59,77 @@ fn check_gcc(params: GccParams, frames: &[Frame], batch: usize) {
                 worst <= 1e-4 * scale,
                 "pair {p}: curves differ by {worst} (scale {scale})"
             );
-            let (pa, pb) = (a.pair_peaks(p, k), b.pair_peaks(p, k));
-            // The best peak matches to 0.01 samples; every other CPU peak has a GPU peak
-            // within 0.01 samples (near-equal values may swap places).
+        }
+        assert_peaks_agree(a, b, &params);
+    }
+    check_gcc_one_by_one(&params, frames, batch);
+}
+
+/// The best peak of every pair matches to 0.01 samples; every other CPU peak has a GPU peak
+/// within 0.01 samples (near-equal values may swap places).
+fn assert_peaks_agree(a: &GccFrame, b: &GccFrame, params: &GccParams) {
+    let k = params.peaks_per_pair;
+    for p in 0..params.pairs.len() {
+        let (pa, pb) = (a.pair_peaks(p, k), b.pair_peaks(p, k));
+        assert_eq!(
+            pa[0].is_some(),
+            pb[0].is_some(),
+            "pair {p}: {pa:?} vs {pb:?}"
+        );
+        if pa[0].is_some() {
             assert!(
                 (pa[0].lag_samples - pb[0].lag_samples).abs() <= 0.01,
                 "pair {p}: {:?} vs {:?}",
                 pa[0],
                 pb[0]
             );
-            for x in pa.iter().filter(|x| x.is_some()) {
-                assert!(
-                    pb.iter()
-                        .any(|y| y.is_some() && (x.lag_samples - y.lag_samples).abs() <= 0.01),
-                    "pair {p}: CPU peak {x:?} has no GPU twin in {pb:?}"
-                );
-            }
+        }
+        for x in pa.iter().filter(|x| x.is_some()) {
+            assert!(
+                pb.iter()
+                    .any(|y| y.is_some() && (x.lag_samples - y.lag_samples).abs() <= 0.01),
+                "pair {p}: CPU peak {x:?} has no GPU twin in {pb:?}"
+            );
+        }
+    }
+}
+
+/// One frame at a time, peaks only, as the live path runs (on a GPU: the frame read from
+/// mapped host memory, the peaks written there and a flag waited for), by `correlate` and by
+/// `start` then `finish`; with a silent frame (every pair flat: no peaks) and a frame with one
+/// silent channel among them.
+fn check_gcc_one_by_one(params: &GccParams, frames: &[Frame], batch: usize) {
+    if !cuda_present() {
+        return;
+    }
+    let mut cpu = CpuCorrelator::new(params.clone());
+    let mut g = gpu::correlator(params.clone(), batch).unwrap();
+    let mut silent = frames[0].clone();
+    silent.data.fill(0.0);
+    let mut one_dead = frames[0].clone();
+    one_dead.channel_mut(1).fill(0.0);
+    let mut list: Vec<Frame> = frames.iter().take(3).cloned().collect();
+    list.insert(1, silent);
+    list.push(one_dead);
+    for (i, f) in list.iter().enumerate() {
+        let mut want = GccFrame::new(params);
+        cpu.correlate(&[f], std::slice::from_mut(&mut want), false)
+            .unwrap();
+        let mut got = GccFrame::new(params);
+        g.correlate(&[f], std::slice::from_mut(&mut got), false)
+            .unwrap();
+        assert!(got.curves.is_empty());
+        assert_peaks_agree(&want, &got, params);
+        let mut ahead = GccFrame::new(params);
+        assert!(
+            g.start(&[f], false).unwrap(),
+            "frame {i}: the GPU works ahead"
+        );
+        g.finish(&[f], std::slice::from_mut(&mut ahead), false)
+            .unwrap();
+        assert_peaks_agree(&want, &ahead, params);
+        if i == 1 {
+            assert!(want.peaks.iter().all(|p| !p.is_some()), "silent: no peaks");
         }
     }
 }

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use cudarc::cufft::{result as fft, sys as fft_sys};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use super::host::{DeviceTimer, Graph, Pinned, capture, copy_for_device};
+use super::host::{
+    DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
+};
 use super::{Gpu, dptr, err};
 use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
@@ -71,13 +73,20 @@ const PEAK_SHARED: usize = 8192;
 
 /// gcc_peaks's dynamic shared memory: the curve (rounded up to four floats) and its list of
 /// local maxima (shorts), or nothing for a curve too long for it (searched in global memory).
-/// At most 8192 * 4 + 4097 * 2 bytes, within the 48 KiB a launch may take without opting in.
+/// At most 8192 * 4 + 4097 * 2 bytes, within the 48 KiB a launch may take without opting in
+/// (with the kernel's static 3.6 KiB).
 fn peaks_shared_bytes(curve_half: usize) -> u32 {
     let len = 2 * curve_half + 1;
     if len > PEAK_SHARED {
         return 0;
     }
     (len.div_ceil(4) * 4 * 4 + (curve_half + 2) * 2) as u32
+}
+
+/// Page-locked memory mapped into the device when the driver allows it, else plain
+/// page-locked memory (the one-frame call then copies as a batch does).
+fn mapped_or_not<T: bytemuck::Pod>(len: usize) -> Result<Pinned<T>, BackendError> {
+    Pinned::mapped(len).or_else(|_| Pinned::new(len))
 }
 
 struct Plans {
@@ -124,7 +133,34 @@ pub struct CudaCorrelator {
     last_bytes: u64,
     /// What [`Correlator::start`] queued (frames, curves wanted) until `finish` collects it.
     started: Option<(usize, bool)>,
+    /// The one-frame call without copy nodes, where the host buffers map into the device.
+    single: Option<Single>,
+    /// gcc_peaks's count of finished blocks (the last one raises the flag and resets it).
+    d_ticket: CudaSlice<u32>,
 }
+
+/// A one-frame call (the live path) without copies: the frame is read from the page-locked
+/// buffer by `gcc_window` (when small: see [`MAPPED_INPUT_BYTES`]), `gcc_peaks` writes the peaks
+/// into the host's buffer and, once every pair's are there, raises `flag`, on which the host
+/// waits instead of synchronising the stream.
+struct Single {
+    /// Device address of the frame in `host_in` (None: copied in as for a batch).
+    input: Option<u64>,
+    /// Device address of `host_peaks`.
+    peaks: u64,
+    flag: Pinned<u32>,
+    flag_dev: u64,
+}
+
+/// Frames up to this size are read by the window kernel straight from host memory on a
+/// one-frame call (a copy node costs a few microseconds whatever its size; larger frames read
+/// faster by the copy engine).
+const MAPPED_INPUT_BYTES: usize = 256 << 10;
+
+/// What the host writes into the flag before a one-frame call, and what `gcc_peaks` raises it
+/// to.
+const FLAG_PENDING: u32 = 0;
+const FLAG_DONE: u32 = 1;
 
 impl CudaCorrelator {
     /// A correlator that transforms up to `batch` frames per call.
@@ -188,18 +224,23 @@ impl CudaCorrelator {
             stream: s.clone(),
             plans: HashMap::new(),
             graphs: HashMap::new(),
-            host_in: Pinned::new(batch * c * params.frame_len)?,
-            host_peaks: Pinned::new(batch * p * params.peaks_per_pair * 3)?,
+            host_in: mapped_or_not(batch * c * params.frame_len)?,
+            host_peaks: mapped_or_not(batch * p * params.peaks_per_pair * 3)?,
             host_curves: None,
             timer: DeviceTimer::new(&gpu.ctx, false)?,
             last_s: None,
             last_bytes: 0,
             filled: 0,
             started: None,
+            single: None,
+            d_ticket: s
+                .alloc_zeros::<u32>(1)
+                .map_err(err("allocating GCC buffers"))?,
             batch,
             params,
             gpu,
         };
+        me.single = me.single_io();
         // Plans and graphs for the two sizes calls come in (one frame live, whole batches in
         // replay) are made now, so that the first frames do not pay for them.
         me.prepare(1, false)?;
@@ -260,6 +301,27 @@ impl CudaCorrelator {
             .ok_or_else(|| BackendError::new("cuda", "cuFFT plan missing"))
     }
 
+    /// The addresses of a one-frame call without copies, or None (logged) when the host
+    /// buffers do not map into the device.
+    fn single_io(&self) -> Option<Single> {
+        let io = || -> Result<Single, BackendError> {
+            let flag = Pinned::<u32>::mapped(1)?;
+            let frame_bytes = self.params.channels * self.params.frame_len * 4;
+            Ok(Single {
+                input: if frame_bytes <= MAPPED_INPUT_BYTES {
+                    Some(self.host_in.device_ptr()?)
+                } else {
+                    None
+                },
+                peaks: self.host_peaks.device_ptr()?,
+                flag_dev: flag.device_ptr()?,
+                flag,
+            })
+        };
+        io().map_err(|e| log::debug!("one-frame GCC calls copy (no mapped host memory: {e})"))
+            .ok()
+    }
+
     /// Enqueue the whole sequence for `b` frames already in `host_in`: copy in, window, R2C,
     /// cross-spectra, C2R, peaks, copy peaks (and curves) out. No synchronisation.
     ///
@@ -272,8 +334,14 @@ impl CudaCorrelator {
         let (c, np, k) = (p.channels, p.pairs.len(), p.peaks_per_pair);
         let s = self.stream.clone();
         let row = c * p.frame_len;
+        // One frame: no copies where the host buffers map (see `Single`).
+        let single = (b == 1)
+            .then(|| self.single.as_ref().map(|m| (m.input, m.peaks, m.flag_dev)))
+            .flatten();
         for (i, (f0, n)) in parts(b, row * 4).enumerate() {
-            if n == b {
+            if let Some((Some(_), _, _)) = single {
+                // gcc_window reads the frame from host memory.
+            } else if n == b {
                 // SAFETY: d_in holds `batch` frames, b <= batch; the host buffer is not touched
                 // until the caller has synchronised.
                 unsafe {
@@ -299,13 +367,15 @@ impl CudaCorrelator {
                 }
                 s.join(&cs).map_err(err("ordering the upload"))?;
             }
-            self.enqueue_part(f0, n, b, want_curves)?;
+            self.enqueue_part(f0, n, b, want_curves, single)?;
         }
         // SAFETY: both device buffers hold `batch` frames of results; the host reads them only
         // after synchronising.
         unsafe {
-            self.host_peaks
-                .copy_from_device(dptr(&self.d_peaks, &s), b * np * k * 3, &s)?;
+            if single.is_none() {
+                self.host_peaks
+                    .copy_from_device(dptr(&self.d_peaks, &s), b * np * k * 3, &s)?;
+            }
             if want_curves {
                 let cl = p.curve_len();
                 if let Some(h) = self.host_curves.as_mut() {
@@ -317,13 +387,15 @@ impl CudaCorrelator {
     }
 
     /// The kernels for frames `f0..f0 + n` of a batch of `b` (already on the device), on the
-    /// main stream: window, R2C, cross-spectra, C2R, peaks.
+    /// main stream: window, R2C, cross-spectra, C2R, peaks. `single`: a one-frame call's
+    /// mapped frame (when read from the host), peaks and flag (see [`Single`]).
     fn enqueue_part(
         &mut self,
         f0: usize,
         n: usize,
         b: usize,
         want_curves: bool,
+        single: Option<(Option<u64>, u64, u64)>,
     ) -> Result<(), BackendError> {
         let p = self.params.clone();
         let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
@@ -341,6 +413,12 @@ impl CudaCorrelator {
         let d_corr = at(&self.d_corr, np * p.fft_len);
         let d_curves = at(&self.d_curves, np * p.curve_len());
         let d_peaks = at(&self.d_peaks, np * k * 3);
+        let (d_in, d_peaks, flag) = match single {
+            Some((input, peaks, flag)) => (input.unwrap_or(d_in), peaks, flag),
+            None => (d_in, d_peaks, 0u64),
+        };
+        let d_ticket = dptr(&self.d_ticket, &s);
+        let blocks = (np * n) as u32;
         // gcc_cross: a few pairs (one frame) get 1024 threads each, so that each thread walks few
         // bins; a grid that fills the GPU gets 256 (measured on the H200: a 4-channel frame
         // 38-43 us against 42-46 us, a batch of 16 16-channel frames 217 us against 227 us).
@@ -431,6 +509,9 @@ impl CudaCorrelator {
                 .arg(&wc)
                 .arg(&d_curves)
                 .arg(&d_peaks)
+                .arg(&d_ticket)
+                .arg(&blocks)
+                .arg(&flag)
                 .launch(LaunchConfig {
                     grid_dim: (n_pairs, n as u32, 1),
                     block_dim: (peak_threads, 1, 1),
@@ -511,6 +592,11 @@ impl CudaCorrelator {
         }
         self.filled = self.filled.max(run);
         self.prepare(run, want_curves)?;
+        if run == 1 {
+            if let Some(m) = self.single.as_mut() {
+                m.flag.as_mut_slice()[0] = FLAG_PENDING;
+            }
+        }
         let s = self.stream.clone();
         self.timer.start(&s)?;
         match self.graphs.get_mut(&(run, want_curves)) {
@@ -532,9 +618,23 @@ impl CudaCorrelator {
         let p = &self.params;
         let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
         let (cl, frame_len, fft_len) = (p.curve_len(), p.frame_len, p.fft_len);
-        self.stream
-            .synchronize()
-            .map_err(err("running the GCC kernels"))?;
+        // A one-frame call waits for the peaks' flag, unless the curves come back too (a copy
+        // after the kernels) or device timing is on (its end event must have passed).
+        let flag = match &self.single {
+            Some(m) if b == 1 && !want_curves && !self.timer.is_on() => Some(m.flag.as_ptr()),
+            _ => None,
+        };
+        match flag {
+            Some(f) => wait_until(&self.stream, "the GCC kernels", || {
+                // SAFETY: `f` points to the live, mapped flag, which the device writes: read
+                // through a raw pointer, without holding a reference.
+                unsafe { std::ptr::read_volatile(f) == FLAG_DONE }
+            })?,
+            None => self
+                .stream
+                .synchronize()
+                .map_err(err("running the GCC kernels"))?,
+        }
         self.last_s = self.timer.elapsed_s();
         // Bytes through device memory: frames in, FFT input written and read, spectra written
         // and read twice per pair they take part in (bounded by once per pair), cross-spectra
@@ -657,6 +757,9 @@ impl Correlator for CudaCorrelator {
 
 impl Drop for CudaCorrelator {
     fn drop(&mut self) {
+        // A one-frame call returns when its peaks are in, perhaps before its stream has
+        // finished; so does a started call that was never collected.
+        drain_before_drop(&self.stream, "the GCC kernels");
         // Graphs that use the plans go first.
         self.graphs.clear();
         for (_, p) in self.plans.drain() {
@@ -734,7 +837,8 @@ mod tests {
     #[test]
     fn peak_search_fits_in_shared_memory() {
         let most = super::peaks_shared_bytes((super::PEAK_SHARED - 1) / 2);
-        assert!(most > 0 && most as usize + 2048 <= 48 * 1024, "{most}");
+        // gcc_peaks's static shared memory is 3,632 bytes (sm_90, `cuobjdump -res-usage`).
+        assert!(most > 0 && most as usize + 4096 <= 48 * 1024, "{most}");
         assert_eq!(super::peaks_shared_bytes(super::PEAK_SHARED / 2), 0);
     }
 }

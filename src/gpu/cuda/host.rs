@@ -298,6 +298,79 @@ pub fn capture(
     }
 }
 
+/// How long the host waits for a kernel's results before it gives the device up.
+pub const WAIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Whether `stream` has finished its work (without waiting); an error, naming `what` ran,
+/// when the device reports one.
+pub fn stream_done(stream: &CudaStream, what: &str) -> Result<bool, BackendError> {
+    // SAFETY: a query of a live stream (the caller holds it).
+    let r = unsafe { cudarc::driver::sys::cuStreamQuery(stream.cu_stream()) };
+    match r {
+        cudarc::driver::sys::CUresult::CUDA_SUCCESS => Ok(true),
+        cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        e => Err(BackendError::new("cuda", format!("running {what}: {e:?}"))),
+    }
+}
+
+/// Spin until `ready()` says the kernels on `stream` have written their results into mapped
+/// host memory (each writes its results, fences system-wide and then a flag, which `ready`
+/// reads), without waiting for the rest of the stream. A stream query every 64 spins turns a
+/// device error, or a stream that finished without the flags, into an error, and WAIT_TIMEOUT
+/// into one. The results are safe to read once this returns Ok.
+pub fn wait_until(
+    stream: &CudaStream,
+    what: &str,
+    ready: impl Fn() -> bool,
+) -> Result<(), BackendError> {
+    let start = std::time::Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if ready() {
+            // The results were written before the flags.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            return Ok(());
+        }
+        spins = spins.wrapping_add(1);
+        if spins % 64 == 0 {
+            if stream_done(stream, what)? {
+                if ready() {
+                    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+                    return Ok(());
+                }
+                return Err(BackendError::new(
+                    "cuda",
+                    format!("{what} finished without writing their results"),
+                ));
+            }
+            if start.elapsed() > WAIT_TIMEOUT {
+                return Err(BackendError::new(
+                    "cuda",
+                    format!("{what} did not finish within {} s", WAIT_TIMEOUT.as_secs()),
+                ));
+            }
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Wait, sleeping, for `stream` to finish before its buffers are freed, but at most
+/// WAIT_TIMEOUT: a device that stopped answering must not hang the fallback to the CPU (the
+/// call that found it out has already failed over). Logs when it gives up.
+pub fn drain_before_drop(stream: &CudaStream, what: &str) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < WAIT_TIMEOUT {
+        if !matches!(stream_done(stream, what), Ok(false)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
+    log::warn!(
+        "{what} did not finish within {} s; their buffers are freed regardless",
+        WAIT_TIMEOUT.as_secs()
+    );
+}
+
 #[cfg(test)]
 mod tests {
     /// The streamed copy gives the plain copy's result at every alignment and length

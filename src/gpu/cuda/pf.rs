@@ -32,7 +32,7 @@ use std::sync::Arc;
 use bytemuck::{Pod, Zeroable};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg, result};
 
-use super::host::{DeviceTimer, Graph, Pinned, capture};
+use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
 use super::{Gpu, dptr, err};
 use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
@@ -94,8 +94,8 @@ const FLAG_RESET_KEEP: u32 = 6;
 const FLAG_RESET_RESAMPLE: u32 = 7;
 /// What the host writes into its copy of a flag before the device writes the flag itself.
 const FLAG_PENDING: u32 = u32::MAX;
-/// How long the host waits for a step's results before it gives the GPU up.
-const STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// What the waits and errors call the filter's work.
+const KERNELS: &str = "the particle-filter kernels";
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
@@ -799,7 +799,7 @@ impl CudaParticleFilter {
 
     /// Wait until the device has written the flags of tracks `which` into the host's copy
     /// (`early`), or until the stream has finished. Fails when the stream reports an error,
-    /// finishes without writing the flags, or takes longer than STEP_TIMEOUT.
+    /// finishes without writing the flags, or takes longer than WAIT_TIMEOUT.
     fn wait_for(&self, early: bool, which: &[usize]) -> Result<(), BackendError> {
         let s = &self.gpu.stream;
         if !early {
@@ -808,7 +808,7 @@ impl CudaParticleFilter {
                 .map_err(err("running the particle-filter kernels"));
         }
         let base = self.down.as_ptr();
-        let ready = || {
+        wait_until(s, KERNELS, || {
             which.iter().all(|&i| {
                 // SAFETY: `down` holds the flags of every slot at `lay.flags` (4-byte aligned,
                 // inside the buffer); the device writes them, so they are read through a raw
@@ -818,54 +818,7 @@ impl CudaParticleFilter {
                 };
                 f != FLAG_PENDING
             })
-        };
-        let start = std::time::Instant::now();
-        let mut spins = 0u32;
-        loop {
-            if ready() {
-                // The sums were written before the flags (kernels/pf.cu: finalize_write).
-                std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-                return Ok(());
-            }
-            spins = spins.wrapping_add(1);
-            if spins % 64 == 0 {
-                if self.stream_done()? {
-                    if ready() {
-                        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-                        return Ok(());
-                    }
-                    return Err(BackendError::new(
-                        "cuda",
-                        "the particle-filter kernels finished without writing their results",
-                    ));
-                }
-                if start.elapsed() > STEP_TIMEOUT {
-                    return Err(BackendError::new(
-                        "cuda",
-                        format!(
-                            "the particle-filter kernels did not finish within {} s",
-                            STEP_TIMEOUT.as_secs()
-                        ),
-                    ));
-                }
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    /// Whether the filter's stream has finished its work (without waiting); an error when the
-    /// device reports one.
-    fn stream_done(&self) -> Result<bool, BackendError> {
-        // SAFETY: a query of the filter's own, live stream.
-        let r = unsafe { cudarc::driver::sys::cuStreamQuery(self.gpu.stream.cu_stream()) };
-        match r {
-            cudarc::driver::sys::CUresult::CUDA_SUCCESS => Ok(true),
-            cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            e => Err(BackendError::new(
-                "cuda",
-                format!("running the particle-filter kernels: {e:?}"),
-            )),
-        }
+        })
     }
 
     /// One step, running `meanwhile` while the device computes it.
@@ -1043,19 +996,8 @@ impl CudaParticleFilter {
 impl Drop for CudaParticleFilter {
     fn drop(&mut self) {
         // A step returns before its resampling has run (see `wait_for`); let it finish before
-        // the buffers go, but do not hang on a device that stopped answering (the step that
-        // found it out has already failed over to the CPU).
-        let start = std::time::Instant::now();
-        while start.elapsed() < STEP_TIMEOUT {
-            if !matches!(self.stream_done(), Ok(false)) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        }
-        log::warn!(
-            "the particle filter's GPU work did not finish within {} s; its buffers are freed regardless",
-            STEP_TIMEOUT.as_secs()
-        );
+        // the buffers go.
+        drain_before_drop(&self.gpu.stream, KERNELS);
     }
 }
 
