@@ -9,7 +9,14 @@
 //! to a power of two. A batch goes through in parts (up to four, by its size), each part's
 //! upload (on a second stream) overlapping the previous part's kernels; the frames are staged
 //! into the page-locked buffer by the rayon pool. `gcc_peaks` lists each curve's local maxima
-//! once and one warp takes them best first, as `find_peaks` on the CPU.
+//! once, fixes the order `find_peaks` on the CPU examines them in (best first), has every warp
+//! refine the first few, and one warp accepts or passes over them in that order.
+//!
+//! A one-frame call (the live path) has no copies where the host's page-locked buffers map
+//! into the device: `gcc_window` reads the frame from host memory, `gcc_peaks` writes the
+//! peaks there and raises a flag once every pair's are in, and the host waits for the flag
+//! rather than for the stream. [`Correlator::start`] queues such a call and returns, so that
+//! the pipeline checks the frame while the GPU correlates it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
