@@ -149,20 +149,20 @@ __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mea
 #define PEAK_THREADS_MAX 256
 
 // A one-frame call's peaks go straight to the host's mapped buffer, and `flag` (mapped too;
-// null on other calls) tells the host when every block's are there: each thread fences its
-// writes system-wide, and the last block to finish (`ticket`, which it resets for the next
-// launch) raises the flag. Every thread of the block calls it, once.
+// null on other calls) tells the host when every block's are there: thread 0, which writes
+// the block's peaks, fences them system-wide, and the last block to finish (`ticket`, which it
+// resets for the next launch) raises the flag. Every thread of the block calls it, once, after
+// thread 0 has written the peaks.
 __device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* flag) {
-    if (!flag) return;
+    // Thread 0 wrote the block's peaks: it alone fences (a system-wide fence by every thread
+    // cost the kernel a few microseconds).
+    if (!flag || threadIdx.x != 0) return;
     __threadfence_system();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        u32 t = atomicAdd(ticket, 1u);
-        if (t == n_blocks - 1) {
-            *ticket = 0;
-            __threadfence_system();
-            *(volatile u32*)flag = 1u;
-        }
+    u32 t = atomicAdd(ticket, 1u);
+    if (t == n_blocks - 1) {
+        *ticket = 0;
+        __threadfence_system();
+        *(volatile u32*)flag = 1u;
     }
 }
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
@@ -217,7 +217,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         stop = 0;
     }
     if (bound < 0) {
-        for (u32 j = threadIdx.x; j < k_peaks; j += blockDim.x) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        if (threadIdx.x == 0)
+            for (u32 j = 0; j < k_peaks; ++j) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
         peaks_signal(ticket, n_blocks, flag);
         return;
     }
@@ -241,7 +242,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     }
     __syncthreads();
     if (flat) {
-        for (u32 j = threadIdx.x; j < k_peaks; j += blockDim.x) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        if (threadIdx.x == 0)
+            for (u32 j = 0; j < k_peaks; ++j) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
         peaks_signal(ticket, n_blocks, flag);
         return;
     }
