@@ -262,30 +262,16 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __syncthreads();
     if (use_sh && n_cand <= cand_cap) {
         // find_peaks examines the candidates best first (ties: the smaller lag), at most `cap`
-        // of them: a candidate within min_sep of an accepted peak is passed over, each accepted
-        // one is refined on the 17-point grid (a warp: lane g evaluates grid point g) and a
-        // parabola. Here the examination order is fixed first, the first few candidates of it
-        // are refined by all warps at once (most of the kernel's time was one warp refining
-        // peaks one after the other), and one warp then accepts or passes over them in order,
-        // refining any others it accepts itself.
+        // of them, until it has k: a candidate within min_sep of an accepted peak is passed
+        // over, each accepted one is refined on the 17-point grid (a warp: lane g evaluates
+        // grid point g) and a parabola.
         int nc = n_cand;
-        int m = min(nc, cap);
-        if ((int)blockDim.x >= nc) {
-            // A candidate's place is the number of candidates before it.
-            if ((int)threadIdx.x < nc) {
-                int l = cand[threadIdx.x];
-                float v = sc[l + ch];
-                int rank = 0;
-#pragma unroll 4
-                for (int q = 0; q < nc; ++q) {
-                    int lq = cand[q];
-                    float vq = sc[lq + ch];
-                    rank += (vq > v || (vq == v && lq < l)) ? 1 : 0;
-                }
-                if (rank < m) order[rank] = l;
-            }
-        } else if (warp == 0) {
-            for (int r = 0; r < m; ++r) {
+        if ((int)blockDim.x < nc) {
+            // More candidates than threads (a warp per pair in a batch): one warp takes them
+            // one at a time, each the best of those left, and stops as soon as it has k.
+            if (warp != 0) goto done;
+            int n_acc = 0;
+            for (int examined = 0; examined < cap && n_acc < (int)k_peaks; ++examined) {
                 float bv = GCC_NEG_INF;
                 int bl = 0x7fffffff, bi = -1;
                 for (int q = lane; q < nc; q += 32) {
@@ -308,17 +294,43 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
                         bi = oi;
                     }
                 }
+                if (!(bv > GCC_NEG_INF)) break;
                 // Every lane has read the list for this round before lane 0 changes it.
                 __syncwarp();
-                if (lane == 0) {
-                    order[r] = bl;
-                    cand[bi] = (short)CAND_GONE;
+                if (lane == 0) cand[bi] = (short)CAND_GONE;
+                bool near = lane < n_acc && fabsf(accepted[lane].lag - (float)bl) < min_sep;
+                if (__any_sync(0xffffffffu, near)) {
+                    __syncwarp();
+                    continue;
                 }
+                if (lane <= PEAK_GRID) grid[lane] = grid_value(sc, ch, bl, lane, taps);
+                __syncwarp();
+                if (lane == 0) accepted[n_acc] = refined_peak(grid, bl, ml, mean_sh, std_sh);
+                ++n_acc;
                 __syncwarp();
             }
+            if (lane == 0) n_accepted = n_acc;
+            goto done;
+        }
+        // A thread per candidate (a frame's few pairs, a block each): each candidate's place in
+        // the order is the number of candidates before it; every warp refines some of the first
+        // few at once (one warp refining peaks one after the other was most of the kernel's
+        // time); then one warp accepts or passes over them in order, refining any others it
+        // accepts itself.
+        int m = min(nc, cap);
+        if ((int)threadIdx.x < nc) {
+            int l = cand[threadIdx.x];
+            float v = sc[l + ch];
+            int rank = 0;
+#pragma unroll 4
+            for (int q = 0; q < nc; ++q) {
+                int lq = cand[q];
+                float vq = sc[lq + ch];
+                rank += (vq > v || (vq == v && lq < l)) ? 1 : 0;
+            }
+            if (rank < m) order[rank] = l;
         }
         __syncthreads();
-        // Refined ahead: the first `ahead` of the order, a warp each (none with one warp).
         int n_warps = (int)(blockDim.x >> 5);
         int ahead = n_warps > 1 ? min(m, 2 * n_warps) : 0;
         for (int r = warp; r < ahead; r += n_warps) {
