@@ -135,6 +135,16 @@ __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mea
     return PeakOut{lag_f, (float)value, q};
 }
 
+// Lanes 0..=PEAK_GRID of a warp evaluate the grid around `lag` into `g`, and lane 0 refines
+// the peak into *dst. Every lane of the warp calls it.
+__device__ __forceinline__ void refine_warp(const float* sc, int ch, int lag, const float* taps,
+                                            double* g, float ml, float mean, float std, int lane,
+                                            PeakOut* dst) {
+    if (lane <= PEAK_GRID) g[lane] = grid_value(sc, ch, lag, lane, taps);
+    __syncwarp();
+    if (lane == 0) *dst = refined_peak(g, lag, ml, mean, std);
+}
+
 // One pair of one frame: curve, statistics over the physical lags, the best peaks at least
 // min_sep apart (best first), each refined on a 17-point grid of the band-limited interpolant
 // and a parabola (as find_peaks and refine_peak).
@@ -303,9 +313,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
                     __syncwarp();
                     continue;
                 }
-                if (lane <= PEAK_GRID) grid[lane] = grid_value(sc, ch, bl, lane, taps);
-                __syncwarp();
-                if (lane == 0) accepted[n_acc] = refined_peak(grid, bl, ml, mean_sh, std_sh);
+                refine_warp(sc, ch, bl, taps, grid, ml, mean_sh, std_sh, lane, &accepted[n_acc]);
                 ++n_acc;
                 __syncwarp();
             }
@@ -334,10 +342,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         int n_warps = (int)(blockDim.x >> 5);
         int ahead = n_warps > 1 ? min(m, 2 * n_warps) : 0;
         for (int r = warp; r < ahead; r += n_warps) {
-            double* g = grid_w[warp];
-            if (lane <= PEAK_GRID) g[lane] = grid_value(sc, ch, order[r], lane, taps);
-            __syncwarp();
-            if (lane == 0) refined[r] = refined_peak(g, order[r], ml, mean_sh, std_sh);
+            refine_warp(sc, ch, order[r], taps, grid_w[warp], ml, mean_sh, std_sh, lane,
+                        &refined[r]);
             __syncwarp();
         }
         __syncthreads();
@@ -350,10 +356,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             if (r < ahead) {
                 if (lane == 0) accepted[n_acc] = refined[r];
             } else {
-                double* g = grid_w[0];
-                if (lane <= PEAK_GRID) g[lane] = grid_value(sc, ch, bl, lane, taps);
-                __syncwarp();
-                if (lane == 0) accepted[n_acc] = refined_peak(g, bl, ml, mean_sh, std_sh);
+                refine_warp(sc, ch, bl, taps, grid_w[0], ml, mean_sh, std_sh, lane,
+                            &accepted[n_acc]);
             }
             ++n_acc;
             __syncwarp();

@@ -42,7 +42,8 @@ pub struct BenchOptions {
     pub backend: BackendChoice,
     pub gcc: bool,
     pub pf: bool,
-    /// The live path (GCC-PHAT of one frame, then one step of a small filter).
+    /// The live path (GCC-PHAT of one frame, then one step of a small filter), and its
+    /// workload in a steady-state replay.
     pub live: bool,
     /// Smaller grids (CI, quick looks).
     pub quick: bool,

@@ -208,7 +208,7 @@ enum Cmd {
     /// that is available.
     Bench {
         /// Which stages: gcc, pf, live (one frame through GCC-PHAT and a small filter, as capture
-        /// runs it), all, or none (with --replay).
+        /// runs it, and the same frames replayed), all, or none (with --replay).
         #[arg(long, default_value = "all")]
         what: String,
         #[arg(long, value_enum, default_value = "auto")]

@@ -323,8 +323,8 @@ fn plan_writes_maps_for_a_shipped_array() {
     assert_eq!(v["slices"].as_array().unwrap().len(), 2);
 }
 
-/// `bench --what live` times the live path on the CPU (everywhere) and splits it by stage;
-/// an unknown stage is refused with the list of the known ones.
+/// `bench --what live` times the live path on the CPU (everywhere) and splits it by stage, and
+/// times its workload replayed; an unknown stage is refused with the list of the known ones.
 #[test]
 fn bench_times_the_live_path_by_stage() {
     let json = std::env::temp_dir().join(format!("sonotrack-live-{}.json", std::process::id()));
@@ -349,7 +349,22 @@ fn bench_times_the_live_path_by_stage() {
     let rows: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
-    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    // The live row, and the same workload's steady-state loop (median per tracked frame, its
+    // mean over all frames as the wall figure).
+    let stages: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["stage"].as_str())
+        .collect();
+    assert_eq!(stages, ["live", "steady"], "{rows}");
+    let steady = &rows[1];
+    let (median, mean) = (
+        steady["median_us"].as_f64().unwrap(),
+        steady["wall_us"].as_f64().unwrap(),
+    );
+    assert!(median > 0.0 && mean > 0.0, "{steady}");
+    assert!(steady["reps"].as_u64().unwrap() > 100, "{steady}");
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
