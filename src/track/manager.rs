@@ -387,11 +387,19 @@ impl TrackManager {
                 .max(0.0)
                 .sqrt();
             let lost = !t.est.log_evidence.is_finite() && t.est.mean.iter().any(|v| !v.is_finite());
-            if t.miss_s > self.delete_after_s
-                || (three_d && pos_sd > 2.0 * aperture.max(1.0))
-                || lost
-            {
-                dead.push(i);
+            let why = if lost {
+                Some("its estimate is not finite".to_string())
+            } else if t.miss_s > self.delete_after_s {
+                Some(format!("no support for {:.1} s", t.miss_s))
+            } else if three_d && pos_sd > 2.0 * aperture.max(1.0) {
+                Some(format!(
+                    "its position spread {pos_sd:.1} m exceeds twice the array's aperture"
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                dead.push((i, why));
                 continue;
             }
             let status = if t.frames < 2 * self.init_frames as u64 {
@@ -410,14 +418,9 @@ impl TrackManager {
                 self.params.mode,
             ));
         }
-        for &i in dead.iter().rev() {
-            let t = self.tracks.remove(i);
-            log::info!(
-                "track {} deleted at {:.2} s (no support for {:.1} s)",
-                t.id,
-                t_centre_s,
-                t.miss_s
-            );
+        for (i, why) in dead.iter().rev() {
+            let t = self.tracks.remove(*i);
+            log::info!("track {} deleted at {:.2} s ({why})", t.id, t_centre_s);
             self.deletions += 1;
         }
 
