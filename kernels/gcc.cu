@@ -175,6 +175,16 @@ __device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* fla
         *(volatile u32*)flag = 1u;
     }
 }
+
+// A pair without peaks (no physical lags, or a flat curve): thread 0 writes k empty peaks, and
+// the block signals as any other. Every thread of the block calls it.
+__device__ __forceinline__ void no_peaks(PeakOut* po, u32 k_peaks, u32* ticket, u32 n_blocks,
+                                         u32* flag) {
+    if (threadIdx.x == 0)
+        for (u32 j = 0; j < k_peaks; ++j) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+    peaks_signal(ticket, n_blocks, flag);
+}
+
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
@@ -227,9 +237,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         stop = 0;
     }
     if (bound < 0) {
-        if (threadIdx.x == 0)
-            for (u32 j = 0; j < k_peaks; ++j) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
-        peaks_signal(ticket, n_blocks, flag);
+        no_peaks(po, k_peaks, ticket, n_blocks, flag);
         return;
     }
     float s = 0.0f, s2 = 0.0f;
@@ -252,9 +260,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     }
     __syncthreads();
     if (flat) {
-        if (threadIdx.x == 0)
-            for (u32 j = 0; j < k_peaks; ++j) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
-        peaks_signal(ticket, n_blocks, flag);
+        no_peaks(po, k_peaks, ticket, n_blocks, flag);
         return;
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

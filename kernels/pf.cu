@@ -921,6 +921,34 @@ __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, c
     for (int r = 0; r < 6; ++r) s[r] = part[r];
 }
 
+// The first of `len` cumulative weights in `cum` (shared memory) above `target`, or len - 1
+// when none is.
+__device__ __forceinline__ u32 first_above(const double* cum, u32 len, double target) {
+    u32 l = 0, h = len - 1;
+    while (l < h) {
+        u32 mid = (l + h) / 2;
+        if (cum[mid] <= target) l = mid + 1; else h = mid;
+    }
+    return l;
+}
+
+// Output slot j of track t's resampling takes particle a (state and model from the current
+// buffers into the other ones), roughened on a tempered track; its log weight restarts at 0.
+__device__ __forceinline__ void copy_ancestor(const StepParams* sp, const TrackParams& tp,
+                                              u32 t, u32 flag, u32 j, u32 a, float* s0,
+                                              float* s1, u32* m0, u32* m1, float* log_w,
+                                              const float* chol) {
+    u32 n = sp->n;
+    const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
+    float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
+    float v[STATE_DIM];
+    for (int c = 0; c < STATE_DIM; ++c) v[c] = src[(size_t)c * n + a];
+    if (flag == FLAG_TEMPERED_RESAMPLE) roughen(sp, tp.slot, j, chol + t * 36, v);
+    for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = v[c];
+    slot_model(m0, m1, 1 - tp.cur, tp.slot, n)[j] = slot_model(m0, m1, tp.cur, tp.slot, n)[a];
+    log_w[(size_t)tp.slot * n + j] = 0.0f;
+}
+
 extern "C" __global__ void __launch_bounds__(PF_BLOCK)
 pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
             const double* cdf, const double* block_tot, float* s0, float* s1, u32* m0, u32* m1,
@@ -954,12 +982,7 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     // the target (a_hi when none does, as the global search's clamp).
     u32 a;
     if (sh) {
-        u32 l = 0, h = len - 1;
-        while (l < h) {
-            u32 mid = (l + h) / 2;
-            if (cum[mid] <= target) l = mid + 1; else h = mid;
-        }
-        a = a_lo + l;
+        a = a_lo + first_above(cum, len, target);
     } else {
         // A long stretch (most particles weightless): the same search in global memory.
         u32 l = a_lo, h = a_hi;
@@ -969,14 +992,7 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
         }
         a = l;
     }
-    const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
-    float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
-    float v[STATE_DIM];
-    for (int c = 0; c < STATE_DIM; ++c) v[c] = src[(size_t)c * n + a];
-    if (flags[t] == FLAG_TEMPERED_RESAMPLE) roughen(sp, tp.slot, j, chol + t * 36, v);
-    for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = v[c];
-    slot_model(m0, m1, 1 - tp.cur, tp.slot, n)[j] = slot_model(m0, m1, tp.cur, tp.slot, n)[a];
-    log_w[base + j] = 0.0f;
+    copy_ancestor(sp, tp, t, flags[t], j, a, s0, s1, m0, m1, log_w, chol);
 }
 
 // Resampling of a small filter (n <= RS_SMALL_MAX, the live path) in one block per track:
@@ -1023,24 +1039,11 @@ pf_resample_small(const StepParams* sp, const TrackParams* tracks, const u32* fl
         if (i0 + q < n) cum[i0 + q] = offset + local[q];
     __syncthreads();
     double total = cum[n - 1];
-    const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
-    float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
-    const u32* msrc = slot_model(m0, m1, tp.cur, tp.slot, n);
-    u32* mdst = slot_model(m0, m1, 1 - tp.cur, tp.slot, n);
-    bool rough = flags[t] == FLAG_TEMPERED_RESAMPLE;
+    u32 flag = flags[t];
     for (u32 j = threadIdx.x; j < n; j += RS_SMALL_THREADS) {
         double target = ((double)tp.u0 + (double)j) / (double)n * total;
-        u32 l = 0, h = n - 1;
-        while (l < h) {
-            u32 mid = (l + h) / 2;
-            if (cum[mid] <= target) l = mid + 1; else h = mid;
-        }
-        float v[STATE_DIM];
-        for (int c = 0; c < STATE_DIM; ++c) v[c] = src[(size_t)c * n + l];
-        if (rough) roughen(sp, tp.slot, j, chol + t * 36, v);
-        for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = v[c];
-        mdst[j] = msrc[l];
-        log_w[base + j] = 0.0f;
+        copy_ancestor(sp, tp, t, flag, j, first_above(cum, n, target), s0, s1, m0, m1, log_w,
+                      chol);
     }
 }
 

@@ -225,17 +225,15 @@ impl Pipeline {
         out: &mut Vec<GccFrame>,
         health: &[FrameHealth],
     ) -> Result<()> {
-        while out.len() < frames.len() {
-            out.push(GccFrame::new(cor.params()));
-        }
+        grow_outputs(cor.as_ref(), out, frames.len());
         let refs: Vec<&Frame> = frames.iter().collect();
         match cor.finish(&refs, &mut out[..frames.len()], self.opts.want_curves) {
             Ok(()) if health.iter().all(|h| h.nonfinite_samples == 0) => Ok(()),
             Ok(()) => self.correlate_or_switch(cor, frames, out),
             Err(e) => {
+                // Now on the CPU, where correlate_or_switch correlates them.
                 self.switch_to_cpu(Some(cor), &e)?;
-                correlate(cor.as_mut(), frames, out, self.opts.want_curves)?;
-                Ok(())
+                self.correlate_or_switch(cor, frames, out)
             }
         }
     }
@@ -275,9 +273,7 @@ impl Pipeline {
             Some(c) => self.correlate_or_switch(c, frames, &mut gcc),
             None => Err(BackendError::new("pipeline", "the correlator is in use").into()),
         });
-        if cor.is_some() {
-            self.correlator = cor;
-        }
+        self.correlator = cor;
         let tracked = correlated.and_then(|()| {
             let prep = start.elapsed();
             self.counters.check_total += checks;
@@ -691,11 +687,16 @@ fn correlate(
     out: &mut Vec<GccFrame>,
     want_curves: bool,
 ) -> std::result::Result<(), BackendError> {
-    while out.len() < frames.len() {
-        out.push(GccFrame::new(cor.params()));
-    }
+    grow_outputs(cor, out, frames.len());
     let refs: Vec<&Frame> = frames.iter().collect();
     cor.correlate(&refs, &mut out[..frames.len()], want_curves)
+}
+
+/// At least `n` results in `out`, for `cor`'s parameters.
+fn grow_outputs(cor: &dyn Correlator, out: &mut Vec<GccFrame>, n: usize) {
+    while out.len() < n {
+        out.push(GccFrame::new(cor.params()));
+    }
 }
 
 /// A batch of frames on its way through an overlapped replay: checked and correlated on one

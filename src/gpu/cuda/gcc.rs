@@ -548,6 +548,15 @@ impl CudaCorrelator {
         Ok(())
     }
 
+    /// Make the context current on the calling thread: a replay calls from a second thread
+    /// (the pipeline correlates ahead of the tracker).
+    fn bind(&self) -> Result<(), BackendError> {
+        self.gpu
+            .ctx
+            .bind_to_thread()
+            .map_err(err("making the CUDA context current"))
+    }
+
     fn run_batch(
         &mut self,
         frames: &[&Frame],
@@ -699,11 +708,7 @@ impl Correlator for CudaCorrelator {
                 "frames and outputs differ in number",
             ));
         }
-        // A replay calls from a second thread (the pipeline correlates ahead of the tracker).
-        self.gpu
-            .ctx
-            .bind_to_thread()
-            .map_err(err("making the CUDA context current"))?;
+        self.bind()?;
         let mut total_s = 0.0;
         let mut total_bytes = 0;
         for (fr, o) in frames.chunks(self.batch).zip(out.chunks_mut(self.batch)) {
@@ -721,10 +726,7 @@ impl Correlator for CudaCorrelator {
             return Ok(false);
         }
         self.started = None;
-        self.gpu
-            .ctx
-            .bind_to_thread()
-            .map_err(err("making the CUDA context current"))?;
+        self.bind()?;
         self.launch(frames, want_curves)?;
         self.started = Some((frames.len(), want_curves));
         Ok(true)

@@ -30,7 +30,7 @@
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg, result};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg, result};
 
 use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
 use super::{Gpu, dptr, err};
@@ -255,6 +255,43 @@ struct Ptrs {
     reference: u64,
     flags: u64,
     betas: u64,
+}
+
+/// The arguments pf_resample_small and pf_scan_local start with (kernels/pf.cu): the step,
+/// tracks, flags and track mask, then the weights' exponentials, the tiles' rows (their maxima),
+/// the tile count and size, and the tracks' sums.
+fn weights_args<'a>(
+    b: &mut LaunchArgs<'a>,
+    p: &'a Ptrs,
+    mask: &'a u32,
+    e: &'a CudaSlice<f32>,
+    partials: &'a CudaSlice<f32>,
+    n_tiles: &'a u32,
+    tile: &'a u32,
+) {
+    b.arg(&p.step)
+        .arg(&p.tracks)
+        .arg(&p.flags)
+        .arg(mask)
+        .arg(e)
+        .arg(partials)
+        .arg(n_tiles)
+        .arg(tile)
+        .arg(&p.sums);
+}
+
+/// The arguments the resampling kernels end with: both state and both model buffers, the log
+/// weights and the roughening factors.
+fn particle_args<'a>(
+    b: &mut LaunchArgs<'a>,
+    state: [&'a mut CudaSlice<f32>; 2],
+    model: [&'a mut CudaSlice<u32>; 2],
+    log_w: &'a mut CudaSlice<f32>,
+    chol: &'a CudaSlice<f32>,
+) {
+    let [s0, s1] = state;
+    let [m0, m1] = model;
+    b.arg(s0).arg(s1).arg(m0).arg(m1).arg(log_w).arg(chol);
 }
 
 pub struct CudaParticleFilter {
@@ -554,67 +591,67 @@ impl CudaParticleFilter {
         let nb = n_tiles(self.n) as u32;
         let tile = tiling(self.n).1;
         if nn <= RS_SMALL_MAX {
-            // SAFETY: argument list matches pf_resample_small; every buffer is sized for all
-            // slots, and n fits the kernel's shared cumulative sums.
+            let mut b = s.launch_builder(&self.k.resample_small);
+            weights_args(
+                &mut b,
+                &self.ptr,
+                &mask,
+                &self.e,
+                &self.partials,
+                &nb,
+                &tile,
+            );
+            particle_args(
+                &mut b,
+                [&mut self.s0, &mut self.s1],
+                [&mut self.m0, &mut self.m1],
+                &mut self.log_w,
+                &self.chol,
+            );
+            // SAFETY: the argument list matches pf_resample_small; every buffer is sized for
+            // all slots, and n fits the kernel's shared cumulative sums.
             unsafe {
-                s.launch_builder(&self.k.resample_small)
-                    .arg(&self.ptr.step)
-                    .arg(&self.ptr.tracks)
-                    .arg(&self.ptr.flags)
-                    .arg(&mask)
-                    .arg(&self.e)
-                    .arg(&self.partials)
-                    .arg(&nb)
-                    .arg(&tile)
-                    .arg(&self.ptr.sums)
-                    .arg(&mut self.s0)
-                    .arg(&mut self.s1)
-                    .arg(&mut self.m0)
-                    .arg(&mut self.m1)
-                    .arg(&mut self.log_w)
-                    .arg(&self.chol)
-                    .launch(LaunchConfig {
-                        grid_dim: (1, t as u32, 1),
-                        block_dim: (RS_SMALL_THREADS, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-                    .map_err(err("pf_resample_small"))?;
+                b.launch(LaunchConfig {
+                    grid_dim: (1, t as u32, 1),
+                    block_dim: (RS_SMALL_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                })
             }
+            .map_err(err("pf_resample_small"))?;
             return Ok(());
         }
-        // SAFETY: argument lists match kernels/pf.cu; every buffer is sized for all slots.
-        unsafe {
-            s.launch_builder(&self.k.scan_local)
-                .arg(&self.ptr.step)
-                .arg(&self.ptr.tracks)
-                .arg(&self.ptr.flags)
-                .arg(&mask)
-                .arg(&self.e)
-                .arg(&self.partials)
-                .arg(&nb)
-                .arg(&tile)
-                .arg(&self.ptr.sums)
-                .arg(&mut self.cdf)
-                .arg(&mut self.block_tot)
-                .arg(&mut self.scan_counters)
-                .launch(grid(nn, SCAN_BLOCK, t))
-                .map_err(err("pf_scan_local"))?;
-            s.launch_builder(&self.k.resample)
-                .arg(&self.ptr.step)
-                .arg(&self.ptr.tracks)
-                .arg(&self.ptr.flags)
-                .arg(&mask)
-                .arg(&self.cdf)
-                .arg(&self.block_tot)
-                .arg(&mut self.s0)
-                .arg(&mut self.s1)
-                .arg(&mut self.m0)
-                .arg(&mut self.m1)
-                .arg(&mut self.log_w)
-                .arg(&self.chol)
-                .launch(grid(nn, PF_BLOCK, t))
-                .map_err(err("pf_resample"))?;
-        }
+        let mut b = s.launch_builder(&self.k.scan_local);
+        weights_args(
+            &mut b,
+            &self.ptr,
+            &mask,
+            &self.e,
+            &self.partials,
+            &nb,
+            &tile,
+        );
+        b.arg(&mut self.cdf)
+            .arg(&mut self.block_tot)
+            .arg(&mut self.scan_counters);
+        // SAFETY: the argument list matches pf_scan_local; every buffer is sized for all
+        // slots.
+        unsafe { b.launch(grid(nn, SCAN_BLOCK, t)) }.map_err(err("pf_scan_local"))?;
+        let mut b = s.launch_builder(&self.k.resample);
+        b.arg(&self.ptr.step)
+            .arg(&self.ptr.tracks)
+            .arg(&self.ptr.flags)
+            .arg(&mask)
+            .arg(&self.cdf)
+            .arg(&self.block_tot);
+        particle_args(
+            &mut b,
+            [&mut self.s0, &mut self.s1],
+            [&mut self.m0, &mut self.m1],
+            &mut self.log_w,
+            &self.chol,
+        );
+        // SAFETY: the argument list matches pf_resample; every buffer is sized for all slots.
+        unsafe { b.launch(grid(nn, PF_BLOCK, t)) }.map_err(err("pf_resample"))?;
         Ok(())
     }
 
