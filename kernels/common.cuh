@@ -229,7 +229,10 @@ __device__ __forceinline__ u32 switch_model(const StepParams* sp, u32 from, floa
 // measurement, the geometry and the particle's distances (rho) and range rates live, and K > 0
 // fixes the peaks per pair at compile time (K = 0: sp->k): the access policy and a constant
 // stride and peak count keep address arithmetic out of the innermost loop, where the profile
-// put half of pf_step's instructions when all of it went through generic pointers.
+// put half of pf_step's instructions when all of it went through generic pointers. A pair's
+// sensors come as the policy's own handles (m.pair_a, m.pair_b: an index, or an offset ready
+// for m.rho and m.rate), after m.load_pair(pi) (where a policy may load the pair's data at
+// once); the sensor loop sets rho and rate by sensor index (m.set).
 template <class M>
 __device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const float* s, float lag,
                                                   M& m) {
@@ -254,26 +257,26 @@ __device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const fl
     float total = 0.0f;
     float prod = 1.0f;
     for (u32 pi = 0; pi < n_pairs; ++pi) {
-        u32 a = m.pair(2 * pi), b = m.pair(2 * pi + 1);
+        m.load_pair(pi);
+        const u32 a = m.pair_a(pi), b = m.pair_b(pi);
         float ra = m.rho(a), rb = m.rho(b);
         float delta = three_d ? lag - 0.5f * (ra + rb) * inv_c : 0.0f;
         float pred = (ra - rb + (m.rate(a) - m.rate(b)) * delta) * inv_c;
         float l = m.floor(pi);
-        const u32 o = pi * kk;
         // A peak with amp <= 0 is skipped (a NaN amplitude is not), as on the CPU. Outside the
         // gate a peak adds nothing (the CPU adds 0 branch-free); skipping its exponential saves
         // most of the work, since the particles of a track agree on which peaks are far.
         if (M::K > 0) {
 #pragma unroll
             for (int j = 0; j < (M::K > 0 ? M::K : 1); ++j) {
-                float am = m.amp(o + j);
-                float d = m.tdoa(o + j) - pred;
+                float am = m.amp(pi, j);
+                float d = m.tdoa(pi, j) - pred;
                 if (!(am <= 0.0f) && fabsf(d) < gate) l += am * fm_exp(-d * d * inv_two_var);
             }
         } else {
             for (u32 j = 0; j < kk; ++j) {
-                float am = m.amp(o + j);
-                float d = m.tdoa(o + j) - pred;
+                float am = m.amp(pi, j);
+                float d = m.tdoa(pi, j) - pred;
                 if (!(am <= 0.0f) && fabsf(d) < gate) l += am * fm_exp(-d * d * inv_two_var);
             }
         }
@@ -299,13 +302,16 @@ struct GlobalMeas {
     float rate_[MAX_SENSORS];
     // rho_ and rate_ are written before they are read (no zeroing of 128 floats per call).
     __device__ GlobalMeas(const float* s, const u32* p, const float* t, const float* a,
-                          const float* f)
-        : sensors(s), pairs(p), tdoa_(t), amp_(a), floor_(f) {}
+                          const float* f, u32 kk)
+        : sensors(s), pairs(p), tdoa_(t), amp_(a), floor_(f), k(kk) {}
+    u32 k;
+    __device__ void load_pair(u32) {}
     __device__ float sensor(u32 i) const { return sensors[i]; }
-    __device__ u32 pair(u32 i) const { return pairs[i]; }
-    __device__ float tdoa(u32 i) const { return tdoa_[i]; }
-    __device__ float amp(u32 i) const { return amp_[i]; }
-    __device__ float floor(u32 i) const { return floor_[i]; }
+    __device__ u32 pair_a(u32 pi) const { return pairs[2 * pi]; }
+    __device__ u32 pair_b(u32 pi) const { return pairs[2 * pi + 1]; }
+    __device__ float tdoa(u32 pi, u32 j) const { return tdoa_[pi * k + j]; }
+    __device__ float amp(u32 pi, u32 j) const { return amp_[pi * k + j]; }
+    __device__ float floor(u32 pi) const { return floor_[pi]; }
     __device__ void set(u32 a, float r, float q) {
         rho_[a] = r;
         rate_[a] = q;

@@ -104,7 +104,7 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
     int slot = lane < 30 ? lane : (lane == 30 ? 46 : PART - 1);
     warp_parts[warp][slot] = mine;
     float s_all = __shfl_sync(0xffffffffu, mine, 1);
-    if (n_models > 1) {
+    if (n_models > 4) {
         float b[16];
 #pragma unroll
         for (int m = 0; m < 16; ++m) {
@@ -114,6 +114,22 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
         }
         float mm = warp_reduce_scatter16(b);
         if (lane < 16) warp_parts[warp][30 + lane] = mm;
+    } else if (n_models > 1) {
+        // Up to four models (the usual case): four sums, reduce-scattered over lanes 0..3 and
+        // then summed over the rest of the warp (a sixth of the sixteen's instructions).
+        float b[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            b[m] = 0.0f;
+#pragma unroll
+            for (int q = 0; q < P; ++q) b[m] += model[q] == (u32)m ? e[q] : 0.0f;
+        }
+        reduce_scatter_step<2>(b, lane);
+        reduce_scatter_step<1>(b, lane);
+        float mm = b[0]; // models lane & 3, over the lanes that share bits 2..4
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) mm += __shfl_xor_sync(0xffffffffu, mm, o);
+        if (lane < 16) warp_parts[warp][30 + lane] = lane < 4 ? mm : 0.0f;
     } else if (lane < 16) {
         warp_parts[warp][30 + lane] = lane == 0 ? s_all : 0.0f;
     }
@@ -127,30 +143,101 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
     if (threadIdx.x == PART - 1) out[PART - 1] = 0.0f; // the unused slot
 }
 
-// pf_step's usual measurement access: the measurement and geometry in the block's shared
-// arrays (indexed directly, not through generic pointers), rho and rate in `rr` with the
-// block's constant stride, and KK peaks per pair (0: sp->k).
-template <int B, int KK>
+// pf_step's measurement in shared memory, MEAS_WORDS floats in one of two layouts:
+// - any number of peaks per pair (SharedMeas): tdoa[MEAS_SHARED], amp[MEAS_SHARED],
+//   floor[MEAS_PAIRS], then the pairs' sensor indices [2 * MEAS_PAIRS];
+// - four peaks per pair, the usual case (PackedMeas4): per pair three float4, {where sensor a's
+//   rho sits in the thread's column of rr, where b's does, floor, 0}, tdoa[4], amp[4], so that
+//   the pair loop reads a pair with three loads from one running address.
+// Each thread's rho and range rate per sensor go in its column of rr: rho of sensor a at
+// rr[a * B], its rate at rr[(RR_SHARED + a) * B] (from the thread's own column start).
+#define MEAS_WORDS (3 * 4 * MEAS_PAIRS)
+static_assert(MEAS_WORDS >= 2 * MEAS_SHARED + 3 * MEAS_PAIRS, "both layouts fit");
+
+template <int B>
 struct SharedMeas {
-    static const int K = KK;
-    float (&rr)[2][RR_SHARED][B];
-    const float (&sens)[3 * MAX_SENSORS];
-    const u32 (&prs)[2 * MEAS_PAIRS];
-    const float (&td)[MEAS_SHARED];
-    const float (&am)[MEAS_SHARED];
-    const float (&fl)[MEAS_PAIRS];
-    u32 tid;
+    static const int K = 0;
+    float* rr;
+    const float* sens;
+    const float* meas;
+    u32 k;
+    __device__ void load_pair(u32) {}
     __device__ float sensor(u32 i) const { return sens[i]; }
-    __device__ u32 pair(u32 i) const { return prs[i]; }
-    __device__ float tdoa(u32 i) const { return td[i]; }
-    __device__ float amp(u32 i) const { return am[i]; }
-    __device__ float floor(u32 i) const { return fl[i]; }
-    __device__ void set(u32 a, float r, float q) {
-        rr[0][a][tid] = r;
-        rr[1][a][tid] = q;
+    __device__ u32 pair_a(u32 pi) const {
+        return __float_as_uint(meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * pi]);
     }
-    __device__ float rho(u32 a) const { return rr[0][a][tid]; }
-    __device__ float rate(u32 a) const { return rr[1][a][tid]; }
+    __device__ u32 pair_b(u32 pi) const {
+        return __float_as_uint(meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * pi + 1]);
+    }
+    __device__ float tdoa(u32 pi, u32 j) const { return meas[pi * k + j]; }
+    __device__ float amp(u32 pi, u32 j) const { return meas[MEAS_SHARED + pi * k + j]; }
+    __device__ float floor(u32 pi) const { return meas[2 * MEAS_SHARED + pi]; }
+    __device__ void set(u32 a, float r, float q) {
+        rr[a * B] = r;
+        rr[(RR_SHARED + a) * B] = q;
+    }
+    __device__ float rho(u32 a) const { return rr[a * B]; }
+    __device__ float rate(u32 a) const { return rr[(RR_SHARED + a) * B]; }
+};
+
+// Shared-memory loads and stores at 32-bit shared addresses. PackedMeas4 uses them so that its
+// addresses are plain integers (a running table address, the thread's column plus an offset):
+// through C++ pointers the compiler rebuilt each array's shared-window address in every pass of
+// the pair loop, about 20 of its 55 instructions before the exponentials (SASS, sm_90). All of
+// PackedMeas4's accesses to rr go through these (volatile: they stay in program order among
+// themselves), and the table is written before the block's barrier.
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    // Through an opaque move: the compiler otherwise recomputes the address (a shared-window
+    // base and offset) at every use, inside the loops.
+    u32 a = (u32)__cvta_generic_to_shared(p), out;
+    asm volatile("mov.b32 %0, %1;" : "=r"(out) : "r"(a));
+    return out;
+}
+__device__ __forceinline__ float lds_f32(u32 a) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ float4 lds_f32x4(u32 a) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts_f32(u32 a, float v) {
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(v));
+}
+
+template <int B>
+struct PackedMeas4 {
+    static const int K = 4;
+    u32 rr;  // shared address of the thread's column of rr
+    u32 tab; // shared address of the pair table
+    const float* sens;
+    float4 head, td, am; // the current pair's entry
+    __device__ static float lane(float4 v, u32 j) {
+        return j == 0 ? v.x : (j == 1 ? v.y : (j == 2 ? v.z : v.w));
+    }
+    __device__ void load_pair(u32 pi) {
+        u32 at = tab + pi * 48;
+        head = lds_f32x4(at);
+        td = lds_f32x4(at + 16);
+        am = lds_f32x4(at + 32);
+    }
+    __device__ float sensor(u32 i) const { return sens[i]; }
+    // The handles are byte offsets into the thread's column of rr.
+    __device__ u32 pair_a(u32) const { return __float_as_uint(head.x); }
+    __device__ u32 pair_b(u32) const { return __float_as_uint(head.y); }
+    __device__ float floor(u32) const { return head.z; }
+    __device__ float tdoa(u32, u32 j) const { return lane(td, j); }
+    __device__ float amp(u32, u32 j) const { return lane(am, j); }
+    __device__ void set(u32 a, float r, float q) {
+        sts_f32(rr + a * (4 * B), r);
+        sts_f32(rr + (RR_SHARED + a) * (4 * B), q);
+    }
+    __device__ float rho(u32 off) const { return lds_f32(rr + off); }
+    __device__ float rate(u32 off) const { return lds_f32(rr + RR_SHARED * 4 * B + off); }
 };
 
 // Switch model, predict, weigh, and the tile's weighted sums: B threads, P particles each.
@@ -167,28 +254,42 @@ struct SharedMeas {
         ref, partials, n_tiles
 template <int B, int P>
 __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
-    __shared__ float rr[2][RR_SHARED][B];
+    __shared__ float rr[2 * RR_SHARED * B];
     // The measurement and geometry in shared memory when they fit (every thread reads all of
     // it, in the innermost loop).
-    __shared__ float m_tdoa[MEAS_SHARED], m_amp[MEAS_SHARED], m_floor[MEAS_PAIRS];
-    __shared__ u32 m_pairs[2 * MEAS_PAIRS];
+    __shared__ __align__(16) float meas[MEAS_WORDS];
     __shared__ float m_sensors[3 * MAX_SENSORS];
     u32 np = sp->n_pairs, nk = np * sp->k;
     bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
+    bool packed = msh && sp->k == 4 && sp->n_sensors <= RR_SHARED;
     if (msh) {
-        for (u32 q = threadIdx.x; q < nk; q += blockDim.x) {
-            m_tdoa[q] = tdoa[q];
-            m_amp[q] = amp[q];
-        }
-        for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
-            m_floor[q] = floor_[q];
-            m_pairs[2 * q] = pairs[2 * q];
-            m_pairs[2 * q + 1] = pairs[2 * q + 1];
+        if (packed) {
+            float4* tab = reinterpret_cast<float4*>(meas);
+            for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
+                const float* td = tdoa + 4 * q;
+                const float* am = amp + 4 * q;
+                tab[3 * q] = make_float4(__uint_as_float(pairs[2 * q] * (4 * B)),
+                                         __uint_as_float(pairs[2 * q + 1] * (4 * B)), floor_[q],
+                                         0.0f);
+                tab[3 * q + 1] = make_float4(td[0], td[1], td[2], td[3]);
+                tab[3 * q + 2] = make_float4(am[0], am[1], am[2], am[3]);
+            }
+        } else {
+            for (u32 q = threadIdx.x; q < nk; q += blockDim.x) {
+                meas[q] = tdoa[q];
+                meas[MEAS_SHARED + q] = amp[q];
+            }
+            for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
+                meas[2 * MEAS_SHARED + q] = floor_[q];
+                meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q] = __uint_as_float(pairs[2 * q]);
+                meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q + 1] = __uint_as_float(pairs[2 * q + 1]);
+            }
         }
         u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
         for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
         __syncthreads();
     }
+    const u32 rr_col = smem_addr(rr + threadIdx.x), tab_at = smem_addr(meas);
     u32 t = blockIdx.y;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
@@ -208,6 +309,9 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         float s[STATE_DIM];
         for (int c = 0; c < STATE_DIM; ++c) s[c] = st[(size_t)c * n + i];
         u32 m = md[i];
+        // Loaded with the state: issued after the likelihood, this load's latency was the
+        // single largest stall in pf_step (ncu, 1M particles).
+        const float lw_prev = log_w[base + i];
         if (sp->forced_model != 0xffffffffu) {
             m = sp->forced_model;
         } else if (sp->n_models > 1) {
@@ -219,17 +323,18 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         float4 z = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT));
         advance(&coeffs[t], sp->mode, m, tp.dt, s, z);
         float l;
-        if (msh && sp->n_sensors <= RR_SHARED) {
-            if (sp->k == 4) {
-                SharedMeas<B, 4> m{rr, m_sensors, m_pairs, m_tdoa, m_amp, m_floor, threadIdx.x};
-                l = log_likelihood_t(sp, s, tp.lag, m);
-            } else {
-                SharedMeas<B, 0> m{rr, m_sensors, m_pairs, m_tdoa, m_amp, m_floor, threadIdx.x};
-                l = log_likelihood_t(sp, s, tp.lag, m);
-            }
+        if (packed) {
+            PackedMeas4<B> m;
+            m.rr = rr_col;
+            m.tab = tab_at;
+            m.sens = m_sensors;
+            l = log_likelihood_t(sp, s, tp.lag, m);
+        } else if (msh && sp->n_sensors <= RR_SHARED) {
+            SharedMeas<B> m{rr + threadIdx.x, m_sensors, meas, sp->k};
+            l = log_likelihood_t(sp, s, tp.lag, m);
         } else {
             // A measurement or an array too large for the shared arrays: from global memory.
-            GlobalMeas m(sensors, pairs, tdoa, amp, floor_);
+            GlobalMeas m(sensors, pairs, tdoa, amp, floor_, sp->k);
             l = log_likelihood_t(sp, s, tp.lag, m);
         }
         if (sp->has_bounds) {
@@ -241,7 +346,7 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         for (int c = 0; c < STATE_DIM; ++c) st[(size_t)c * n + i] = s[c];
         md[i] = m;
         ll_out[base + i] = l;
-        float lw = log_w[base + i] - tp.offset + l;
+        float lw = lw_prev - tp.offset + l;
         log_w[base + i] = lw;
     }
     // The tile sums from what this thread just stored (read back from the cache).
@@ -471,9 +576,12 @@ __device__ __forceinline__ u32 finalize_write(const StepParams* sp, const double
 // Whether this block is the last of `n` to arrive at ticket counter `c` (which the last one
 // resets for the next launch). Every thread calls it after writing what the last one reads.
 __device__ __forceinline__ bool last_to_arrive(u32* c, u32 n, bool* last) {
-    __threadfence();
+    // The barrier orders the block's writes before thread 0's fence, and the fence (cumulative)
+    // makes them visible device-wide before its ticket (cooperative groups' grid barrier does
+    // the same); one warp fencing instead of all of them.
     __syncthreads();
     if (threadIdx.x == 0) {
+        __threadfence();
         u32 ticket = atomicAdd(c, 1u);
         *last = ticket == n - 1;
         if (*last) *c = 0;
