@@ -154,38 +154,13 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
 #define MEAS_WORDS (3 * 4 * MEAS_PAIRS)
 static_assert(MEAS_WORDS >= 2 * MEAS_SHARED + 3 * MEAS_PAIRS, "both layouts fit");
 
-template <int B>
-struct SharedMeas {
-    static const int K = 0;
-    float* rr;
-    const float* sens;
-    const float* meas;
-    u32 k;
-    __device__ void load_pair(u32) {}
-    __device__ float sensor(u32 i) const { return sens[i]; }
-    __device__ u32 pair_a(u32 pi) const {
-        return __float_as_uint(meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * pi]);
-    }
-    __device__ u32 pair_b(u32 pi) const {
-        return __float_as_uint(meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * pi + 1]);
-    }
-    __device__ float tdoa(u32 pi, u32 j) const { return meas[pi * k + j]; }
-    __device__ float amp(u32 pi, u32 j) const { return meas[MEAS_SHARED + pi * k + j]; }
-    __device__ float floor(u32 pi) const { return meas[2 * MEAS_SHARED + pi]; }
-    __device__ void set(u32 a, float r, float q) {
-        rr[a * B] = r;
-        rr[(RR_SHARED + a) * B] = q;
-    }
-    __device__ float rho(u32 a) const { return rr[a * B]; }
-    __device__ float rate(u32 a) const { return rr[(RR_SHARED + a) * B]; }
-};
-
-// Shared-memory loads and stores at 32-bit shared addresses. PackedMeas4 uses them so that its
-// addresses are plain integers (a running table address, the thread's column plus an offset):
-// through C++ pointers the compiler rebuilt each array's shared-window address in every pass of
-// the pair loop, about 20 of its 55 instructions before the exponentials (SASS, sm_90). All of
-// PackedMeas4's accesses to rr go through these (volatile: they stay in program order among
-// themselves), and the table is written before the block's barrier.
+// Shared-memory loads and stores at 32-bit shared addresses, so that addresses are plain
+// integers (a running table address, the thread's column plus an offset): through C++ pointers
+// the compiler rebuilt each array's shared-window address in every pass of the pair loop, about
+// 20 of its 55 instructions before the exponentials (SASS, sm_90). Every access to rr and keep
+// goes through these (volatile: they stay in program order among themselves, which matters
+// since a thread's last particle is kept where its rho and rate were), and the pair table is
+// written before the block's barrier.
 __device__ __forceinline__ u32 smem_addr(const void* p) {
     // Through an opaque move: the compiler otherwise recomputes the address (a shared-window
     // base and offset) at every use, inside the loops.
@@ -207,6 +182,42 @@ __device__ __forceinline__ float4 lds_f32x4(u32 a) {
 }
 __device__ __forceinline__ void sts_f32(u32 a, float v) {
     asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(v));
+}
+
+template <int B>
+struct SharedMeas {
+    static const int K = 0;
+    u32 rr; // shared address of the thread's column of rr
+    const float* sens;
+    const float* meas;
+    u32 k;
+    __device__ void load_pair(u32) {}
+    __device__ float sensor(u32 i) const { return sens[i]; }
+    __device__ u32 pair_a(u32 pi) const {
+        return __float_as_uint(meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * pi]);
+    }
+    __device__ u32 pair_b(u32 pi) const {
+        return __float_as_uint(meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * pi + 1]);
+    }
+    __device__ float tdoa(u32 pi, u32 j) const { return meas[pi * k + j]; }
+    __device__ float amp(u32 pi, u32 j) const { return meas[MEAS_SHARED + pi * k + j]; }
+    __device__ float floor(u32 pi) const { return meas[2 * MEAS_SHARED + pi]; }
+    __device__ void set(u32 a, float r, float q);
+    __device__ float rho(u32 a) const;
+    __device__ float rate(u32 a) const;
+};
+template <int B>
+__device__ __forceinline__ void SharedMeas<B>::set(u32 a, float r, float q) {
+    sts_f32(rr + a * (4 * B), r);
+    sts_f32(rr + (RR_SHARED + a) * (4 * B), q);
+}
+template <int B>
+__device__ __forceinline__ float SharedMeas<B>::rho(u32 a) const {
+    return lds_f32(rr + a * (4 * B));
+}
+template <int B>
+__device__ __forceinline__ float SharedMeas<B>::rate(u32 a) const {
+    return lds_f32(rr + (RR_SHARED + a) * (4 * B));
 }
 
 template <int B>
@@ -240,6 +251,15 @@ struct PackedMeas4 {
     __device__ float rate(u32 off) const { return lds_f32(rr + RR_SHARED * 4 * B + off); }
 };
 
+// Where a thread keeps its particle q after the update (pf_step): its column of rr for the last
+// one (rr has 2 * RR_SHARED >= KEEP_ROWS rows), of keep for the others.
+#define KEEP_ROWS (STATE_DIM + 2)
+static_assert(2 * RR_SHARED >= KEEP_ROWS, "the last particle fits in rr");
+template <int B, int P>
+__device__ __forceinline__ u32 keep_at(int q, u32 keep_col, u32 rr_col) {
+    return q == P - 1 ? rr_col : keep_col + (u32)q * (KEEP_ROWS * 4 * B);
+}
+
 // Switch model, predict, weigh, and the tile's weighted sums: B threads, P particles each.
 #define PF_STEP_ARGS                                                                           \
     const StepParams *sp, const TrackParams *tracks, const Coeffs *coeffs,                    \
@@ -259,6 +279,10 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
     // it, in the innermost loop).
     __shared__ __align__(16) float meas[MEAS_WORDS];
     __shared__ float m_sensors[3 * MAX_SENSORS];
+    // Each thread's particles after the update (state, model bits, log weight: KEEP_ROWS rows
+    // of its column), for the sums: the last one in rr, which its likelihood no longer needs,
+    // the others here.
+    __shared__ float keep[P > 1 ? P - 1 : 1][KEEP_ROWS][B];
     u32 np = sp->n_pairs, nk = np * sp->k;
     bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
     bool packed = msh && sp->k == 4 && sp->n_sensors <= RR_SHARED;
@@ -290,6 +314,7 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         __syncthreads();
     }
     const u32 rr_col = smem_addr(rr + threadIdx.x), tab_at = smem_addr(meas);
+    const u32 keep_col = smem_addr(&keep[0][0][threadIdx.x]);
     u32 t = blockIdx.y;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
@@ -330,7 +355,7 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
             m.sens = m_sensors;
             l = log_likelihood_t(sp, s, tp.lag, m);
         } else if (msh && sp->n_sensors <= RR_SHARED) {
-            SharedMeas<B> m{rr + threadIdx.x, m_sensors, meas, sp->k};
+            SharedMeas<B> m{rr_col, m_sensors, meas, sp->k};
             l = log_likelihood_t(sp, s, tp.lag, m);
         } else {
             // A measurement or an array too large for the shared arrays: from global memory.
@@ -343,24 +368,31 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
             if (!inside) l = NEG_INF;
         }
         if (l != l) l = NEG_INF;
-        for (int c = 0; c < STATE_DIM; ++c) st[(size_t)c * n + i] = s[c];
-        md[i] = m;
-        ll_out[base + i] = l;
         float lw = lw_prev - tp.offset + l;
+        const u32 kq = keep_at<B, P>(q, keep_col, rr_col);
+        for (int c = 0; c < STATE_DIM; ++c) {
+            st[(size_t)c * n + i] = s[c];
+            sts_f32(kq + c * (4 * B), s[c]);
+        }
+        md[i] = m;
+        sts_f32(kq + STATE_DIM * (4 * B), __uint_as_float(m));
+        ll_out[base + i] = l;
         log_w[base + i] = lw;
+        sts_f32(kq + (STATE_DIM + 1) * (4 * B), lw);
     }
-    // The tile sums from what this thread just stored (read back from the cache).
+    // The tile sums from what this thread just stored, kept in its column of shared memory
+    // (read back from global memory, the loads' latency was a tenth of pf_step's stalls).
     float sv[P][STATE_DIM];
     float lwv[P];
     u32 mv[P];
 #pragma unroll
     for (int q = 0; q < P; ++q) {
-        u32 i = i0 + q * B;
         bool valid = (valid_mask & (1u << q)) != 0;
+        const u32 kq = keep_at<B, P>(q, keep_col, rr_col);
 #pragma unroll
-        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = valid ? st[(size_t)c * n + i] : 0.0f;
-        mv[q] = valid ? md[i] : 0;
-        lwv[q] = valid ? log_w[base + i] : NEG_INF;
+        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = valid ? lds_f32(kq + c * (4 * B)) : 0.0f;
+        mv[q] = valid ? __float_as_uint(lds_f32(kq + STATE_DIM * (4 * B))) : 0;
+        lwv[q] = valid ? lds_f32(kq + (STATE_DIM + 1) * (4 * B)) : NEG_INF;
     }
     tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
                     partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
