@@ -337,15 +337,22 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         // Loaded with the state: issued after the likelihood, this load's latency was the
         // single largest stall in pf_step (ncu, 1M particles).
         const float lw_prev = log_w[base + i];
-        if (sp->forced_model != 0xffffffffu) {
+        // Both draws before anything uses the loads: the Philox rounds (integer work that
+        // needs none of them) cover their latency, where the model switch used to wait for the
+        // model's load in the middle of the first draw.
+        const u32 mode_switch =
+            sp->forced_model != 0xffffffffu ? 0u : (sp->n_models > 1 ? 1u : 2u);
+        const float u_switch =
+            mode_switch == 1u ? uniform(draw(sp->seed, sp->frame, tp.slot, i, S_SWITCH).x) : 0.0f;
+        const uint4 w_pred = draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT);
+        if (mode_switch == 0u) {
             m = sp->forced_model;
-        } else if (sp->n_models > 1) {
-            uint4 w = draw(sp->seed, sp->frame, tp.slot, i, S_SWITCH);
-            m = switch_model(sp, m, uniform(w.x));
+        } else if (mode_switch == 1u) {
+            m = switch_model(sp, m, u_switch);
         } else {
             m = 0; // what switch_model gives for one model, without drawing its uniform
         }
-        float4 z = normals4(draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT));
+        float4 z = normals4(w_pred);
         advance(&coeffs[t], sp->mode, m, tp.dt, s, z);
         float l;
         if (packed) {
