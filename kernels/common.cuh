@@ -93,6 +93,13 @@ __device__ __forceinline__ void fm_sincos_2pi(float u, float* sn, float* cs) {
     *cs = cos_sign * cos_;
 }
 
+// A second uniform from the bits of a block that normals4 leaves alone (src/philox.rs:
+// spare_uniform): the low 9 bits of x and y and the low 5 of z.
+__device__ __forceinline__ float spare_uniform(uint4 w) {
+    u32 bits = ((w.x & 0x1ffu) << 14) | ((w.y & 0x1ffu) << 5) | (w.z & 0x1fu);
+    return (float)bits * (1.0f / 8388608.0f) + (0.5f / 8388608.0f);
+}
+
 __device__ __forceinline__ void box_muller(float u1, float u2, float* a, float* b) {
     float r = sqrtf(-2.0f * fm_ln(u1));
     float s, c;
@@ -267,11 +274,24 @@ __device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const fl
         // gate a peak adds nothing (the CPU adds 0 branch-free); skipping its exponential saves
         // most of the work, since the particles of a track agree on which peaks are far.
         if (M::K > 0) {
+            // The first peak (the strongest) alone, then the rest, which a particle seldom has
+            // in its gate, behind one test for all of them (one branch instead of K - 1).
+            constexpr int KC = M::K > 0 ? M::K : 1;
+            float am[KC], d[KC];
+            bool in[KC];
+            bool rest = false;
 #pragma unroll
-            for (int j = 0; j < (M::K > 0 ? M::K : 1); ++j) {
-                float am = m.amp(pi, j);
-                float d = m.tdoa(pi, j) - pred;
-                if (!(am <= 0.0f) && fabsf(d) < gate) l += am * fm_exp(-d * d * inv_two_var);
+            for (int j = 0; j < KC; ++j) {
+                am[j] = m.amp(pi, j);
+                d[j] = m.tdoa(pi, j) - pred;
+                in[j] = !(am[j] <= 0.0f) && fabsf(d[j]) < gate;
+                if (j > 0) rest |= in[j];
+            }
+            if (in[0]) l += am[0] * fm_exp(-d[0] * d[0] * inv_two_var);
+            if (rest) {
+#pragma unroll
+                for (int j = 1; j < KC; ++j)
+                    if (in[j]) l += am[j] * fm_exp(-d[j] * d[j] * inv_two_var);
             }
         } else {
             for (u32 j = 0; j < kk; ++j) {

@@ -88,16 +88,20 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
         float d[6];
 #pragma unroll
         for (int c = 0; c < 6; ++c) d[c] = valid ? st[q][c] - r[c] : 0.0f;
+        // Fused multiply-adds (explicit: the module is compiled without contraction): these
+        // sums are the GPU's own, summed in another order than the CPU's anyway, and only the
+        // particle update has to repeat the CPU's arithmetic exactly.
         a[1] += e[q];
-        a[2] += e[q] * e[q];
+        a[2] = __fmaf_rn(e[q], e[q], a[2]);
 #pragma unroll
-        for (int c = 0; c < 6; ++c) a[3 + c] += e[q] * d[c];
-        int idx = 9;
+        for (int c = 0; c < 6; ++c) {
+            float ed = e[q] * d[c];
+            a[3 + c] += ed;
+            int idx = 9 + c * 6 - c * (c - 1) / 2; // row c of the upper triangle
 #pragma unroll
-        for (int c = 0; c < 6; ++c)
-#pragma unroll
-            for (int k = c; k < 6; ++k) a[idx++] += e[q] * d[c] * d[k];
-        a[30] += valid ? e[q] * st[q][6] : 0.0f;
+            for (int k = c; k < 6; ++k) a[idx + k - c] = __fmaf_rn(ed, d[k], a[idx + k - c]);
+        }
+        a[30] = __fmaf_rn(e[q], valid ? st[q][6] : 0.0f, a[30]);
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float mine = warp_reduce_scatter32(a);
@@ -337,20 +341,19 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         // Loaded with the state: issued after the likelihood, this load's latency was the
         // single largest stall in pf_step (ncu, 1M particles).
         const float lw_prev = log_w[base + i];
-        // Both draws before anything uses the loads: the Philox rounds (integer work that
-        // needs none of them) cover their latency, where the model switch used to wait for the
-        // model's load in the middle of the first draw.
+        // The draw before anything uses the loads: its Philox rounds (integer work that needs
+        // none of them) cover their latency. The switch uniform comes from the same block's
+        // spare bits (src/philox.rs: spare_uniform).
         const u32 mode_switch =
             sp->forced_model != 0xffffffffu ? 0u : (sp->n_models > 1 ? 1u : 2u);
-        const float u_switch =
-            mode_switch == 1u ? uniform(draw(sp->seed, sp->frame, tp.slot, i, S_SWITCH).x) : 0.0f;
         const uint4 w_pred = draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT);
+        const float u_switch = spare_uniform(w_pred);
         if (mode_switch == 0u) {
             m = sp->forced_model;
         } else if (mode_switch == 1u) {
             m = switch_model(sp, m, u_switch);
         } else {
-            m = 0; // what switch_model gives for one model, without drawing its uniform
+            m = 0; // what switch_model gives for one model
         }
         float4 z = normals4(w_pred);
         advance(&coeffs[t], sp->mode, m, tp.dt, s, z);

@@ -148,7 +148,8 @@ pub fn normals4_lanes(w: &[U; 4]) -> [F; 4] {
 }
 
 /// The random numbers of one step for particles `start..start + uniforms.len()`: the switch
-/// uniform and the four process-noise normals (`normals[c][i]`). A pass of its own: in this
+/// uniform and the four process-noise normals (`normals[c][i]`), all from one Philox block per
+/// particle (`philox::spare_uniform`). A pass of its own: in this
 /// simple loop the compiler vectorises Philox and Box–Muller, which it does not do inside the
 /// larger filter loop.
 #[inline(always)]
@@ -164,11 +165,11 @@ fn step_noise_impl(
     let mut b = 0;
     while b < len {
         let idx: U = std::array::from_fn(|i| (start + b + i) as u32);
-        let w = draw_lanes(seed, frame, track, &idx, Stream::Switch);
-        let z = normals4_lanes(&draw_lanes(seed, frame, track, &idx, Stream::Predict));
+        let w = draw_lanes(seed, frame, track, &idx, Stream::Predict);
+        let z = normals4_lanes(&w);
         let cnt = (len - b).min(LANES);
         for i in 0..cnt {
-            uniforms[b + i] = philox::uniform(w[0][i]);
+            uniforms[b + i] = philox::spare_uniform([w[0][i], w[1][i], w[2][i], w[3][i]]);
             for c in 0..4 {
                 normals[c][b + i] = z[c][i];
             }
