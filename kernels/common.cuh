@@ -181,12 +181,17 @@ __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float
     float ay = accel * z.y;
     float az = accel * z.z;
     float w = s[6] + turn_sd * z.w;
-    float wt = w * dt;
-    float sn, cs;
-    fm_sincos_2pi(wt * (0.5f / 3.14159265358979323846f), &sn, &cs);
-    bool small = fabsf(wt) < 1e-4f;
-    float a_ct = small ? dt * (1.0f - wt * wt / 6.0f) : sn / w;
-    float b_ct = small ? dt * wt * 0.5f : (1.0f - cs) / w;
+    // The turn's terms only for a coordinated-turn particle (the CPU computes them for every
+    // lane and then selects; the other models do not use them): a warp of other models skips
+    // the sine, cosine and two divisions.
+    float sn = 0.0f, cs = 1.0f, a_ct = 0.0f, b_ct = 0.0f;
+    if (is_ct) {
+        float wt = w * dt;
+        fm_sincos_2pi(wt * (0.5f / 3.14159265358979323846f), &sn, &cs);
+        bool small = fabsf(wt) < 1e-4f;
+        a_ct = small ? dt * (1.0f - wt * wt / 6.0f) : sn / w;
+        b_ct = small ? dt * wt * 0.5f : (1.0f - cs) / w;
+    }
     float d = is_static ? decay : 1.0f;
     float pxx = is_ct ? a_ct : d * dt;
     float pxy = is_ct ? b_ct : 0.0f;

@@ -958,33 +958,27 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
     u32 t = blockIdx.y;
     if (!IN_MASK(mask, flags[t])) return; // uniform over the block
     u32 n = sp->n;
-    u32 i = blockIdx.x * SCAN_BLOCK + threadIdx.x;
     size_t base = (size_t)tracks[t].slot * n;
-    double v = 0.0;
-    if (i < n) {
-        float bm = partials[((size_t)t * n_blocks + i / tile) * PART];
-        double mx = sums[(size_t)t * PART];
-        double f = bm > NEG_INF ? exp((double)bm - mx) : 0.0;
-        v = (double)e[base + i] * f;
-    }
-    v = block_inclusive_scan(v, warp_tot);
-    if (i < n) cdf[base + i] = v;
-    // The last thread holds the block's total (particles past the end contribute nothing).
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
     double* bt = block_tot + (size_t)t * (nb + 1);
-    if (threadIdx.x == blockDim.x - 1) bt[blockIdx.x] = v;
-    // The last block of the track to get here scans the totals (the fence makes this block's
-    // total visible to it).
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        u32 ticket = atomicAdd(&counters[t], 1u);
-        last = ticket == gridDim.x - 1;
-        if (last) counters[t] = 0; // ready for the next launch
+    double mx = sums[(size_t)t * PART];
+    // Chunks of SCAN_BLOCK particles, gridDim.x apart (a grid of at most a wave, so that a step
+    // without resampling, whose blocks all return at once, costs one wave of launches).
+    for (u32 c = blockIdx.x; c < nb; c += gridDim.x) {
+        u32 i = c * SCAN_BLOCK + threadIdx.x;
+        double v = 0.0;
+        if (i < n) {
+            float bm = partials[((size_t)t * n_blocks + i / tile) * PART];
+            double f = bm > NEG_INF ? exp((double)bm - mx) : 0.0;
+            v = (double)e[base + i] * f;
+        }
+        v = block_inclusive_scan(v, warp_tot);
+        if (i < n) cdf[base + i] = v;
+        // The last thread holds the chunk's total (particles past the end contribute nothing).
+        if (threadIdx.x == blockDim.x - 1) bt[c] = v;
     }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    // The last block of the track to get here scans the totals.
+    if (!last_to_arrive(&counters[t], gridDim.x, &last)) return;
     scan_totals_body(nb, bt, warp_tot);
 }
 
@@ -1106,43 +1100,49 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     __shared__ double cum[RS_SHARED];
     __shared__ u32 cnt[4];
     u32 t = blockIdx.y;
-    if (!IN_MASK(mask, flags[t])) return; // uniform over the block
+    u32 flag = flags[t];
+    if (!IN_MASK(mask, flag)) return; // uniform over the block
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
     const double* bt = block_tot + (size_t)t * (nb + 1);
     size_t base = (size_t)tp.slot * n;
     double total = bt[nb];
-    u32 j0 = blockIdx.x * PF_BLOCK;
-    u32 j = j0 + threadIdx.x;
-    u32 j_last = min(n, j0 + PF_BLOCK) - 1;
-    double target = ((double)tp.u0 + (double)j) / (double)n * total;
-    u32 range[2];
-    block_search2(cdf, bt, base, n, nb, ((double)tp.u0 + (double)j0) / (double)n * total,
-                  ((double)tp.u0 + (double)j_last) / (double)n * total, cnt, range);
-    u32 a_lo = range[0], a_hi = range[1];
-    u32 len = a_hi - a_lo + 1;
-    bool sh = len <= RS_SHARED;
-    if (sh) {
-        for (u32 k = threadIdx.x; k < len; k += PF_BLOCK) cum[k] = cum_at(cdf, bt, base, a_lo + k);
-    }
-    __syncthreads();
-    if (j >= n) return;
-    // The answer lies in [a_lo, a_hi]: the first index there whose cumulative weight exceeds
-    // the target (a_hi when none does, as the global search's clamp).
-    u32 a;
-    if (sh) {
-        a = a_lo + first_above(cum, len, target);
-    } else {
-        // A long stretch (most particles weightless): the same search in global memory.
-        u32 l = a_lo, h = a_hi;
-        while (l < h) {
-            u32 mid = (l + h) / 2;
-            if (cum_at(cdf, bt, base, mid) <= target) l = mid + 1; else h = mid;
+    // Output slots in runs of PF_BLOCK, gridDim.x runs apart (as pf_scan_local's chunks).
+    for (u32 j0 = blockIdx.x * PF_BLOCK; j0 < n; j0 += gridDim.x * PF_BLOCK) {
+        u32 j = j0 + threadIdx.x;
+        u32 j_last = min(n, j0 + PF_BLOCK) - 1;
+        double target = ((double)tp.u0 + (double)j) / (double)n * total;
+        u32 range[2];
+        // (block_search2 begins with a barrier, after which this block's last run is done
+        // with cum.)
+        block_search2(cdf, bt, base, n, nb, ((double)tp.u0 + (double)j0) / (double)n * total,
+                      ((double)tp.u0 + (double)j_last) / (double)n * total, cnt, range);
+        u32 a_lo = range[0], a_hi = range[1];
+        u32 len = a_hi - a_lo + 1;
+        bool sh = len <= RS_SHARED;
+        if (sh) {
+            for (u32 k = threadIdx.x; k < len; k += PF_BLOCK) cum[k] = cum_at(cdf, bt, base, a_lo + k);
         }
-        a = l;
+        __syncthreads();
+        if (j < n) {
+            // The answer lies in [a_lo, a_hi]: the first index there whose cumulative weight
+            // exceeds the target (a_hi when none does, as the global search's clamp).
+            u32 a;
+            if (sh) {
+                a = a_lo + first_above(cum, len, target);
+            } else {
+                // A long stretch (most particles weightless): the same search in global memory.
+                u32 l = a_lo, h = a_hi;
+                while (l < h) {
+                    u32 mid = (l + h) / 2;
+                    if (cum_at(cdf, bt, base, mid) <= target) l = mid + 1; else h = mid;
+                }
+                a = l;
+            }
+            copy_ancestor(sp, tp, t, flag, j, a, s0, s1, m0, m1, log_w, chol);
+        }
     }
-    copy_ancestor(sp, tp, t, flags[t], j, a, s0, s1, m0, m1, log_w, chol);
 }
 
 // Resampling of a small filter (n <= RS_SMALL_MAX, the live path) in one block per track:

@@ -371,6 +371,17 @@ fn grid(n: usize, per_block: u32, tracks: usize) -> LaunchConfig {
     }
 }
 
+/// pf_scan_local's and pf_resample's grids: blocks of `per_block` threads over `n` particles,
+/// at most `per_sm` blocks per multiprocessor (one wave: the kernels stride over the rest), for
+/// each of `tracks` tracks. A step that does not resample launches them anyway (the decision is
+/// the device's), and their blocks all return at once: a wave of them costs less than the
+/// thousands a grid over every particle would have (4,096 for pf_resample at 1M particles).
+fn wave(n: usize, per_block: u32, per_sm: u32, sms: i32, tracks: usize) -> LaunchConfig {
+    let mut g = grid(n, per_block, tracks);
+    g.grid_dim.0 = g.grid_dim.0.min(per_sm * sms.max(1) as u32).max(1);
+    g
+}
+
 /// pf_step's and pf_sums's blocks over tiles of particles, for each of `tracks` tracks.
 fn tiles(n: usize, tracks: usize) -> LaunchConfig {
     let (block, tile) = tiling(n);
@@ -633,9 +644,10 @@ impl CudaParticleFilter {
         b.arg(&mut self.cdf)
             .arg(&mut self.block_tot)
             .arg(&mut self.scan_counters);
+        let sms = self.gpu.multiprocessors;
         // SAFETY: the argument list matches pf_scan_local; every buffer is sized for all
-        // slots.
-        unsafe { b.launch(grid(nn, SCAN_BLOCK, t)) }.map_err(err("pf_scan_local"))?;
+        // slots (the kernel strides over the chunks its grid does not cover).
+        unsafe { b.launch(wave(nn, SCAN_BLOCK, 2, sms, t)) }.map_err(err("pf_scan_local"))?;
         let mut b = s.launch_builder(&self.k.resample);
         b.arg(&self.ptr.step)
             .arg(&self.ptr.tracks)
@@ -651,7 +663,7 @@ impl CudaParticleFilter {
             &self.chol,
         );
         // SAFETY: the argument list matches pf_resample; every buffer is sized for all slots.
-        unsafe { b.launch(grid(nn, PF_BLOCK, t)) }.map_err(err("pf_resample"))?;
+        unsafe { b.launch(wave(nn, PF_BLOCK, 8, sms, t)) }.map_err(err("pf_resample"))?;
         Ok(())
     }
 
