@@ -348,6 +348,9 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
             sp->forced_model != 0xffffffffu ? 0u : (sp->n_models > 1 ? 1u : 2u);
         const uint4 w_pred = draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT);
         const float u_switch = spare_uniform(w_pred);
+        // The normals before the switch, which needs the model's load (ptxas places that load
+        // just before its first use: after the normals, their work covers its latency).
+        float4 z = normals4(w_pred);
         if (mode_switch == 0u) {
             m = sp->forced_model;
         } else if (mode_switch == 1u) {
@@ -355,7 +358,6 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         } else {
             m = 0; // what switch_model gives for one model
         }
-        float4 z = normals4(w_pred);
         advance(&coeffs[t], sp->mode, m, tp.dt, s, z);
         float l;
         if (packed) {
