@@ -56,6 +56,18 @@ __device__ __forceinline__ u32* slot_model(u32* m0, u32* m1, u32 cur, u32 slot, 
 // same work over many more SMs (src/gpu/cuda/pf.rs picks by the particle count).
 #define PF_SMALL_BLOCK 64
 
+// This thread's weights summed per model, for models 0..NM.
+template <int NM, int P>
+__device__ __forceinline__ void model_sums(const u32 (&model)[P], const float (&e)[P],
+                                           float (&b)[NM]) {
+#pragma unroll
+    for (int m = 0; m < NM; ++m) {
+        b[m] = 0.0f;
+#pragma unroll
+        for (int q = 0; q < P; ++q) b[m] += model[q] == (u32)m ? e[q] : 0.0f;
+    }
+}
+
 // Weighted sums of one tile of particles, relative to the tile's largest log weight; the
 // block writes them to `out` (one PART row). Each thread first sums its own particles' moments,
 // then per warp the 30 moment sums are reduce-scattered in one pass (lane j ends with sum j),
@@ -110,24 +122,14 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
     float s_all = __shfl_sync(0xffffffffu, mine, 1);
     if (n_models > 4) {
         float b[16];
-#pragma unroll
-        for (int m = 0; m < 16; ++m) {
-            b[m] = 0.0f;
-#pragma unroll
-            for (int q = 0; q < P; ++q) b[m] += model[q] == (u32)m ? e[q] : 0.0f;
-        }
+        model_sums<16, P>(model, e, b);
         float mm = warp_reduce_scatter16(b);
         if (lane < 16) warp_parts[warp][30 + lane] = mm;
     } else if (n_models > 1) {
         // Up to four models (the usual case): four sums, reduce-scattered over lanes 0..3 and
         // then summed over the rest of the warp (a sixth of the sixteen's instructions).
         float b[4];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-            b[m] = 0.0f;
-#pragma unroll
-            for (int q = 0; q < P; ++q) b[m] += model[q] == (u32)m ? e[q] : 0.0f;
-        }
+        model_sums<4, P>(model, e, b);
         reduce_scatter_step<2>(b, lane);
         reduce_scatter_step<1>(b, lane);
         float mm = b[0]; // models lane & 3, over the lanes that share bits 2..4
