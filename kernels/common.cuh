@@ -52,14 +52,32 @@ __device__ __forceinline__ float uniform(u32 w) {
 
 __device__ __forceinline__ float f_round(float x) { return roundf(x); }
 
-__device__ __forceinline__ float fm_exp(float x) {
-    x = fminf(fmaxf(x, -87.3f), 88.7f);
+// e^x for x already in [-87.3, 88.7] (fm_exp without its clamp, which would not change x).
+__device__ __forceinline__ float fm_exp_in_range(float x) {
     float n = f_round(x * 1.44269504088896340736f);
     float r = x - n * 0.69314575f - n * 1.4286068e-6f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6.0f + r * (1.0f / 24.0f +
               r * (1.0f / 120.0f + r * (1.0f / 720.0f))))));
     u32 biased = __float_as_uint(n + 8388735.0f) & 0xffu;
     return p * __uint_as_float(biased << 23);
+}
+
+__device__ __forceinline__ float fm_exp(float x) {
+    return fm_exp_in_range(fminf(fmaxf(x, -87.3f), 88.7f));
+}
+
+// a / b correctly rounded (as IEEE division) for a and b whose quotient and operands are
+// normal numbers or a zero numerator, where the compiler's division would first check for
+// the other cases (FCHK and a branch to a slow path): the same reciprocal and two Newton
+// corrections as its fast path, so the same bits.
+__device__ __forceinline__ float div_normal(float a, float b) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
+    float e = __fmaf_rn(-b, r, 1.0f);
+    r = __fmaf_rn(r, e, r);
+    float q = __fmaf_rn(a, r, 0.0f);
+    float d = __fmaf_rn(-b, q, a);
+    return __fmaf_rn(r, d, q);
 }
 
 __device__ __forceinline__ float fm_ln(float x) {
@@ -70,7 +88,8 @@ __device__ __forceinline__ float fm_ln(float x) {
     bool big = m > 1.41421356237309504880f;
     m = big ? m * 0.5f : m;
     e += big ? 1 : 0;
-    float s = (m - 1.0f) / (m + 1.0f);
+    // m in [0.707, 1.415): m + 1 and a nonzero m - 1 are normal, and so is their quotient.
+    float s = div_normal(m - 1.0f, m + 1.0f);
     float s2 = s * s;
     float p = 2.0f * s * (1.0f + s2 * (1.0f / 3.0f + s2 * (1.0f / 5.0f + s2 * (1.0f / 7.0f +
               s2 * (1.0f / 9.0f)))));
@@ -292,17 +311,20 @@ __device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const fl
                 in[j] = !(am[j] <= 0.0f) && fabsf(d[j]) < gate;
                 if (j > 0) rest |= in[j];
             }
-            if (in[0]) l += am[0] * fm_exp(-d[0] * d[0] * inv_two_var);
+            // In the gate (|d| < 6 sigma, sigma >= 1e-12 s: src/gpu/cuda/pf.rs) the exponent is
+            // at least -18: fm_exp's clamp would not change it.
+            if (in[0]) l += am[0] * fm_exp_in_range(-d[0] * d[0] * inv_two_var);
             if (rest) {
 #pragma unroll
                 for (int j = 1; j < KC; ++j)
-                    if (in[j]) l += am[j] * fm_exp(-d[j] * d[j] * inv_two_var);
+                    if (in[j]) l += am[j] * fm_exp_in_range(-d[j] * d[j] * inv_two_var);
             }
         } else {
             for (u32 j = 0; j < kk; ++j) {
                 float am = m.amp(pi, j);
                 float d = m.tdoa(pi, j) - pred;
-                if (!(am <= 0.0f) && fabsf(d) < gate) l += am * fm_exp(-d * d * inv_two_var);
+                if (!(am <= 0.0f) && fabsf(d) < gate)
+                    l += am * fm_exp_in_range(-d * d * inv_two_var);
             }
         }
         prod *= l;
