@@ -395,7 +395,8 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         sts_f32(kq + (STATE_DIM + 1) * (4 * B), lw);
     }
     // The tile sums from what this thread just stored, kept in its column of shared memory
-    // (read back from global memory, the loads' latency was a tenth of pf_step's stalls).
+    // (read back from global memory instead, those loads' latency was a tenth of pf_step's
+    // stall samples).
     float sv[P][STATE_DIM];
     float lwv[P];
     u32 mv[P];
