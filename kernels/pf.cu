@@ -967,8 +967,8 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
     double* bt = block_tot + (size_t)t * (nb + 1);
     double mx = sums[(size_t)t * PART];
-    // Chunks of SCAN_BLOCK particles, gridDim.x apart (a grid of at most a wave, so that a step
-    // without resampling, whose blocks all return at once, costs one wave of launches).
+    // Chunks of SCAN_BLOCK particles, gridDim.x apart (a grid of at most a wave, so that a
+    // track that does not resample, whose blocks all return at once, costs one wave of them).
     for (u32 c = blockIdx.x; c < nb; c += gridDim.x) {
         u32 i = c * SCAN_BLOCK + threadIdx.x;
         double v = 0.0;

@@ -7,15 +7,18 @@
 //! per-block sums for every particle of every track, one launch, ending with the finalize:
 //! per-track sums in f64 in two levels, the last block of each group of tiles combining
 //! the group's and the last group combining theirs, and the per-track decision the CPU would
-//! take from them: keep, resample, temper, or reset), the resampling kernels `pf_scan_local` (its last block per track also scans the
-//! block totals) and `pf_resample` (binary search, one thread per output slot, into the other
-//! half of a double buffer) for the tracks that resample. The finalize writes the sums and the
+//! take from them: keep, resample, temper, or reset). The finalize writes the sums and the
 //! decision into mapped host memory too (the flag last, after a system fence), so the sequence,
 //! captured once per track count into a CUDA graph, has no copy nodes, and the host waits only
-//! until each track's flag appears there: the resampling runs on while the host uses the
-//! estimate (see `wait_for`). Without mapped memory, copies and a synchronisation do it. The host turns the sums into the estimate with the CPU's own code
+//! until each track's flag appears there (see `wait_for`); without mapped memory, copies and a
+//! synchronisation do it. When a track decided to resample, the host then launches the
+//! resampling kernels, a graph of their own: `pf_scan_local` (its last block per track also
+//! scans the block totals) and `pf_resample` (binary search, one thread per output slot, into
+//! the other half of a double buffer). They run on while the host uses the estimate, and the
+//! next step queues behind them; a step in which no track resamples runs no resampling kernel.
+//! The host turns the sums into the estimate with the CPU's own code
 //! (`finish_estimate`). Tracks that need tempering (too few effective particles after the
-//! update: new tracks, sharp measurements) or a weight reset then take a second, slower graph:
+//! update: new tracks, sharp measurements) or a weight reset then take another, slower graph:
 //! `pf_slow_begin` (weight reset, or the bounds for tempering), `pf_temper_grid` (the grid of
 //! exponents' sums, its last block per track choosing the exponent), `pf_sums` (the sums again,
 //! ending with the finalize's work and decisions) and the same resampling, which also roughens
@@ -347,7 +350,7 @@ pub struct CudaParticleFilter {
     block_tot: CudaSlice<f64>,
     /// The captured step (false) and slow path (true) by number of tracks (None where capture
     /// failed).
-    graphs: std::collections::HashMap<(usize, bool), Option<Graph>>,
+    graphs: std::collections::HashMap<(usize, Seq), Option<Graph>>,
     /// Which buffer holds each slot's particles.
     cur: Vec<u32>,
     log_norm: Vec<f64>,
@@ -362,6 +365,17 @@ pub struct CudaParticleFilter {
     last_tracks: usize,
 }
 
+/// The captured sequences of a step (one graph each per track count).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Seq {
+    /// The step's parameters, the step and its finalize (`enqueue_step`).
+    Step,
+    /// The resampling of the tracks that decided to (flag FLAG_RESAMPLE).
+    Resample,
+    /// The slow path (`enqueue_slow`), with its own resampling.
+    Slow,
+}
+
 /// Blocks of `per_block` threads over `n` particles, for each of `tracks` tracks.
 fn grid(n: usize, per_block: u32, tracks: usize) -> LaunchConfig {
     LaunchConfig {
@@ -373,9 +387,9 @@ fn grid(n: usize, per_block: u32, tracks: usize) -> LaunchConfig {
 
 /// pf_scan_local's and pf_resample's grids: blocks of `per_block` threads over `n` particles,
 /// at most `per_sm` blocks per multiprocessor (one wave: the kernels stride over the rest), for
-/// each of `tracks` tracks. A step that does not resample launches them anyway (the decision is
-/// the device's), and their blocks all return at once: a wave of them costs less than the
-/// thousands a grid over every particle would have (4,096 for pf_resample at 1M particles).
+/// each of `tracks` tracks. The blocks of a track that does not resample return at once: a wave
+/// of them costs less than the thousands a grid over every particle would have (4,096 for
+/// pf_resample at 1M particles).
 fn wave(n: usize, per_block: u32, per_sm: u32, sms: i32, tracks: usize) -> LaunchConfig {
     let mut g = grid(n, per_block, tracks);
     g.grid_dim.0 = g.grid_dim.0.min(per_sm * sms.max(1) as u32).max(1);
@@ -668,7 +682,9 @@ impl CudaParticleFilter {
     }
 
     /// The common step for `t` tracks whose parameters are in `up`: upload, step,
-    /// finalize (with decisions), resampling where decided, download. No synchronisation.
+    /// finalize (with decisions), download. No synchronisation. The tracks that decided to
+    /// resample do so in a sequence of their own (`Seq::Resample`), which `step_with` launches
+    /// once it has read the decisions, and only when a track needs it.
     fn enqueue_step(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
@@ -725,7 +741,6 @@ impl CudaParticleFilter {
                 .launch(tiles(nn, t))
                 .map_err(err("pf_step"))?;
         }
-        self.launch_resample(t, 1 << FLAG_RESAMPLE)?;
         self.bring_back(&s)
     }
 
@@ -814,22 +829,20 @@ impl CudaParticleFilter {
         self.bring_back(&s)
     }
 
-    /// Run the captured sequence (`slow` picks which) for `t` tracks, capturing it first if
-    /// needed, and wait for it.
-    fn run_graph(&mut self, t: usize, slow: bool) -> Result<(), BackendError> {
+    /// Run the captured sequence `seq` for `t` tracks, capturing it first if needed. No
+    /// synchronisation.
+    fn run_graph(&mut self, t: usize, seq: Seq) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
-        let enqueue = |me: &mut Self| {
-            if slow {
-                me.enqueue_slow(t)
-            } else {
-                me.enqueue_step(t)
-            }
+        let enqueue = |me: &mut Self| match seq {
+            Seq::Step => me.enqueue_step(t),
+            Seq::Resample => me.launch_resample(t, 1 << FLAG_RESAMPLE),
+            Seq::Slow => me.enqueue_slow(t),
         };
-        if !self.graphs.contains_key(&(t, slow)) {
+        if !self.graphs.contains_key(&(t, seq)) {
             let g = capture(&s, || enqueue(self))?;
-            self.graphs.insert((t, slow), g);
+            self.graphs.insert((t, seq), g);
         }
-        match self.graphs.get_mut(&(t, slow)) {
+        match self.graphs.get_mut(&(t, seq)) {
             Some(Some(g)) => g.launch()?,
             _ => enqueue(self)?,
         }
@@ -964,13 +977,21 @@ impl CudaParticleFilter {
             self.mark_pending(&all);
         }
         self.timer.start(&s)?;
-        self.run_graph(t, false)?;
+        self.run_graph(t, Seq::Step)?;
         self.timer.stop(&s)?;
         meanwhile();
         self.wait_for(early, &all)?;
+        let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
+        // The tracks that decided to resample, in a launch of their own, only when there are
+        // any: a step that does not resample (most steps) runs no resampling kernels at all,
+        // where launching them every time to find nothing to do cost a large filter's step 5-6
+        // us of device time. The host does not wait for it; the next step queues behind it.
+        if flags.contains(&FLAG_RESAMPLE) {
+            self.run_graph(t, Seq::Resample)?;
+            self.timer.stop(&s)?;
+        }
         // The slow path, for the tracks the step flagged (one more launch and wait; the usual
         // step needs only the one above).
-        let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
         let slow: Vec<usize> = (0..t)
             .filter(|&i| flags[i] == FLAG_TEMPER || flags[i] == FLAG_DEGENERATE)
             .collect();
@@ -978,7 +999,7 @@ impl CudaParticleFilter {
             if early {
                 self.mark_pending(&slow);
             }
-            self.run_graph(t, true)?;
+            self.run_graph(t, Seq::Slow)?;
             self.timer.stop(&s)?;
             self.wait_for(early, &slow)?;
         }
