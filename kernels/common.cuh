@@ -54,7 +54,9 @@ __device__ __forceinline__ float f_round(float x) { return roundf(x); }
 
 // e^x for x already in [-87.3, 88.7] (fm_exp without its clamp, which would not change x).
 __device__ __forceinline__ float fm_exp_in_range(float x) {
-    float n = f_round(x * 1.44269504088896340736f);
+    // Rounded to the nearest integer (ties to even) by adding and subtracting 1.5 * 2^23, as
+    // src/fastmath.rs: exp does.
+    float n = (x * 1.44269504088896340736f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.69314575f - n * 1.4286068e-6f;
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6.0f + r * (1.0f / 24.0f +
               r * (1.0f / 120.0f + r * (1.0f / 720.0f))))));
