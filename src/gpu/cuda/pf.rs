@@ -348,8 +348,7 @@ pub struct CudaParticleFilter {
     chol: CudaSlice<f32>,
     cdf: CudaSlice<f64>,
     block_tot: CudaSlice<f64>,
-    /// The captured step (false) and slow path (true) by number of tracks (None where capture
-    /// failed).
+    /// The captured sequences (`Seq`) by number of tracks (None where capture failed).
     graphs: std::collections::HashMap<(usize, Seq), Option<Graph>>,
     /// Which buffer holds each slot's particles.
     cur: Vec<u32>,
@@ -615,37 +614,15 @@ impl CudaParticleFilter {
         let nn = self.n;
         let nb = n_tiles(self.n) as u32;
         let tile = tiling(self.n).1;
-        if nn <= RS_SMALL_MAX {
-            let mut b = s.launch_builder(&self.k.resample_small);
-            weights_args(
-                &mut b,
-                &self.ptr,
-                &mask,
-                &self.e,
-                &self.partials,
-                &nb,
-                &tile,
-            );
-            particle_args(
-                &mut b,
-                [&mut self.s0, &mut self.s1],
-                [&mut self.m0, &mut self.m1],
-                &mut self.log_w,
-                &self.chol,
-            );
-            // SAFETY: the argument list matches pf_resample_small; every buffer is sized for
-            // all slots, and n fits the kernel's shared cumulative sums.
-            unsafe {
-                b.launch(LaunchConfig {
-                    grid_dim: (1, t as u32, 1),
-                    block_dim: (RS_SMALL_THREADS, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-            }
-            .map_err(err("pf_resample_small"))?;
-            return Ok(());
-        }
-        let mut b = s.launch_builder(&self.k.scan_local);
+        // A small filter resamples in one kernel (the scan, search and copy); a large one scans
+        // first. Both start with the weights' arguments.
+        let small = nn <= RS_SMALL_MAX;
+        let first = if small {
+            &self.k.resample_small
+        } else {
+            &self.k.scan_local
+        };
+        let mut b = s.launch_builder(first);
         weights_args(
             &mut b,
             &self.ptr,
@@ -655,20 +632,32 @@ impl CudaParticleFilter {
             &nb,
             &tile,
         );
-        b.arg(&mut self.cdf)
-            .arg(&mut self.block_tot)
-            .arg(&mut self.scan_counters);
-        let sms = self.gpu.multiprocessors;
-        // SAFETY: the argument list matches pf_scan_local; every buffer is sized for all
-        // slots (the kernel strides over the chunks its grid does not cover).
-        unsafe { b.launch(wave(nn, SCAN_BLOCK, 2, sms, t)) }.map_err(err("pf_scan_local"))?;
-        let mut b = s.launch_builder(&self.k.resample);
-        b.arg(&self.ptr.step)
-            .arg(&self.ptr.tracks)
-            .arg(&self.ptr.flags)
-            .arg(&mask)
-            .arg(&self.cdf)
-            .arg(&self.block_tot);
+        // The kernel that copies the ancestors: the small filter's one, or pf_resample after
+        // pf_scan_local.
+        let (mut b, cfg, name) = if small {
+            let one_block = LaunchConfig {
+                grid_dim: (1, t as u32, 1),
+                block_dim: (RS_SMALL_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            (b, one_block, "pf_resample_small")
+        } else {
+            b.arg(&mut self.cdf)
+                .arg(&mut self.block_tot)
+                .arg(&mut self.scan_counters);
+            let sms = self.gpu.multiprocessors;
+            // SAFETY: the argument list matches pf_scan_local; every buffer is sized for all
+            // slots (the kernel strides over the chunks its grid does not cover).
+            unsafe { b.launch(wave(nn, SCAN_BLOCK, 2, sms, t)) }.map_err(err("pf_scan_local"))?;
+            let mut b = s.launch_builder(&self.k.resample);
+            b.arg(&self.ptr.step)
+                .arg(&self.ptr.tracks)
+                .arg(&self.ptr.flags)
+                .arg(&mask)
+                .arg(&self.cdf)
+                .arg(&self.block_tot);
+            (b, wave(nn, PF_BLOCK, 8, sms, t), "pf_resample")
+        };
         particle_args(
             &mut b,
             [&mut self.s0, &mut self.s1],
@@ -676,8 +665,10 @@ impl CudaParticleFilter {
             &mut self.log_w,
             &self.chol,
         );
-        // SAFETY: the argument list matches pf_resample; every buffer is sized for all slots.
-        unsafe { b.launch(wave(nn, PF_BLOCK, 8, sms, t)) }.map_err(err("pf_resample"))?;
+        // SAFETY: the argument list matches the kernel (pf_resample_small or pf_resample);
+        // every buffer is sized for all slots, and a small filter's n fits pf_resample_small's
+        // shared cumulative sums.
+        unsafe { b.launch(cfg) }.map_err(err(name))?;
         Ok(())
     }
 
