@@ -45,24 +45,29 @@ fn check_gcc(params: GccParams, frames: &[Frame], batch: usize) {
     }
     let mut g = gpu::correlator(params.clone(), batch).unwrap();
     let gpu_out = correlate(g.as_mut(), frames);
-    let cl = params.curve_len();
     for (a, b) in cpu.iter().zip(&gpu_out) {
-        for p in 0..params.pairs.len() {
-            let ca = &a.curves[p * cl..(p + 1) * cl];
-            let cb = &b.curves[p * cl..(p + 1) * cl];
-            let scale = ca.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-12);
-            let worst = ca
-                .iter()
-                .zip(cb)
-                .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
-            assert!(
-                worst <= 1e-4 * scale,
-                "pair {p}: curves differ by {worst} (scale {scale})"
-            );
-        }
+        assert_curves_agree(a, b, &params);
         assert_peaks_agree(a, b, &params);
     }
     check_gcc_one_by_one(&params, frames, batch);
+}
+
+/// Every pair's curve agrees to 1e-4 of its largest value.
+fn assert_curves_agree(a: &GccFrame, b: &GccFrame, params: &GccParams) {
+    let cl = params.curve_len();
+    for p in 0..params.pairs.len() {
+        let ca = &a.curves[p * cl..(p + 1) * cl];
+        let cb = &b.curves[p * cl..(p + 1) * cl];
+        let scale = ca.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-12);
+        let worst = ca
+            .iter()
+            .zip(cb)
+            .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            worst <= 1e-4 * scale,
+            "pair {p}: curves differ by {worst} (scale {scale})"
+        );
+    }
 }
 
 /// The best peak of every pair matches to 0.01 samples; every other CPU peak has a GPU peak
@@ -94,7 +99,7 @@ fn assert_peaks_agree(a: &GccFrame, b: &GccFrame, params: &GccParams) {
     }
 }
 
-/// One frame at a time, peaks only, as the live path runs (on a GPU: the frame read from
+/// One frame at a time, peaks only, as the live path runs, and with the curves (on a GPU: the frame read from
 /// mapped host memory, the peaks written there and a flag waited for), by `correlate` and by
 /// `start` then `finish`; with a silent frame (every pair flat: no peaks) and a frame with one
 /// silent channel among them.
@@ -120,6 +125,15 @@ fn check_gcc_one_by_one(params: &GccParams, frames: &[Frame], batch: usize) {
             .unwrap();
         assert!(got.curves.is_empty());
         assert_peaks_agree(&want, &got, params);
+        // With the curves (a one-frame call on the GPU: its own kernels, see
+        // src/gpu/cuda/gcc.rs).
+        let (mut want_c, mut got_c) = (GccFrame::new(params), GccFrame::new(params));
+        cpu.correlate(&[f], std::slice::from_mut(&mut want_c), true)
+            .unwrap();
+        g.correlate(&[f], std::slice::from_mut(&mut got_c), true)
+            .unwrap();
+        assert_curves_agree(&want_c, &got_c, params);
+        assert_peaks_agree(&want_c, &got_c, params);
         let mut ahead = GccFrame::new(params);
         assert!(
             g.start(&[f], false).unwrap(),
