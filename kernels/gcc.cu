@@ -34,26 +34,30 @@ __device__ __forceinline__ float mag(float2 x, float beta) {
     return beta == 1.0f ? a : powf(a, beta);
 }
 
-// The PHAT regularisation of pair (xa, xb): `regularisation` times the mean product of the
-// magnitudes over the band (the smallest normal float without PHAT). Every thread of the block
-// calls it; the result is valid in all of them.
-__device__ __forceinline__ float cross_reg(const float2* xa, const float2* xb, u32 lo, u32 hi,
-                                           u32 phat, float beta, float regularisation,
-                                           float* scratch, float* shared_reg) {
-    if (!phat) return 1.17549435e-38f;
-    float sum = 0.0f;
-    for (u32 k = lo + threadIdx.x; k <= hi; k += blockDim.x) sum += mag(xa[k], beta) * mag(xb[k], beta);
-    sum = block_sum(sum, scratch);
-    if (threadIdx.x == 0) *shared_reg = regularisation * (sum / (float)(hi - lo + 1)) + 1.17549435e-38f;
-    __syncthreads();
-    return *shared_reg;
-}
-
-// The weighted cross-spectrum of pair (xa, xb) into out[0..nb) (as weight_pair); returns this
-// thread's part of the norm (the sum of the magnitudes over the full spectrum).
-__device__ __forceinline__ float cross_bins(const float2* xa, const float2* xb, const float* taper,
-                                           u32 nb, u32 lo, u32 hi, u32 phat, float beta,
-                                           float reg, float2* out) {
+// One pair of one frame: weighted cross-spectrum and its normalisation (as weight_pair). A
+// block per pair and frame; GCC_CROSS_BLOCK threads, so that each walks few bins (with 256 a
+// single frame's few pairs left the kernel latency-bound).
+#define GCC_CROSS_BLOCK 1024
+extern "C" __global__ void __launch_bounds__(GCC_CROSS_BLOCK)
+gcc_cross(const float2* spectra, const u32* pairs, const float* taper, u32 channels, u32 n_pairs,
+          u32 nb, u32 lo, u32 hi, u32 phat, float beta, float regularisation, float2* cross,
+          float* norms) {
+    __shared__ float scratch[32];
+    __shared__ float shared_reg;
+    u32 p = blockIdx.x, f = blockIdx.y;
+    u32 a = pairs[2 * p], b = pairs[2 * p + 1];
+    const float2* xa = spectra + ((size_t)f * channels + a) * nb;
+    const float2* xb = spectra + ((size_t)f * channels + b) * nb;
+    float2* out = cross + ((size_t)f * n_pairs + p) * nb;
+    float reg = 1.17549435e-38f;
+    if (phat) {
+        float sum = 0.0f;
+        for (u32 k = lo + threadIdx.x; k <= hi; k += blockDim.x) sum += mag(xa[k], beta) * mag(xb[k], beta);
+        sum = block_sum(sum, scratch);
+        if (threadIdx.x == 0) shared_reg = regularisation * (sum / (float)(hi - lo + 1)) + 1.17549435e-38f;
+        __syncthreads();
+        reg = shared_reg;
+    }
     float norm = 0.0f;
     u32 n_half = nb - 1;
     for (u32 k = threadIdx.x; k < nb; k += blockDim.x) {
@@ -71,26 +75,6 @@ __device__ __forceinline__ float cross_bins(const float2* xa, const float2* xb, 
         if (k == 0 || k == n_half) gw.y = 0.0f;
         out[k] = gw;
     }
-    return norm;
-}
-
-// One pair of one frame: weighted cross-spectrum and its normalisation (as weight_pair). A
-// block per pair and frame; GCC_CROSS_BLOCK threads, so that each walks few bins (with 256 a
-// single frame's few pairs left the kernel latency-bound).
-#define GCC_CROSS_BLOCK 1024
-extern "C" __global__ void __launch_bounds__(GCC_CROSS_BLOCK)
-gcc_cross(const float2* spectra, const u32* pairs, const float* taper, u32 channels, u32 n_pairs,
-          u32 nb, u32 lo, u32 hi, u32 phat, float beta, float regularisation, float2* cross,
-          float* norms) {
-    __shared__ float scratch[32];
-    __shared__ float shared_reg;
-    u32 p = blockIdx.x, f = blockIdx.y;
-    u32 a = pairs[2 * p], b = pairs[2 * p + 1];
-    const float2* xa = spectra + ((size_t)f * channels + a) * nb;
-    const float2* xb = spectra + ((size_t)f * channels + b) * nb;
-    float reg = cross_reg(xa, xb, lo, hi, phat, beta, regularisation, scratch, &shared_reg);
-    float norm = cross_bins(xa, xb, taper, nb, lo, hi, phat, beta, reg,
-                           cross + ((size_t)f * n_pairs + p) * nb);
     norm = block_sum(norm, scratch);
     if (threadIdx.x == 0) norms[(size_t)f * n_pairs + p] = norm;
 }
@@ -201,14 +185,10 @@ __device__ __forceinline__ void no_peaks(PeakOut* po, u32 k_peaks, u32* ticket, 
     peaks_signal(ticket, n_blocks, flag);
 }
 
-// The peaks of one pair's curve `c` (fft_len values of the circular correlation, in global or
-// shared memory; its norm `nrm`): pair p of the call, results in row `row`. Every thread of
-// the block calls it (gcc_peaks, gcc_one_pairs).
-__device__ __forceinline__ void peaks_body(const float* c, float nrm, u32 p, size_t row,
-                                           const float* max_lag, const float* taps, u32 fft_len,
-                                           u32 curve_half, u32 k_peaks, float min_sep,
-                                           u32 want_curves, float* curves, PeakOut* peaks,
-                                           u32* ticket, u32 n_blocks, u32* flag) {
+extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
+gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
+          u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
+          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag) {
     __shared__ float scratch[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
@@ -225,6 +205,10 @@ __device__ __forceinline__ void peaks_body(const float* c, float nrm, u32 p, siz
     __shared__ int stop;
     extern __shared__ float dyn_shared[];
     __shared__ int n_cand;
+    u32 p = blockIdx.x, f = blockIdx.y;
+    size_t row = (size_t)f * n_pairs + p;
+    const float* c = corr + row * fft_len;
+    float nrm = norms[row];
     float inv = (nrm > 0.0f && isfinite(nrm)) ? 1.0f / nrm : 0.0f;
     int ch = (int)curve_half;
     int n = (int)fft_len;
@@ -361,10 +345,9 @@ __device__ __forceinline__ void peaks_body(const float* c, float nrm, u32 p, siz
             if (rank < m) order[rank] = l;
         }
         __syncthreads();
-        // (At most PEAK_THREADS_MAX / 32 warps refine: gcc_one_pairs has more.)
-        int n_warps = min((int)(blockDim.x >> 5), PEAK_THREADS_MAX / 32);
+        int n_warps = (int)(blockDim.x >> 5);
         int ahead = n_warps > 1 ? min(m, 2 * n_warps) : 0;
-        for (int r = warp; r < ahead && warp < n_warps; r += n_warps) {
+        for (int r = warp; r < ahead; r += n_warps) {
             refine_warp(sc, ch, order[r], taps, grid_w[warp], ml, mean_sh, std_sh, lane,
                         &refined[r]);
             __syncwarp();
@@ -482,290 +465,4 @@ done:
     peaks_signal(ticket, n_blocks, flag);
 #undef CURVE
 #undef CURVE_G
-}
-
-extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
-gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
-          u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
-          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag) {
-    u32 p = blockIdx.x, f = blockIdx.y;
-    size_t row = (size_t)f * n_pairs + p;
-    peaks_body(corr + row * fft_len, norms[row], p, row, max_lag, taps, fft_len, curve_half,
-               k_peaks, min_sep, want_curves, curves, peaks, ticket, n_blocks, flag);
-}
-
-// ---------------------------------------------------------------------------------------------
-// One frame in two kernels (the live path): gcc_one_spectra transforms each channel in a block
-// of its own (window, zero padding, a real FFT in shared memory), gcc_one_pairs each pair
-// (cross-spectrum, inverse real FFT in shared memory, peaks). In place of the five kernels of a
-// batch (window, cuFFT R2C, gcc_cross, cuFFT C2R, gcc_peaks), each of which runs a few
-// latency-bound microseconds on one small frame. For FFT lengths 4..=2 ONE_FFT_MAX (powers of
-// two); the host takes the batch's kernels for others.
-
-// Float4 loads per thread that cover a frame of the largest transform.
-#define ONE_LOADS (2 * ONE_FFT_MAX / 4 / ONE_THREADS)
-// Complex points of the largest transform (the real FFT of 2 ONE_FFT_MAX samples); one radix-16
-// butterfly per thread of ONE_THREADS in each pass.
-#define ONE_FFT_MAX 4096
-#define ONE_FFT_BUF (ONE_FFT_MAX + ONE_FFT_MAX / 16)
-// The twiddle table `tw` both kernels take: e^(-2 pi i k / ONE_TWIDDLES), k < ONE_TWIDDLES
-// (made on the host in f64: src/gpu/cuda/gcc.rs).
-#define ONE_TWIDDLES (2 * ONE_FFT_MAX)
-#define ONE_THREADS 256
-// gcc_one_pairs's threads: more than the transform needs, for the cross-spectrum's bins.
-#define ONE_PAIR_THREADS 512
-
-__device__ __forceinline__ float2 cmul(float2 a, float2 b) {
-    return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
-__device__ __forceinline__ float2 cadd(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
-__device__ __forceinline__ float2 csub(float2 a, float2 b) { return make_float2(a.x - b.x, a.y - b.y); }
-__device__ __forceinline__ float2 conjf2(float2 a) { return make_float2(a.x, -a.y); }
-
-// cos(2 pi m / 16) (a constant once m is: inlined, without recursion).
-__device__ __forceinline__ float cos16(int m) {
-    m &= 15;
-    int a = m <= 8 ? m : 16 - m;   // cos(2 pi (16 - m) / 16) = cos(2 pi m / 16)
-    int b = a > 4 ? 8 - a : a;     // cos(pi - x) = -cos(x)
-    float v = b == 0 ? 1.0f
-            : b == 1 ? 0.923879532511286756f
-            : b == 2 ? 0.707106781186547524f
-            : b == 3 ? 0.382683432365089772f
-                     : 0.0f;
-    return a > 4 ? -v : v;
-}
-
-// i (bits <= 4 bits) with its bits reversed (a constant once i is).
-__device__ __forceinline__ int bit_reverse(int i, int bits) {
-    int r4 = ((i & 1) << 3) | ((i & 2) << 1) | ((i & 4) >> 1) | ((i & 8) >> 3);
-    return r4 >> (4 - bits);
-}
-
-__device__ constexpr int log2_const(int r) { return r <= 1 ? 0 : 1 + log2_const(r / 2); }
-
-// The radix-2 steps of dft_regs that combine transforms of LEN / 2 points into LEN, and the
-// ones after (LEN a template parameter, so that every loop unrolls and the values stay in
-// registers).
-template <int R, int LEN>
-__device__ __forceinline__ void dft_stage(float (&re)[R], float (&im)[R], bool inv) {
-    if constexpr (LEN <= R) {
-#pragma unroll
-        for (int i = 0; i < R; i += LEN) {
-#pragma unroll
-            for (int k = 0; k < LEN / 2; ++k) {
-                constexpr int step = 16 / LEN;
-                int m = k * step;
-                float wr = cos16(m), ws = cos16((m + 12) & 15); // sin(2 pi m / 16)
-                float wi = inv ? ws : -ws;
-                int a = i + k, b = i + k + LEN / 2;
-                float br = re[b] * wr - im[b] * wi, bi = re[b] * wi + im[b] * wr;
-                re[b] = re[a] - br;
-                im[b] = im[a] - bi;
-                re[a] = re[a] + br;
-                im[a] = im[a] + bi;
-            }
-        }
-        dft_stage<R, 2 * LEN>(re, im, inv);
-    }
-}
-
-// The R-point DFT (R a power of two up to 16) of (re, im) in registers, forward (e^-) or
-// inverse (e^+), by radix-2 steps on the bit-reversed values. (Separate real and imaginary
-// arrays: as float2, NVVM kept the values in local memory.)
-template <int R>
-__device__ __forceinline__ void dft_regs(float (&re)[R], float (&im)[R], bool inv) {
-    constexpr int bits = log2_const(R);
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-        int j = bit_reverse(i, bits);
-        if (i < j) {
-            float t = re[i];
-            re[i] = re[j];
-            re[j] = t;
-            t = im[i];
-            im[i] = im[j];
-            im[j] = t;
-        }
-    }
-    dft_stage<R, 2>(re, im, inv);
-}
-
-// Index i of a transform in shared memory with a pad after every 16 points, so that the
-// strided writes of a pass spread over the banks.
-__device__ __forceinline__ int pad16(int i) { return i + (i >> 4); }
-
-// One radix-R pass of a Stockham FFT of m points in shared memory `buf` (the pass after
-// those that made sub-transforms of ns points): thread j reads points j + r m / R, twists
-// them, transforms them and writes them to their places in the transforms of ns R points.
-// The first pass reads and the last writes the points in order, the others padded (pad16).
-// m / R <= blockDim.x; every thread of the block calls it.
-template <int R>
-__device__ __forceinline__ void fft_pass(float2* buf, const float2* tw, int m, int ns, bool inv) {
-    int items = m / R, j = threadIdx.x;
-    bool act = j < items, pad_in = ns > 1, pad_out = ns * R < m;
-    float re[R], im[R];
-    // Threads past the pass's butterflies compute one too (on the first's values) and store
-    // nothing: arrays defined on one path only were kept in local memory.
-    int jj = act ? j : 0;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        int i = jj + r * items;
-        float2 x = buf[pad_in ? pad16(i) : i];
-        re[r] = x.x;
-        im[r] = x.y;
-    }
-    __syncthreads();
-    {
-        int j = jj;
-        int jm = j & (ns - 1);
-        if (ns > 1) {
-            // w^r for w = e^(-+2 pi i jm / (ns R)), from the table.
-            int stride = jm * (ONE_TWIDDLES / (ns * R));
-            float2 w[R];
-#pragma unroll
-            for (int r = 1; r < R; ++r) w[r] = __ldg(&tw[r * stride]);
-#pragma unroll
-            for (int r = 1; r < R; ++r) {
-                float wi = inv ? -w[r].y : w[r].y;
-                float x = re[r] * w[r].x - im[r] * wi;
-                im[r] = re[r] * wi + im[r] * w[r].x;
-                re[r] = x;
-            }
-        }
-        dft_regs<R>(re, im, inv);
-        int at = (j - jm) * R + jm;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            int i = at + r * ns;
-            if (act) buf[pad_out ? pad16(i) : i] = make_float2(re[r], im[r]);
-        }
-    }
-    __syncthreads();
-}
-
-// The passes of an M-point transform from sub-transforms of NS points on (every size known at
-// compile time, so that each pass's values stay in registers).
-template <int M, int NS>
-__device__ __forceinline__ void fft_from(float2* buf, const float2* tw, bool inv) {
-    if constexpr (NS < M) {
-        constexpr int R = M / NS >= 16 ? 16 : M / NS;
-        fft_pass<R>(buf, tw, M, NS, inv);
-        fft_from<M, NS * R>(buf, tw, inv);
-    }
-}
-
-// The m-point DFT (m a power of two, 2..=ONE_FFT_MAX) of buf in place, unnormalised; forward
-// (e^-) or inverse (e^+); in and out in order, with room for the padded points in between
-// (ONE_FFT_BUF). Every thread of the block calls it; blockDim.x >= m / 16.
-__device__ __forceinline__ void fft_shared(float2* buf, const float2* tw, int m, bool inv) {
-    switch (m) {
-    case 4096: fft_from<4096, 1>(buf, tw, inv); break;
-    case 2048: fft_from<2048, 1>(buf, tw, inv); break;
-    case 1024: fft_from<1024, 1>(buf, tw, inv); break;
-    case 512: fft_from<512, 1>(buf, tw, inv); break;
-    case 256: fft_from<256, 1>(buf, tw, inv); break;
-    case 128: fft_from<128, 1>(buf, tw, inv); break;
-    case 64: fft_from<64, 1>(buf, tw, inv); break;
-    case 32: fft_from<32, 1>(buf, tw, inv); break;
-    case 16: fft_from<16, 1>(buf, tw, inv); break;
-    case 8: fft_from<8, 1>(buf, tw, inv); break;
-    case 4: fft_from<4, 1>(buf, tw, inv); break;
-    default: fft_from<2, 1>(buf, tw, inv); break;
-    }
-}
-
-// One channel of one frame per block: window, zero-pad to fft_len, real FFT (the fft_len / 2
-// point complex FFT of the even and odd samples, then split), spectra[channel][0..fft_len/2].
-extern "C" __global__ void __launch_bounds__(ONE_THREADS)
-gcc_one_spectra(const float* in, const float* window, const float2* tw, u32 frame_len,
-                u32 fft_len, float2* spectra) {
-    __shared__ float2 buf[ONE_FFT_BUF];
-    u32 c = blockIdx.x;
-    const float* x = in + (size_t)c * frame_len;
-    int m = (int)(fft_len / 2);
-    if ((frame_len & 3) == 0 && fft_len / 4 <= ONE_LOADS * ONE_THREADS) {
-        // Four samples per load, every load of the thread issued before the first is used
-        // (the frame may be read over the bus from mapped host memory).
-        const float4* x4 = (const float4*)x;
-        const float4* w4 = (const float4*)window;
-        float4 a[ONE_LOADS], w[ONE_LOADS];
-#pragma unroll
-        for (int i = 0; i < ONE_LOADS; ++i) {
-            u32 q = threadIdx.x + i * ONE_THREADS;
-            bool in = 4 * q < frame_len;
-            a[i] = in ? x4[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            w[i] = in ? w4[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int i = 0; i < ONE_LOADS; ++i) {
-            u32 q = threadIdx.x + i * ONE_THREADS;
-            if (4 * q < fft_len) {
-                buf[2 * q] = make_float2(a[i].x * w[i].x, a[i].y * w[i].y);
-                buf[2 * q + 1] = make_float2(a[i].z * w[i].z, a[i].w * w[i].w);
-            }
-        }
-    } else {
-        for (u32 q = threadIdx.x; q < (u32)m; q += blockDim.x) {
-            u32 i = 2 * q;
-            float a = i < frame_len ? x[i] * window[i] : 0.0f;
-            float b = i + 1 < frame_len ? x[i + 1] * window[i + 1] : 0.0f;
-            buf[q] = make_float2(a, b);
-        }
-    }
-    __syncthreads();
-    fft_shared(buf, tw, m, false);
-    // X[k] = (Z[k] + conj Z[m-k]) / 2 - i e^(-i pi k / m) (Z[k] - conj Z[m-k]) / 2.
-    float2* out = spectra + (size_t)c * (m + 1);
-    for (int k = threadIdx.x; k <= m; k += blockDim.x) {
-        float2 zk = buf[k & (m - 1)], zm = conjf2(buf[(m - k) & (m - 1)]);
-        float2 e = make_float2(0.5f * (zk.x + zm.x), 0.5f * (zk.y + zm.y));
-        float2 d = make_float2(0.5f * (zk.y - zm.y), -0.5f * (zk.x - zm.x)); // -i (zk - zm) / 2
-        // e^(-i pi k / m) = tw[k ONE_TWIDDLES / (2 m)].
-        out[k] = cadd(e, cmul(d, __ldg(&tw[k * (ONE_TWIDDLES / (2 * m))])));
-    }
-}
-
-// One pair of one frame per block: the weighted cross-spectrum (as gcc_cross), the inverse
-// real FFT into shared memory (the curve, unnormalised as cuFFT's C2R), and the peaks (as
-// gcc_peaks, with its dynamic shared memory).
-extern "C" __global__ void __launch_bounds__(ONE_PAIR_THREADS)
-gcc_one_pairs(const float2* spectra, const float2* tw, const u32* pairs, const float* taper, u32 nb, u32 lo,
-              u32 hi, u32 phat, float beta, float regularisation, const float* max_lag,
-              const float* taps, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep,
-              u32 want_curves, float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks,
-              u32* flag) {
-    __shared__ float2 buf[ONE_FFT_BUF];
-    __shared__ float scratch[32];
-    __shared__ float shared_reg, shared_norm;
-    u32 p = blockIdx.x;
-    const float2* xa = spectra + (size_t)pairs[2 * p] * nb;
-    const float2* xb = spectra + (size_t)pairs[2 * p + 1] * nb;
-    float reg = cross_reg(xa, xb, lo, hi, phat, beta, regularisation, scratch, &shared_reg);
-    float norm = cross_bins(xa, xb, taper, nb, lo, hi, phat, beta, reg, buf);
-    norm = block_sum(norm, scratch);
-    if (threadIdx.x == 0) shared_norm = norm;
-    __syncthreads();
-    // Z[k] = (Y[k] + conj Y[m-k]) + i e^(i pi k / m) (Y[k] - conj Y[m-k]), k < m, in place:
-    // thread k makes Z[k] and Z[m-k] from Y[k] and Y[m-k] (Y[m] is read only for Z[0]).
-    int m = (int)(fft_len / 2);
-    int half = m / 2;
-    for (int k = threadIdx.x; k <= half; k += blockDim.x) {
-        float2 yk = buf[k], ym = buf[m - k];
-        // e^(i pi k / m): the table's conjugate.
-        float2 t = __ldg(&tw[k * (ONE_TWIDDLES / (2 * m))]);
-        float co = t.x, s = -t.y;
-        float2 a = yk, b = conjf2(ym);
-        float2 d = cmul(csub(a, b), make_float2(co, s));
-        float2 z0 = make_float2(a.x + b.x - d.y, a.y + b.y + d.x);
-        // Z[m-k]: e^(i pi (m-k) / m) = -e^(-i pi k / m).
-        float2 a1 = ym, b1 = conjf2(yk);
-        float2 d1 = cmul(csub(a1, b1), make_float2(-co, s));
-        float2 z1 = make_float2(a1.x + b1.x - d1.y, a1.y + b1.y + d1.x);
-        buf[k] = z0;
-        if (k != 0 && k != half) buf[m - k] = z1;
-    }
-    __syncthreads();
-    fft_shared(buf, tw, m, true);
-    peaks_body((const float*)buf, shared_norm, p, p, max_lag, taps, fft_len, curve_half, k_peaks,
-               min_sep, want_curves, curves, peaks, ticket, n_blocks, flag);
 }

@@ -75,16 +75,6 @@ fn run_size(b: usize, batch: usize) -> usize {
 const PEAK_THREADS: u32 = 32;
 const PEAK_THREADS_MAX: u32 = 256;
 
-/// The largest FFT the one-frame kernels take: twice their complex transform's points
-/// (kernels/gcc.cu: ONE_FFT_MAX), with ONE_THREADS threads per block.
-const ONE_FFT_MAX: usize = 8192;
-const ONE_THREADS: u32 = 256;
-/// gcc_one_pairs's threads (kernels/gcc.cu: ONE_PAIR_THREADS): more than its transform
-/// needs, for the cross-spectrum's bins.
-const ONE_PAIR_THREADS: u32 = 512;
-/// Shared memory a block may take without opting in.
-const SHARED_DEFAULT: usize = 48 << 10;
-
 /// Curves up to this many lags are searched in shared memory (kernels/gcc.cu: PEAK_SHARED).
 const PEAK_SHARED: usize = 8192;
 
@@ -98,54 +88,6 @@ fn peaks_shared_bytes(curve_half: usize) -> u32 {
         return 0;
     }
     (len.div_ceil(4) * 4 * 4 + (curve_half + 2) * 2) as u32
-}
-
-/// The one-frame kernels (gcc_one_spectra, gcc_one_pairs: kernels/gcc.cu) when they take
-/// `p`'s frames: an FFT length that is a power of two up to ONE_FFT_MAX, curves searched in
-/// shared memory, and gcc_one_pairs's shared memory (its transform and the peak search's)
-/// within what a block gets without opting in; and unless `SONOTRACK_ONE_FRAME_CUFFT=1` asks
-/// for the batch's kernels (cuFFT) on one frame too.
-fn one_frame_kernels(
-    gpu: &Gpu,
-    p: &GccParams,
-) -> Result<Option<(CudaFunction, CudaFunction)>, BackendError> {
-    if std::env::var_os("SONOTRACK_ONE_FRAME_CUFFT").is_some_and(|v| v == "1") {
-        log::debug!("one-frame GCC calls take cuFFT (SONOTRACK_ONE_FRAME_CUFFT=1)");
-        return Ok(None);
-    }
-    let dynamic = peaks_shared_bytes(p.curve_half) as usize;
-    let fits = p.fft_len.is_power_of_two()
-        && (4..=ONE_FFT_MAX).contains(&p.fft_len)
-        && !p.pairs.is_empty()
-        && dynamic > 0;
-    if !fits {
-        return Ok(None);
-    }
-    let pairs = gpu.function("gcc_one_pairs")?;
-    let fixed = pairs
-        .shared_size_bytes()
-        .map_err(err("reading gcc_one_pairs's shared memory"))? as usize;
-    if fixed + dynamic > SHARED_DEFAULT {
-        log::debug!(
-            "one-frame GCC calls take cuFFT (curves of {} lags need {} bytes of shared memory)",
-            p.curve_len(),
-            fixed + dynamic
-        );
-        return Ok(None);
-    }
-    Ok(Some((gpu.function("gcc_one_spectra")?, pairs)))
-}
-
-/// The one-frame kernels' twiddle table (kernels/gcc.cu: ONE_TWIDDLES): e^(-2 pi i k / N) for
-/// k < N = ONE_FFT_MAX, interleaved (re, im), from f64.
-fn twiddles() -> Vec<f32> {
-    let n = ONE_FFT_MAX;
-    (0..n)
-        .flat_map(|k| {
-            let a = -std::f64::consts::TAU * k as f64 / n as f64;
-            [a.cos() as f32, a.sin() as f32]
-        })
-        .collect()
 }
 
 /// Page-locked memory mapped into the device when the driver allows it, else plain
@@ -168,11 +110,6 @@ pub struct CudaCorrelator {
     f_window: CudaFunction,
     f_cross: CudaFunction,
     f_peaks: CudaFunction,
-    /// gcc_one_spectra and gcc_one_pairs, where a one-frame call takes them (see
-    /// [`one_frame_kernels`]).
-    f_one: Option<(CudaFunction, CudaFunction)>,
-    /// Their twiddle table (see [`twiddles`]).
-    d_twiddles: CudaSlice<f32>,
     d_in: CudaSlice<f32>,
     d_window: CudaSlice<f32>,
     d_fft_in: CudaSlice<f32>,
@@ -273,15 +210,7 @@ impl CudaCorrelator {
         let mut d_taps = alloc(taps.data().len())?;
         s.memcpy_htod(taps.data(), &mut d_taps)
             .map_err(err("uploading interpolator taps"))?;
-        let f_one = one_frame_kernels(&gpu, &params)?;
-        let mut d_twiddles = alloc(if f_one.is_some() { 2 * ONE_FFT_MAX } else { 1 })?;
-        if f_one.is_some() {
-            s.memcpy_htod(&twiddles(), &mut d_twiddles)
-                .map_err(err("uploading the FFT twiddles"))?;
-        }
         let mut me = Self {
-            f_one,
-            d_twiddles,
             f_window: gpu.function("gcc_window")?,
             f_cross: gpu.function("gcc_cross")?,
             f_peaks: gpu.function("gcc_peaks")?,
@@ -506,63 +435,6 @@ impl CudaCorrelator {
         let cross_threads = if few { GCC_CROSS_BLOCK } else { 256 };
         let peak_threads = if few { PEAK_THREADS_MAX } else { PEAK_THREADS };
         let (frame_len, fft_len) = (p.frame_len as u32, p.fft_len as u32);
-        let (channels, n_pairs, nbu) = (c as u32, np as u32, nb as u32);
-        let (lo, hi) = (p.band_bins.0 as u32, p.band_bins.1 as u32);
-        let phat = u32::from(p.weighting == crate::config::Weighting::Phat);
-        let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
-        if let (1, 1, Some((f_spectra, f_pairs))) = (n, b, self.f_one.as_ref()) {
-            // One frame: a block per channel transforms it, a block per pair correlates and
-            // searches (see `one_frame_kernels`).
-            // SAFETY: argument types and order match gcc_one_spectra and gcc_one_pairs in
-            // kernels/gcc.cu; `d_in` holds the frame (channels x frame_len), `d_spec` its
-            // channels' nb bins, `d_peaks` and `d_curves` the pairs' results, and the FFT
-            // length and shared memory fit the kernels (checked by `one_frame_kernels`).
-            unsafe {
-                s.launch_builder(f_spectra)
-                    .arg(&d_in)
-                    .arg(&self.d_window)
-                    .arg(&self.d_twiddles)
-                    .arg(&frame_len)
-                    .arg(&fft_len)
-                    .arg(&d_spec)
-                    .launch(LaunchConfig {
-                        grid_dim: (channels, 1, 1),
-                        block_dim: (ONE_THREADS, 1, 1),
-                        shared_mem_bytes: 0,
-                    })
-                    .map_err(err("gcc_one_spectra"))?;
-                s.launch_builder(f_pairs)
-                    .arg(&d_spec)
-                    .arg(&self.d_twiddles)
-                    .arg(&self.d_pairs)
-                    .arg(&self.d_taper)
-                    .arg(&nbu)
-                    .arg(&lo)
-                    .arg(&hi)
-                    .arg(&phat)
-                    .arg(&p.beta)
-                    .arg(&p.regularisation)
-                    .arg(&self.d_maxlag)
-                    .arg(&self.d_taps)
-                    .arg(&fft_len)
-                    .arg(&ch)
-                    .arg(&ku)
-                    .arg(&p.min_separation_samples)
-                    .arg(&wc)
-                    .arg(&d_curves)
-                    .arg(&d_peaks)
-                    .arg(&d_ticket)
-                    .arg(&blocks)
-                    .arg(&flag)
-                    .launch(LaunchConfig {
-                        grid_dim: (n_pairs, 1, 1),
-                        block_dim: (ONE_PAIR_THREADS, 1, 1),
-                        shared_mem_bytes: peaks_shared_bytes(p.curve_half),
-                    })
-                    .map_err(err("gcc_one_pairs"))?;
-            }
-            return Ok(());
-        }
         // SAFETY (all launches below): argument types and order match the kernel signatures in
         // kernels/gcc.cu, and every address is inside its buffer, allocated for `batch` >=
         // f0 + n frames.
@@ -590,6 +462,9 @@ impl CudaCorrelator {
             )
         }
         .map_err(err("cuFFT R2C"))?;
+        let (channels, n_pairs, nbu) = (c as u32, np as u32, nb as u32);
+        let (lo, hi) = (p.band_bins.0 as u32, p.band_bins.1 as u32);
+        let phat = u32::from(p.weighting == crate::config::Weighting::Phat);
         if np == 0 {
             return Ok(());
         }
@@ -625,6 +500,7 @@ impl CudaCorrelator {
             )
         }
         .map_err(err("cuFFT C2R"))?;
+        let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
         // SAFETY: as for the launches above.
         unsafe {
             s.launch_builder(&self.f_peaks)
@@ -917,10 +793,6 @@ mod tests {
             format!("#define PEAK_SHARED {}", super::PEAK_SHARED),
             format!("#define PEAK_THREADS {}", super::PEAK_THREADS),
             format!("#define PEAK_THREADS_MAX {}", super::PEAK_THREADS_MAX),
-            format!("#define ONE_FFT_MAX {}", super::ONE_FFT_MAX / 2),
-            "#define ONE_TWIDDLES (2 * ONE_FFT_MAX)".to_string(),
-            format!("#define ONE_THREADS {}", super::ONE_THREADS),
-            format!("#define ONE_PAIR_THREADS {}", super::ONE_PAIR_THREADS),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
