@@ -118,7 +118,7 @@ __device__ __forceinline__ void fm_sincos_2pi(float u, float* sn, float* cs) {
 // spare_uniform): the low 9 bits of x and y and the low 5 of z.
 __device__ __forceinline__ float spare_uniform(uint4 w) {
     u32 bits = ((w.x & 0x1ffu) << 14) | ((w.y & 0x1ffu) << 5) | (w.z & 0x1fu);
-    return (float)bits * (1.0f / 8388608.0f) + (0.5f / 8388608.0f);
+    return uniform(bits << 9); // scaled as a word's top 23 bits
 }
 
 __device__ __forceinline__ void box_muller(float u1, float u2, float* a, float* b) {

@@ -190,10 +190,20 @@ __device__ __forceinline__ void sts_f32(u32 a, float v) {
     asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(v));
 }
 
+// What both shared-memory measurement policies have: the thread's column of rr (its shared
+// address), written by sensor index.
 template <int B>
-struct SharedMeas {
+struct RrColumn {
+    u32 rr;
+    __device__ void set(u32 a, float r, float q) {
+        sts_f32(rr + a * (4 * B), r);
+        sts_f32(rr + (RR_SHARED + a) * (4 * B), q);
+    }
+};
+
+template <int B>
+struct SharedMeas : RrColumn<B> {
     static const int K = 0;
-    u32 rr; // shared address of the thread's column of rr
     const float* sens;
     const float* meas;
     u32 k;
@@ -208,28 +218,14 @@ struct SharedMeas {
     __device__ float tdoa(u32 pi, u32 j) const { return meas[pi * k + j]; }
     __device__ float amp(u32 pi, u32 j) const { return meas[MEAS_SHARED + pi * k + j]; }
     __device__ float floor(u32 pi) const { return meas[2 * MEAS_SHARED + pi]; }
-    __device__ void set(u32 a, float r, float q);
-    __device__ float rho(u32 a) const;
-    __device__ float rate(u32 a) const;
+    // By sensor index.
+    __device__ float rho(u32 a) const { return lds_f32(this->rr + a * (4 * B)); }
+    __device__ float rate(u32 a) const { return lds_f32(this->rr + (RR_SHARED + a) * (4 * B)); }
 };
-template <int B>
-__device__ __forceinline__ void SharedMeas<B>::set(u32 a, float r, float q) {
-    sts_f32(rr + a * (4 * B), r);
-    sts_f32(rr + (RR_SHARED + a) * (4 * B), q);
-}
-template <int B>
-__device__ __forceinline__ float SharedMeas<B>::rho(u32 a) const {
-    return lds_f32(rr + a * (4 * B));
-}
-template <int B>
-__device__ __forceinline__ float SharedMeas<B>::rate(u32 a) const {
-    return lds_f32(rr + (RR_SHARED + a) * (4 * B));
-}
 
 template <int B>
-struct PackedMeas4 {
+struct PackedMeas4 : RrColumn<B> {
     static const int K = 4;
-    u32 rr;  // shared address of the thread's column of rr
     u32 tab; // shared address of the pair table
     const float* sens;
     float4 head, td, am; // the current pair's entry
@@ -249,12 +245,8 @@ struct PackedMeas4 {
     __device__ float floor(u32) const { return head.z; }
     __device__ float tdoa(u32, u32 j) const { return lane(td, j); }
     __device__ float amp(u32, u32 j) const { return lane(am, j); }
-    __device__ void set(u32 a, float r, float q) {
-        sts_f32(rr + a * (4 * B), r);
-        sts_f32(rr + (RR_SHARED + a) * (4 * B), q);
-    }
-    __device__ float rho(u32 off) const { return lds_f32(rr + off); }
-    __device__ float rate(u32 off) const { return lds_f32(rr + RR_SHARED * 4 * B + off); }
+    __device__ float rho(u32 off) const { return lds_f32(this->rr + off); }
+    __device__ float rate(u32 off) const { return lds_f32(this->rr + RR_SHARED * 4 * B + off); }
 };
 
 // Where a thread keeps its particle q after the update (pf_step): its column of rr for the last
@@ -320,7 +312,9 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         __syncthreads();
     }
     const u32 rr_col = smem_addr(rr + threadIdx.x), tab_at = smem_addr(meas);
-    const u32 keep_col = smem_addr(&keep[0][0][threadIdx.x]);
+    // (One particle per thread keeps it in rr: keep is then never referenced, and not
+    // allocated.)
+    const u32 keep_col = P > 1 ? smem_addr(&keep[0][0][threadIdx.x]) : 0u;
     u32 t = blockIdx.y;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
@@ -369,7 +363,7 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
             m.sens = m_sensors;
             l = log_likelihood_t(sp, s, tp.lag, m);
         } else if (msh && sp->n_sensors <= RR_SHARED) {
-            SharedMeas<B> m{rr_col, m_sensors, meas, sp->k};
+            SharedMeas<B> m{{rr_col}, m_sensors, meas, sp->k};
             l = log_likelihood_t(sp, s, tp.lag, m);
         } else {
             // A measurement or an array too large for the shared arrays: from global memory.
@@ -1070,15 +1064,20 @@ __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, c
     for (int r = 0; r < 6; ++r) s[r] = part[r];
 }
 
-// The first of `len` cumulative weights in `cum` (shared memory) above `target`, or len - 1
-// when none is.
-__device__ __forceinline__ u32 first_above(const double* cum, u32 len, double target) {
-    u32 l = 0, h = len - 1;
-    while (l < h) {
-        u32 mid = (l + h) / 2;
-        if (cum[mid] <= target) l = mid + 1; else h = mid;
+// The first index in [lo, hi] whose cumulative weight cum(index) exceeds `target`, or hi when
+// none does.
+template <class Cum>
+__device__ __forceinline__ u32 first_above(Cum cum, u32 lo, u32 hi, double target) {
+    while (lo < hi) {
+        u32 mid = (lo + hi) / 2;
+        if (cum(mid) <= target) lo = mid + 1; else hi = mid;
     }
-    return l;
+    return lo;
+}
+
+// Systematic resampling's target for output slot j of n: (u0 + j) / n of the total weight.
+__device__ __forceinline__ double systematic_target(float u0, u32 j, u32 n, double total) {
+    return ((double)u0 + (double)j) / (double)n * total;
 }
 
 // Output slot j of track t's resampling takes particle a (state and model from the current
@@ -1120,12 +1119,12 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     for (u32 j0 = blockIdx.x * PF_BLOCK; j0 < n; j0 += gridDim.x * PF_BLOCK) {
         u32 j = j0 + threadIdx.x;
         u32 j_last = min(n, j0 + PF_BLOCK) - 1;
-        double target = ((double)tp.u0 + (double)j) / (double)n * total;
+        double target = systematic_target(tp.u0, j, n, total);
         u32 range[2];
         // (block_search2 begins with a barrier, after which this block's last run is done
         // with cum.)
-        block_search2(cdf, bt, base, n, nb, ((double)tp.u0 + (double)j0) / (double)n * total,
-                      ((double)tp.u0 + (double)j_last) / (double)n * total, cnt, range);
+        block_search2(cdf, bt, base, n, nb, systematic_target(tp.u0, j0, n, total),
+                      systematic_target(tp.u0, j_last, n, total), cnt, range);
         u32 a_lo = range[0], a_hi = range[1];
         u32 len = a_hi - a_lo + 1;
         bool sh = len <= RS_SHARED;
@@ -1138,15 +1137,11 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
             // exceeds the target (a_hi when none does, as the global search's clamp).
             u32 a;
             if (sh) {
-                a = a_lo + first_above(cum, len, target);
+                a = a_lo + first_above([&](u32 k) { return cum[k]; }, 0, len - 1, target);
             } else {
                 // A long stretch (most particles weightless): the same search in global memory.
-                u32 l = a_lo, h = a_hi;
-                while (l < h) {
-                    u32 mid = (l + h) / 2;
-                    if (cum_at(cdf, bt, base, mid) <= target) l = mid + 1; else h = mid;
-                }
-                a = l;
+                a = first_above([&](u32 k) { return cum_at(cdf, bt, base, k); }, a_lo, a_hi,
+                                target);
             }
             copy_ancestor(sp, tp, t, flag, j, a, s0, s1, m0, m1, log_w, chol);
         }
@@ -1199,9 +1194,9 @@ pf_resample_small(const StepParams* sp, const TrackParams* tracks, const u32* fl
     double total = cum[n - 1];
     u32 flag = flags[t];
     for (u32 j = threadIdx.x; j < n; j += RS_SMALL_THREADS) {
-        double target = ((double)tp.u0 + (double)j) / (double)n * total;
-        copy_ancestor(sp, tp, t, flag, j, first_above(cum, n, target), s0, s1, m0, m1, log_w,
-                      chol);
+        u32 a = first_above([&](u32 k) { return cum[k]; }, 0, n - 1,
+                            systematic_target(tp.u0, j, n, total));
+        copy_ancestor(sp, tp, t, flag, j, a, s0, s1, m0, m1, log_w, chol);
     }
 }
 
