@@ -8,6 +8,14 @@
 #define PEAK_HALF 16     // PEAK_INTERP_HALF_WIDTH
 #define PEAK_GRID 16     // PEAK_GRID: offsets -0.5..=0.5 in steps of 1/16
 #define MAX_PEAKS 16
+// The interpolation taps: PEAK_GRID + 1 phases of 2 PEAK_HALF. In shared memory (as doubles)
+// each phase takes PEAK_TAP_STRIDE, so that the grid points of a refinement, which read
+// different phases at the same tap, fall in different banks (a stride of 32 doubles put all
+// 17 in one).
+#define PEAK_TAPS ((PEAK_GRID + 1) * 2 * PEAK_HALF)
+#define PEAK_TAP_STRIDE (2 * PEAK_HALF + 1)
+// gcc_peaks refines this many candidates ahead for a frame's few pairs (a thread per grid point).
+#define PEAK_AHEAD (PEAK_THREADS_MAX / (PEAK_GRID + 1))
 // find_peaks examines at most min(4 k + 8, MAX_CANDIDATES) local maxima, best first.
 #define MAX_CANDIDATES 72
 // A listed local maximum that has been examined (no lag reaches it: curves in shared memory
@@ -88,22 +96,25 @@ struct PeakOut {
 // Grid point g (offset (g - 8) / 16) around integer lag `lag` of a curve stored for lags
 // -ch..=ch: the interpolation taps to use and the curve index of the first (refine_peak's
 // eval on the CPU).
-__device__ __forceinline__ const float* grid_taps(int lag, int ch, int g, const float* taps,
-                                                  int* first) {
+template <typename T, int STRIDE>
+__device__ __forceinline__ const T* grid_taps(int lag, int ch, int g, const T* taps, int* first) {
     double t = (double)(lag + ch) + (double)(g - PEAK_GRID / 2) / (double)PEAK_GRID;
     double i0 = floor(t);
     double frac = t - i0;
     int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
     *first = (int)i0 - PEAK_HALF + 1;
-    return taps + phase * 2 * PEAK_HALF;
+    return taps + phase * STRIDE;
 }
 
 // The interpolant at grid point g around integer lag `lag` of a curve `sc` in shared memory
-// (lags -ch..=ch), in f64 as refine_peak's eval.
-__device__ __forceinline__ double grid_value(const float* sc, int ch, int lag, int g,
-                                             const float* taps) {
+// (lags -ch..=ch), in f64 as refine_peak's eval. T is float, or double for a curve and taps
+// converted once (the search for a frame's few pairs: converting each value for each of its
+// uses took a fifth of that kernel's time, H100); a phase's taps start every STRIDE values
+// (2 PEAK_HALF as uploaded, PEAK_TAP_STRIDE in shared memory).
+template <typename T, int STRIDE = 2 * PEAK_HALF>
+__device__ __forceinline__ double grid_value(const T* sc, int ch, int lag, int g, const T* taps) {
     int first;
-    const float* tw = grid_taps(lag, ch, g, taps, &first);
+    const T* tw = grid_taps<T, STRIDE>(lag, ch, g, taps, &first);
     double acc = 0.0;
 #pragma unroll
     for (int k = 0; k < 2 * PEAK_HALF; ++k) {
@@ -185,11 +196,26 @@ __device__ __forceinline__ void no_peaks(PeakOut* po, u32 k_peaks, u32* ticket, 
     peaks_signal(ticket, n_blocks, flag);
 }
 
+// Sums of a and b over the block, in every thread (as block_sum's, with one pair of barriers
+// for both). `scratch` (32 float2) must not be in use.
+__device__ __forceinline__ void block_sum2_all(float& a, float& b, float2* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    a = warp_sum(a);
+    b = warp_sum(b);
+    if (lane == 0) scratch[warp] = make_float2(a, b);
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    float2 v = lane < nw ? scratch[lane] : make_float2(0.0f, 0.0f);
+    // warp_sum's total is in lane 0.
+    a = __shfl_sync(0xffffffffu, warp_sum(v.x), 0);
+    b = __shfl_sync(0xffffffffu, warp_sum(v.y), 0);
+}
+
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
-          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag) {
-    __shared__ float scratch[32];
+          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag, u32 few) {
+    __shared__ float2 scratch2[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
     __shared__ int excluded[MAX_CANDIDATES]; // at most cap <= MAX_CANDIDATES are examined
@@ -197,9 +223,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __shared__ PeakOut accepted[MAX_PEAKS];
     __shared__ int n_accepted;
     __shared__ double grid[PEAK_GRID + 1];
-    __shared__ double grid_w[PEAK_THREADS_MAX / 32][PEAK_GRID + 1];
     __shared__ int order[MAX_CANDIDATES];
-    __shared__ PeakOut refined[2 * PEAK_THREADS_MAX / 32];
     __shared__ int cand_lag;
     __shared__ float cand_v;
     __shared__ int stop;
@@ -209,6 +233,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     size_t row = (size_t)f * n_pairs + p;
     const float* c = corr + row * fft_len;
     float nrm = norms[row];
+    const float ml = max_lag[p];
     float inv = (nrm > 0.0f && isfinite(nrm)) ? 1.0f / nrm : 0.0f;
     int ch = (int)curve_half;
     int n = (int)fft_len;
@@ -218,9 +243,40 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     float* sc = dyn_shared;
     short* cand = (short*)(dyn_shared + ((2 * ch + 1 + 3) & ~3));
     const int cand_cap = ch + 2;
+    const int cap = min(4 * (int)k_peaks + 8, MAX_CANDIDATES);
+    // With `few` (a frame's few pairs), past the list of maxima from a 16-byte boundary: the
+    // interpolation taps and the curve in f64, each candidate's (value, lag), the refinement
+    // grids of the first PEAK_AHEAD candidates, and the refined peaks of the first `cap`
+    // (peaks_few_bytes in src/gpu/cuda/gcc.rs).
+    char* extra =
+        (char*)dyn_shared + ((((2 * ch + 1 + 3) & ~3) * 4 + cand_cap * 2 + 15) & ~15);
+    double* taps_d = (double*)extra;
+    double* sc_d = taps_d + (PEAK_GRID + 1) * PEAK_TAP_STRIDE;
+    int2* kv = (int2*)(sc_d + ((2 * ch + 1 + 1) & ~1));
+    double* gridv = (double*)(kv + PEAK_THREADS_MAX);
+    PeakOut* refined = (PeakOut*)(gridv + PEAK_AHEAD * (PEAK_GRID + 1));
 #define CURVE(l) (use_sh ? sc[(l) + ch] : CURVE_G(l))
+    // Before the first barrier (the curve's, or the statistics' for a curve in global memory).
+    if (threadIdx.x == 0) {
+        n_excluded = 0;
+        n_accepted = 0;
+        n_cand = 0;
+        stop = 0;
+    }
     if (use_sh) {
-        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) sc[i] = CURVE_G(i - ch);
+        // The curve's loads do not wait for the norm's (CURVE_G's would).
+        const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
+        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) {
+            int l = i - ch;
+            float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
+            float v = nrm_ok ? raw * inv : 0.0f;
+            sc[i] = v;
+            if (few) sc_d[i] = (double)v;
+        }
+        if (few)
+            for (int i = threadIdx.x; i < PEAK_TAPS; i += blockDim.x)
+                taps_d[i / (2 * PEAK_HALF) * PEAK_TAP_STRIDE + i % (2 * PEAK_HALF)] =
+                    (double)taps[i];
         __syncthreads();
     }
     if (want_curves) {
@@ -228,46 +284,20 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) out[i] = CURVE(i - ch);
     }
     PeakOut* po = peaks + row * k_peaks;
-    float ml = max_lag[p];
     int bound = min((int)floorf(ml), ch);
-    if (threadIdx.x == 0) {
-        n_excluded = 0;
-        n_accepted = 0;
-        n_cand = 0;
-        stop = 0;
-    }
     if (bound < 0) {
         no_peaks(po, k_peaks, ticket, n_blocks, flag);
         return;
     }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // Statistics over the physical lags, and (from a curve in shared memory) the local maxima
+    // (an end of the bound counts if it rises towards the end), listed once, in one pass.
     float s = 0.0f, s2 = 0.0f;
     for (int l = -bound + (int)threadIdx.x; l <= bound; l += blockDim.x) {
         float v = CURVE(l);
         s += v;
         s2 += v * v;
-    }
-    s = block_sum(s, scratch);
-    s2 = block_sum(s2, scratch);
-    __shared__ float mean_sh, std_sh;
-    __shared__ int flat;
-    if (threadIdx.x == 0) {
-        float cnt = (float)(2 * bound + 1);
-        float mean = s / cnt;
-        float var = s2 / cnt - mean * mean;
-        flat = !(var > 1e-18f);
-        mean_sh = mean;
-        std_sh = sqrtf(fmaxf(var, 0.0f));
-    }
-    __syncthreads();
-    if (flat) {
-        no_peaks(po, k_peaks, ticket, n_blocks, flag);
-        return;
-    }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int cap = min(4 * (int)k_peaks + 8, MAX_CANDIDATES);
-    // The local maxima (an end of the bound counts if it rises towards the end), listed once.
-    for (int l = -bound + (int)threadIdx.x; l <= bound && use_sh; l += blockDim.x) {
-        float v = CURVE(l);
+        if (!use_sh) continue;
         float left = l > -bound ? CURVE(l - 1) : GCC_NEG_INF;
         float right = l < bound ? CURVE(l + 1) : GCC_NEG_INF;
         if (v >= left && v > right && isfinite(v)) {
@@ -275,16 +305,26 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             if (at < cand_cap) cand[at] = (short)l;
         }
     }
-    __syncthreads();
+    // Both sums in every thread (its barriers also publish the list of maxima).
+    block_sum2_all(s, s2, scratch2);
+    const float cnt = (float)(2 * bound + 1);
+    const float mean_v = s / cnt;
+    const float var = s2 / cnt - mean_v * mean_v;
+    const float std_v = sqrtf(fmaxf(var, 0.0f));
+    if (!(var > 1e-18f)) {
+        no_peaks(po, k_peaks, ticket, n_blocks, flag);
+        return;
+    }
     if (use_sh && n_cand <= cand_cap) {
         // find_peaks examines the candidates best first (ties: the smaller lag), at most `cap`
         // of them, until it has k: a candidate within min_sep of an accepted peak is passed
         // over, each accepted one is refined on the 17-point grid (a warp: lane g evaluates
         // grid point g) and a parabola.
         int nc = n_cand;
-        if ((int)blockDim.x < nc) {
-            // More candidates than threads (a warp per pair in a batch): one warp takes them
-            // one at a time, each the best of those left, and stops as soon as it has k.
+        if (!few || (int)blockDim.x < nc) {
+            // A warp per pair (a batch), or more candidates than threads, or no shared memory
+            // for the search below: one warp takes them one at a time, each the best of those
+            // left, and stops as soon as it has k.
             if (warp != 0) goto done;
             int n_acc = 0;
             for (int examined = 0; examined < cap && n_acc < (int)k_peaks; ++examined) {
@@ -319,57 +359,91 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
                     __syncwarp();
                     continue;
                 }
-                refine_warp(sc, ch, bl, taps, grid, ml, mean_sh, std_sh, lane, &accepted[n_acc]);
+                refine_warp(sc, ch, bl, taps, grid, ml, mean_v, std_v, lane, &accepted[n_acc]);
                 ++n_acc;
                 __syncwarp();
             }
             if (lane == 0) n_accepted = n_acc;
             goto done;
         }
-        // A thread per candidate (a frame's few pairs, a block each): each candidate's place in
-        // the order is the number of candidates before it; every warp refines some of the first
-        // few at once (one warp refining peaks one after the other was most of the kernel's
-        // time); then one warp accepts or passes over them in order, refining any others it
-        // accepts itself.
+        // A frame's few pairs, a block each, with the shared memory for it (`few`): every
+        // candidate's place in the order is counted by a thread of its own, the first few are
+        // all refined at once (a thread per candidate and grid point), and then one warp
+        // accepts or passes over them in order, from registers. Refining as they were accepted
+        // (and the ranking loop reading a lag and then its value) left the kernel
+        // latency-bound: 16.8 us for a 4-channel frame of 4096 samples (ncu, H100).
         int m = min(nc, cap);
         if ((int)threadIdx.x < nc) {
             int l = cand[threadIdx.x];
-            float v = sc[l + ch];
+            kv[threadIdx.x] = make_int2(__float_as_int(sc[l + ch]), l);
+        }
+        __syncthreads();
+        if ((int)threadIdx.x < nc) {
+            int2 me = kv[threadIdx.x];
+            float v = __int_as_float(me.x);
             int rank = 0;
-#pragma unroll 4
+#pragma unroll 8
             for (int q = 0; q < nc; ++q) {
-                int lq = cand[q];
-                float vq = sc[lq + ch];
-                rank += (vq > v || (vq == v && lq < l)) ? 1 : 0;
+                int2 o = kv[q];
+                float vq = __int_as_float(o.x);
+                rank += (vq > v || (vq == v && o.y < me.y)) ? 1 : 0;
             }
-            if (rank < m) order[rank] = l;
+            if (rank < m) order[rank] = me.y;
         }
         __syncthreads();
-        int n_warps = (int)(blockDim.x >> 5);
-        int ahead = n_warps > 1 ? min(m, 2 * n_warps) : 0;
-        for (int r = warp; r < ahead; r += n_warps) {
-            refine_warp(sc, ch, order[r], taps, grid_w[warp], ml, mean_sh, std_sh, lane,
-                        &refined[r]);
-            __syncwarp();
+        // The first `ahead` in one round of a thread each (almost always all the accepted ones;
+        // warp 0 refines any later one it accepts).
+        const int ahead = min(m, min((int)blockDim.x / (PEAK_GRID + 1), PEAK_AHEAD));
+        for (int task = threadIdx.x; task < ahead * (PEAK_GRID + 1); task += blockDim.x) {
+            int r = task / (PEAK_GRID + 1), g = task - r * (PEAK_GRID + 1);
+            gridv[task] =
+                grid_value<double, PEAK_TAP_STRIDE>(sc_d, ch, order[r], g, taps_d);
         }
         __syncthreads();
-        if (warp != 0) goto done;
-        int n_acc = 0;
+        if ((int)threadIdx.x < ahead)
+            refined[threadIdx.x] = refined_peak(gridv + threadIdx.x * (PEAK_GRID + 1),
+                                                order[threadIdx.x], ml, mean_v, std_v);
+        __syncthreads();
+        // Warp 0 alone from here: the others are done.
+        if (warp != 0) return;
+        // Lane j holds accepted peak j's lag and where it is in `refined` (k <= MAX_PEAKS <= 32).
+        int n_acc = 0, acc_at = 0;
+        float acc_lag = 0.0f;
+#pragma unroll 4
         for (int r = 0; r < m && n_acc < (int)k_peaks; ++r) {
-            int bl = order[r];
-            bool near = lane < n_acc && fabsf(accepted[lane].lag - (float)bl) < min_sep;
+            float bl = (float)order[r];
+            bool near = lane < n_acc && fabsf(acc_lag - bl) < min_sep;
             if (__any_sync(0xffffffffu, near)) continue;
-            if (r < ahead) {
-                if (lane == 0) accepted[n_acc] = refined[r];
-            } else {
-                refine_warp(sc, ch, bl, taps, grid_w[0], ml, mean_sh, std_sh, lane,
-                            &accepted[n_acc]);
+            if (r >= ahead) {
+                if (lane <= PEAK_GRID)
+                    grid[lane] =
+                        grid_value<double, PEAK_TAP_STRIDE>(sc_d, ch, order[r], lane, taps_d);
+                __syncwarp();
+                if (lane == 0) refined[r] = refined_peak(grid, order[r], ml, mean_v, std_v);
+                __syncwarp();
+            }
+            if (lane == n_acc) {
+                acc_lag = refined[r].lag;
+                acc_at = r;
             }
             ++n_acc;
-            __syncwarp();
         }
-        if (lane == 0) n_accepted = n_acc;
-        goto done;
+        // Best first by refined value (ties keep the order of acceptance, as the insertion
+        // sort below does): lane j < n_acc writes its peak at its rank, lanes n_acc..k the
+        // empty ones; then lane 0 signals.
+        PeakOut mine = lane < n_acc ? refined[acc_at] : PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        int rank = lane;
+        if (lane < n_acc) {
+            rank = 0;
+            for (int j = 0; j < n_acc; ++j) {
+                float vj = __shfl_sync(0xffffffffu >> (32 - n_acc), mine.value, j);
+                rank += (vj > mine.value || (vj == mine.value && j < lane)) ? 1 : 0;
+            }
+        }
+        if (lane < (int)k_peaks) po[rank] = mine;
+        __syncwarp();
+        peaks_signal(ticket, n_blocks, flag);
+        return;
     }
     // Fallback for curves too long for shared memory: the block finds the best remaining local
     // maximum by a scan of the curve, one candidate at a time.
@@ -433,7 +507,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             double acc = 0.0;
             if (g <= PEAK_GRID) {
                 int first;
-                const float* tw = grid_taps(cand_lag, ch, g, taps, &first);
+                const float* tw =
+                    grid_taps<float, 2 * PEAK_HALF>(cand_lag, ch, g, taps, &first);
                 for (int k = part * 4; k < part * 4 + 4; ++k) {
                     int j = first + k;
                     if (j >= 0 && j < 2 * ch + 1) acc += (double)CURVE(j - ch) * (double)tw[k];
@@ -444,7 +519,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         }
         __syncthreads();
         if (threadIdx.x == 0)
-            accepted[n_accepted++] = refined_peak(grid, cand_lag, ml, mean_sh, std_sh);
+            accepted[n_accepted++] = refined_peak(grid, cand_lag, ml, mean_v, std_v);
         __syncthreads();
     }
 done:

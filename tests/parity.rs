@@ -169,6 +169,14 @@ fn gcc_curves_and_peaks_agree() {
         let frames = noise_frames(channels, frame, count, seed);
         check_gcc(params, &frames, batch);
     }
+    // The most peaks, far apart: on noise most of the best maxima lie within the separation of
+    // one already taken, so the search goes deep into its candidates (on a GPU, for a frame's
+    // few pairs, past those refined ahead).
+    let mut params = gcc_params(4, 4096);
+    params.peaks_per_pair = sonotrack::dsp::gcc::MAX_PEAKS;
+    params.min_separation_samples = 12.0;
+    let frames = noise_frames(4, 4096, 3, 9);
+    check_gcc(params, &frames, 4);
 }
 
 /// One filter step from identical particles with the same random stream: the predicted

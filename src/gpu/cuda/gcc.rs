@@ -81,13 +81,40 @@ const PEAK_SHARED: usize = 8192;
 /// gcc_peaks's dynamic shared memory: the curve (rounded up to four floats) and its list of
 /// local maxima (shorts), or nothing for a curve too long for it (searched in global memory).
 /// At most 8192 * 4 + 4097 * 2 bytes, within the 48 KiB a launch may take without opting in
-/// (with the kernel's static 3.6 KiB).
+/// (with the kernel's static 1.4 KiB).
 fn peaks_shared_bytes(curve_half: usize) -> u32 {
     let len = 2 * curve_half + 1;
     if len > PEAK_SHARED {
         return 0;
     }
     (len.div_ceil(4) * 4 * 4 + (curve_half + 2) * 2) as u32
+}
+
+/// The peak refinement's taps in gcc_peaks's shared memory: a row per phase, each padded by
+/// one (kernels/gcc.cu: PEAK_TAP_STRIDE).
+const PEAK_TAPS_SHARED: usize =
+    (crate::dsp::gcc::PEAK_GRID + 1) * (2 * crate::dsp::gcc::PEAK_INTERP_HALF_WIDTH + 1);
+
+/// At most this much dynamic shared memory for gcc_peaks's search of a frame's few pairs (with
+/// the kernel's static 1.4 KiB, within the 48 KiB a launch may take without opting in).
+const PEAK_FEW_SHARED_MAX: usize = 44 * 1024;
+
+/// gcc_peaks's dynamic shared memory for a frame's few pairs (`few`, PEAK_THREADS_MAX threads
+/// each), or None when it does not fit: [`peaks_shared_bytes`] rounded up to 16 bytes, then the
+/// taps and the curve in f64, a (value, lag) per thread, the refinement grids (doubles) of the
+/// candidates refined ahead (kernels/gcc.cu: PEAK_AHEAD), and a refined peak for each of the
+/// `cap` candidates examined (`find_peaks`'s cap for `k` peaks).
+fn peaks_few_bytes(curve_half: usize, k: usize) -> Option<u32> {
+    let base = peaks_shared_bytes(curve_half) as usize;
+    let cap = (4 * k + 8).min(crate::dsp::gcc::MAX_CANDIDATES);
+    let grid = crate::dsp::gcc::PEAK_GRID + 1;
+    let total = base.div_ceil(16) * 16
+        + PEAK_TAPS_SHARED * 8
+        + (2 * curve_half + 2) * 8
+        + PEAK_THREADS_MAX as usize * 8
+        + PEAK_THREADS_MAX as usize / grid * grid * 8
+        + cap * 12;
+    (base > 0 && total <= PEAK_FEW_SHARED_MAX).then_some(total as u32)
 }
 
 /// Page-locked memory mapped into the device when the driver allows it, else plain
@@ -434,6 +461,9 @@ impl CudaCorrelator {
         let few = np * b < self.gpu.multiprocessors.max(1) as usize;
         let cross_threads = if few { GCC_CROSS_BLOCK } else { 256 };
         let peak_threads = if few { PEAK_THREADS_MAX } else { PEAK_THREADS };
+        let few_shared = few.then(|| peaks_few_bytes(p.curve_half, k)).flatten();
+        let peak_shared = few_shared.unwrap_or_else(|| peaks_shared_bytes(p.curve_half));
+        let few_search = u32::from(few_shared.is_some());
         let (frame_len, fft_len) = (p.frame_len as u32, p.fft_len as u32);
         // SAFETY (all launches below): argument types and order match the kernel signatures in
         // kernels/gcc.cu, and every address is inside its buffer, allocated for `batch` >=
@@ -519,10 +549,11 @@ impl CudaCorrelator {
                 .arg(&d_ticket)
                 .arg(&blocks)
                 .arg(&flag)
+                .arg(&few_search)
                 .launch(LaunchConfig {
                     grid_dim: (n_pairs, n as u32, 1),
                     block_dim: (peak_threads, 1, 1),
-                    shared_mem_bytes: peaks_shared_bytes(p.curve_half),
+                    shared_mem_bytes: peak_shared,
                 })
                 .map_err(err("gcc_peaks"))?;
         }
@@ -793,6 +824,11 @@ mod tests {
             format!("#define PEAK_SHARED {}", super::PEAK_SHARED),
             format!("#define PEAK_THREADS {}", super::PEAK_THREADS),
             format!("#define PEAK_THREADS_MAX {}", super::PEAK_THREADS_MAX),
+            format!(
+                "#define PEAK_HALF {}",
+                crate::dsp::gcc::PEAK_INTERP_HALF_WIDTH
+            ),
+            format!("#define PEAK_GRID {}", crate::dsp::gcc::PEAK_GRID),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
@@ -842,12 +878,21 @@ mod tests {
     }
 
     /// The largest curve searched in shared memory fits a launch's default 48 KiB with the
-    /// kernel's static shared memory (about 1.3 KiB).
+    /// kernel's static shared memory (about 1.4 KiB).
     #[test]
     fn peak_search_fits_in_shared_memory() {
         let most = super::peaks_shared_bytes((super::PEAK_SHARED - 1) / 2);
-        // gcc_peaks's static shared memory is 3,632 bytes (sm_90, `cuobjdump -res-usage`).
+        // gcc_peaks's static shared memory is 1,440 bytes (sm_90, ptxas -v).
         assert!(most > 0 && most as usize + 4096 <= 48 * 1024, "{most}");
         assert_eq!(super::peaks_shared_bytes(super::PEAK_SHARED / 2), 0);
+        // The few pairs' search takes curves of up to about 1,300 lags each side (arrays of
+        // 20 m at 96 kHz in water), with the most peaks, and leaves longer ones to the warp's.
+        let few = super::peaks_few_bytes(1300, crate::dsp::gcc::MAX_PEAKS);
+        assert!(
+            few.is_some_and(|b| b as usize <= super::PEAK_FEW_SHARED_MAX),
+            "{few:?}"
+        );
+        assert!(super::peaks_few_bytes((super::PEAK_SHARED - 1) / 2, 4).is_none());
+        assert!(super::peaks_few_bytes(super::PEAK_SHARED / 2, 4).is_none());
     }
 }
