@@ -281,6 +281,24 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
     // of its column), for the sums: the last one in rr, which its likelihood no longer needs,
     // the others here.
     __shared__ float keep[P > 1 ? P - 1 : 1][KEEP_ROWS][B];
+    u32 t = blockIdx.y;
+    const TrackParams tp = tracks[t];
+    u32 n = sp->n;
+    u32 i0 = blockIdx.x * (B * P) + threadIdx.x;
+    float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
+    u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
+    size_t base = (size_t)tp.slot * n;
+    // One particle per thread (pf_step_small): its loads go out before the measurement's copy
+    // and barrier, so that the two wait for memory together (after the barrier they were one
+    // more round trip in the small filter's chain of them).
+    float s_pre[STATE_DIM];
+    u32 m_pre = 0;
+    float lw_pre = NEG_INF;
+    if (P == 1 && i0 < n) {
+        for (int c = 0; c < STATE_DIM; ++c) s_pre[c] = st[(size_t)c * n + i0];
+        m_pre = md[i0];
+        lw_pre = log_w[base + i0];
+    }
     u32 np = sp->n_pairs, nk = np * sp->k;
     bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
     bool packed = msh && sp->k == 4 && sp->n_sensors <= RR_SHARED;
@@ -315,13 +333,6 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
     // (One particle per thread keeps it in rr: keep is then never referenced, and not
     // allocated.)
     const u32 keep_col = P > 1 ? smem_addr(&keep[0][0][threadIdx.x]) : 0u;
-    u32 t = blockIdx.y;
-    const TrackParams tp = tracks[t];
-    u32 n = sp->n;
-    u32 i0 = blockIdx.x * (B * P) + threadIdx.x;
-    float* st = slot_state(s0, s1, tp.cur, tp.slot, n);
-    u32* md = slot_model(m0, m1, tp.cur, tp.slot, n);
-    size_t base = (size_t)tp.slot * n;
     u32 valid_mask = 0;
     // One particle at a time, the loop kept rolled: unrolled, the kernel's code was two copies
     // of the whole particle update (11,400 instructions), and a third of pf_step's stall
@@ -332,11 +343,11 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         if (i >= n) continue;
         valid_mask |= 1u << q;
         float s[STATE_DIM];
-        for (int c = 0; c < STATE_DIM; ++c) s[c] = st[(size_t)c * n + i];
-        u32 m = md[i];
+        for (int c = 0; c < STATE_DIM; ++c) s[c] = P == 1 ? s_pre[c] : st[(size_t)c * n + i];
+        u32 m = P == 1 ? m_pre : md[i];
         // Loaded with the state: issued after the likelihood, this load's latency was the
         // single largest stall in pf_step (ncu, 1M particles).
-        const float lw_prev = log_w[base + i];
+        const float lw_prev = P == 1 ? lw_pre : log_w[base + i];
         // The draw before anything uses the loads: its Philox rounds (integer work that needs
         // none of them) cover their latency. The switch uniform comes from the same block's
         // spare bits (src/philox.rs: spare_uniform).
