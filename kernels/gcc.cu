@@ -305,7 +305,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             if (at < cand_cap) cand[at] = (short)l;
         }
     }
-    // Both sums in every thread (its barriers also publish the list of maxima).
+    // Both sums in every thread (its barrier also publishes the list of maxima).
     block_sum2_all(s, s2, scratch2);
     const float cnt = (float)(2 * bound + 1);
     const float mean_v = s / cnt;
@@ -428,9 +428,9 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             }
             ++n_acc;
         }
-        // Best first by refined value (ties keep the order of acceptance, as the insertion
-        // sort below does): lane j < n_acc writes its peak at its rank, lanes n_acc..k the
-        // empty ones; then lane 0 signals.
+        // Best first by refined value (ties keep the order of acceptance, as the other paths'
+        // insertion sort at `done` does): lane j < n_acc writes its peak at its rank, lanes
+        // n_acc..k the empty ones; then lane 0 signals.
         PeakOut mine = lane < n_acc ? refined[acc_at] : PeakOut{0.0f, GCC_NEG_INF, 0.0f};
         int rank = lane;
         if (lane < n_acc) {
