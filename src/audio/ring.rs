@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Most gap markers in flight; more are merged into the last one.
 const MARKERS: usize = 64;
+/// A gap marker's length once the consumer has taken it: the producer no longer merges into it.
+const TAKEN: u64 = u64::MAX;
 
 struct Inner {
     buf: Box<[UnsafeCell<f32>]>,
@@ -21,6 +23,9 @@ struct Inner {
     marker_len: Box<[AtomicU64]>,
     marker_head: AtomicU64,
     marker_tail: AtomicU64,
+    /// Lost sample frames that found the marker queue full and its newest marker taken (the
+    /// consumer reports them once no marker is pending).
+    spill: AtomicU64,
     stats: Arc<RingStats>,
 }
 
@@ -74,6 +79,7 @@ pub fn ring(capacity_frames: usize, channels: usize) -> (Producer, Consumer, Arc
         marker_len: (0..MARKERS).map(|_| AtomicU64::new(0)).collect(),
         marker_head: AtomicU64::new(0),
         marker_tail: AtomicU64::new(0),
+        spill: AtomicU64::new(0),
         stats: stats.clone(),
     });
     (
@@ -108,13 +114,36 @@ impl Producer {
         let mh = i.marker_head.load(Ordering::Relaxed);
         let mt = i.marker_tail.load(Ordering::Acquire);
         if mh > mt {
-            // Merge with the last marker when it is at the same position or the queue is full.
+            // Merge with the last marker when it is at the same position or the queue is full,
+            // unless the consumer has taken it meanwhile (its length is then TAKEN: adding to
+            // it after the consumer read it lost the frames).
             let last = ((mh - 1) % MARKERS as u64) as usize;
-            if i.marker_pos[last].load(Ordering::Relaxed) == pos || mh - mt >= MARKERS as u64 {
-                i.marker_len[last].fetch_add(frames, Ordering::Release);
-                return;
+            let full = mh - mt >= MARKERS as u64;
+            if full || i.marker_pos[last].load(Ordering::Relaxed) == pos {
+                #[cfg(test)]
+                tests::widen_race();
+                let mut cur = i.marker_len[last].load(Ordering::Acquire);
+                while cur != TAKEN {
+                    match i.marker_len[last].compare_exchange_weak(
+                        cur,
+                        cur + frames,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return,
+                        Err(now) => cur = now,
+                    }
+                }
+                // Taken. With the queue still full the consumer is between taking it and
+                // moving the marker tail: it reports these frames after the markers.
+                if full && mh - i.marker_tail.load(Ordering::Acquire) >= MARKERS as u64 {
+                    i.spill.fetch_add(frames, Ordering::Release);
+                    return;
+                }
             }
         }
+        // A new marker: its slot was taken and released by the consumer (fewer than MARKERS
+        // are in flight).
         let slot = (mh % MARKERS as u64) as usize;
         i.marker_pos[slot].store(pos, Ordering::Relaxed);
         i.marker_len[slot].store(frames, Ordering::Relaxed);
@@ -177,11 +206,14 @@ impl Consumer {
             let slot = (mt % MARKERS as u64) as usize;
             let pos = i.marker_pos[slot].load(Ordering::Relaxed);
             if pos <= tail {
-                let len = i.marker_len[slot].load(Ordering::Acquire);
+                // Taken before the tail moves on, so the producer merges no more into it.
+                let len = i.marker_len[slot].swap(TAKEN, Ordering::AcqRel);
                 i.marker_tail.store(mt + 1, Ordering::Release);
                 return Pop::Gap(len);
             }
             limit = limit.min(pos);
+        } else if i.spill.load(Ordering::Acquire) > 0 {
+            return Pop::Gap(i.spill.swap(0, Ordering::AcqRel));
         }
         let avail = (limit - tail) as usize;
         let n = (avail.min(out.len()) / self.channels) * self.channels;
@@ -238,6 +270,23 @@ mod tests {
 
     /// A producer thread and a consumer thread: every sample arrives once, in order, or is
     /// accounted as a gap.
+    /// Tests may widen the window between the producer's look at the newest gap marker and
+    /// its merge into it (where the consumer can take the marker).
+    static WIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    pub(super) fn widen_race() {
+        if WIDE.load(Ordering::Relaxed) {
+            for _ in 0..50 {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    #[test]
+    fn gap_merged_while_taken_is_not_lost() {
+        WIDE.store(true, Ordering::Relaxed);
+        threads_keep_order_and_account_for_everything();
+    }
+
     #[test]
     fn threads_keep_order_and_account_for_everything() {
         let (mut p, mut c, _stats) = ring(256, 3);
