@@ -457,6 +457,21 @@ __device__ float block_sum(float v, float* scratch) {
     return v;
 }
 
+// Sums of a and b over the block, in every thread (as block_sum's, with one barrier for both).
+// `scratch` (32 float2) must not be in use.
+__device__ __forceinline__ void block_sum2_all(float& a, float& b, float2* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    a = warp_sum(a);
+    b = warp_sum(b);
+    if (lane == 0) scratch[warp] = make_float2(a, b);
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    float2 v = lane < nw ? scratch[lane] : make_float2(0.0f, 0.0f);
+    // warp_sum's total is in lane 0.
+    a = __shfl_sync(0xffffffffu, warp_sum(v.x), 0);
+    b = __shfl_sync(0xffffffffu, warp_sum(v.y), 0);
+}
+
 // Maximum over the block, valid in every thread.
 __device__ float block_max_all(float v, float* scratch) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

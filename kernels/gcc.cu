@@ -148,10 +148,11 @@ __device__ PeakOut refined_peak(const double* grid, int lag, float ml, float mea
 
 // Lanes 0..=PEAK_GRID of a warp evaluate the grid around `lag` into `g`, and lane 0 refines
 // the peak into *dst. Every lane of the warp calls it.
-__device__ __forceinline__ void refine_warp(const float* sc, int ch, int lag, const float* taps,
-                                            double* g, float ml, float mean, float std, int lane,
+template <typename T = float, int STRIDE = 2 * PEAK_HALF>
+__device__ __forceinline__ void refine_warp(const T* sc, int ch, int lag, const T* taps, double* g,
+                                            float ml, float mean, float std, int lane,
                                             PeakOut* dst) {
-    if (lane <= PEAK_GRID) g[lane] = grid_value(sc, ch, lag, lane, taps);
+    if (lane <= PEAK_GRID) g[lane] = grid_value<T, STRIDE>(sc, ch, lag, lane, taps);
     __syncwarp();
     if (lane == 0) *dst = refined_peak(g, lag, ml, mean, std);
 }
@@ -196,21 +197,6 @@ __device__ __forceinline__ void no_peaks(PeakOut* po, u32 k_peaks, u32* ticket, 
     peaks_signal(ticket, n_blocks, flag);
 }
 
-// Sums of a and b over the block, in every thread (as block_sum's, with one pair of barriers
-// for both). `scratch` (32 float2) must not be in use.
-__device__ __forceinline__ void block_sum2_all(float& a, float& b, float2* scratch) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    a = warp_sum(a);
-    b = warp_sum(b);
-    if (lane == 0) scratch[warp] = make_float2(a, b);
-    __syncthreads();
-    int nw = blockDim.x >> 5;
-    float2 v = lane < nw ? scratch[lane] : make_float2(0.0f, 0.0f);
-    // warp_sum's total is in lane 0.
-    a = __shfl_sync(0xffffffffu, warp_sum(v.x), 0);
-    b = __shfl_sync(0xffffffffu, warp_sum(v.y), 0);
-}
-
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
@@ -234,11 +220,16 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     const float* c = corr + row * fft_len;
     float nrm = norms[row];
     const float ml = max_lag[p];
-    float inv = (nrm > 0.0f && isfinite(nrm)) ? 1.0f / nrm : 0.0f;
+    const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
+    float inv = nrm_ok ? 1.0f / nrm : 0.0f;
     int ch = (int)curve_half;
     int n = (int)fft_len;
-    // Curve value at a lag (negative lags wrap to the end of the circular correlation).
-#define CURVE_G(l) ((nrm > 0.0f && isfinite(nrm)) ? c[(((l) % n) + n) % n] * inv : 0.0f)
+    // Curve value at a lag (negative lags wrap to the end of the circular correlation). The
+    // load does not wait for the norm's (a load under the norm's condition did).
+    auto curve_g = [&](int l) {
+        float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
+        return nrm_ok ? raw * inv : 0.0f;
+    };
     bool use_sh = 2 * ch + 1 <= PEAK_SHARED;
     float* sc = dyn_shared;
     short* cand = (short*)(dyn_shared + ((2 * ch + 1 + 3) & ~3));
@@ -255,7 +246,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     int2* kv = (int2*)(sc_d + ((2 * ch + 1 + 1) & ~1));
     double* gridv = (double*)(kv + PEAK_THREADS_MAX);
     PeakOut* refined = (PeakOut*)(gridv + PEAK_AHEAD * (PEAK_GRID + 1));
-#define CURVE(l) (use_sh ? sc[(l) + ch] : CURVE_G(l))
+#define CURVE(l) (use_sh ? sc[(l) + ch] : curve_g(l))
     // Before the first barrier (the curve's, or the statistics' for a curve in global memory).
     if (threadIdx.x == 0) {
         n_excluded = 0;
@@ -264,12 +255,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         stop = 0;
     }
     if (use_sh) {
-        // The curve's loads do not wait for the norm's (CURVE_G's would).
-        const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
         for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) {
-            int l = i - ch;
-            float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
-            float v = nrm_ok ? raw * inv : 0.0f;
+            float v = curve_g(i - ch);
             sc[i] = v;
             if (few) sc_d[i] = (double)v;
         }
@@ -415,11 +402,8 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             bool near = lane < n_acc && fabsf(acc_lag - bl) < min_sep;
             if (__any_sync(0xffffffffu, near)) continue;
             if (r >= ahead) {
-                if (lane <= PEAK_GRID)
-                    grid[lane] =
-                        grid_value<double, PEAK_TAP_STRIDE>(sc_d, ch, order[r], lane, taps_d);
-                __syncwarp();
-                if (lane == 0) refined[r] = refined_peak(grid, order[r], ml, mean_v, std_v);
+                refine_warp<double, PEAK_TAP_STRIDE>(sc_d, ch, order[r], taps_d, grid, ml,
+                                                     mean_v, std_v, lane, &refined[r]);
                 __syncwarp();
             }
             if (lane == n_acc) {
@@ -539,5 +523,4 @@ done:
     }
     peaks_signal(ticket, n_blocks, flag);
 #undef CURVE
-#undef CURVE_G
 }

@@ -99,8 +99,9 @@ fn assert_peaks_agree(a: &GccFrame, b: &GccFrame, params: &GccParams) {
     }
 }
 
-/// One frame at a time, peaks only, as the live path runs, and with the curves (on a GPU: the frame read from
-/// mapped host memory, the peaks written there and a flag waited for), by `correlate` and by
+/// One frame at a time, peaks only, as the live path runs, and with the curves (on a GPU: the
+/// frame read from mapped host memory, the peaks written there and a flag waited for), by
+/// `correlate` and by
 /// `start` then `finish`; with a silent frame (every pair flat: no peaks) and a frame with one
 /// silent channel among them.
 fn check_gcc_one_by_one(params: &GccParams, frames: &[Frame], batch: usize) {
