@@ -156,6 +156,10 @@ struct StepParams {
     u32 mode;         // 0: 3-D, 1: direction
     u32 has_bounds;
     u32 forced_model; // 0xffffffff: Markov switching
+    // pf_step_live: the stamp value that says this step's measurement is in host memory (see
+    // live_wait); 0 for the other kernels.
+    u32 live;
+    u32 live_pad;
     float inv_c;
     float inv_two_var;
     float gate;

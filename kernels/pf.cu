@@ -30,6 +30,11 @@
 #define FLAG_TEMPERED_RESAMPLE 5u
 #define FLAG_RESET_KEEP 6u
 #define FLAG_RESET_RESAMPLE 7u
+// pf_step_live waited LIVE_TIMEOUT_NS for its measurement and gave up (nothing written).
+#define FLAG_LIVE_TIMEOUT 8u
+// The host's stamp for a live step it withdraws (its value | LIVE_CANCEL): nothing written.
+#define LIVE_CANCEL 0x80000000u
+#define LIVE_TIMEOUT_NS 1000000000ull
 #define IS_SLOW(f) ((f) == FLAG_TEMPER || (f) == FLAG_DEGENERATE)
 // Resampling kernels act on tracks whose flag is in their mask: 1 << flag.
 #define IN_MASK(mask, f) ((((mask) >> (f)) & 1u) != 0u)
@@ -258,6 +263,62 @@ __device__ __forceinline__ u32 keep_at(int q, u32 keep_col, u32 rr_col) {
     return q == P - 1 ? rr_col : keep_col + (u32)q * (KEEP_ROWS * 4 * B);
 }
 
+// Switch model and predict particle i (state s, model m) with its own draws. The draw comes
+// before anything uses the particle's loads: its Philox rounds (integer work that needs none of
+// them) cover their latency. The switch uniform comes from the same block's spare bits
+// (src/philox.rs: spare_uniform).
+__device__ __forceinline__ void predict_particle(const StepParams* sp, const TrackParams& tp,
+                                                 const Coeffs* cf, u32 i, float* s, u32& m) {
+    const u32 mode_switch = sp->forced_model != 0xffffffffu ? 0u : (sp->n_models > 1 ? 1u : 2u);
+    const uint4 w_pred = draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT);
+    const float u_switch = spare_uniform(w_pred);
+    // The normals before the switch, which needs the model's load (ptxas places that load just
+    // before its first use: after the normals, their work covers its latency).
+    float4 z = normals4(w_pred);
+    if (mode_switch == 0u) {
+        m = sp->forced_model;
+    } else if (mode_switch == 1u) {
+        m = switch_model(sp, m, u_switch);
+    } else {
+        m = 0; // what switch_model gives for one model
+    }
+    advance(cf, sp->mode, m, tp.dt, s, z);
+}
+
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// pf_step_live, launched before the frame's measurement exists: whether the host has copied
+// it in (the stamp, a word in device memory the host sets after the copy, reads sp->live),
+// rather than withdrawn the step (sp->live | LIVE_CANCEL) or left it unanswered for
+// LIVE_TIMEOUT_NS (the block then says so in the track's flag). Thread 0 polls; every thread
+// of the block gets the same answer.
+__device__ __forceinline__ bool live_wait(const StepParams* sp, const volatile u32* stamp,
+                                          u32* flags, u32 t) {
+    __shared__ u32 seen;
+    if (threadIdx.x == 0) {
+        const u32 want = sp->live;
+        const u64 t0 = global_ns();
+        u32 v = *stamp;
+        while (v != want && v != (want | LIVE_CANCEL)) {
+            if (global_ns() - t0 > LIVE_TIMEOUT_NS) {
+                flags[t] = FLAG_LIVE_TIMEOUT;
+                if (sp->mirror_flags) ((volatile u32*)sp->mirror_flags)[t] = FLAG_LIVE_TIMEOUT;
+                break;
+            }
+            v = *stamp;
+        }
+        // The measurement's reads (after the barrier) come after the stamp's.
+        __threadfence();
+        seen = v;
+    }
+    __syncthreads();
+    return seen == sp->live;
+}
+
 // Switch model, predict, weigh, and the tile's weighted sums: B threads, P particles each.
 #define PF_STEP_ARGS                                                                           \
     const StepParams *sp, const TrackParams *tracks, const Coeffs *coeffs,                    \
@@ -270,8 +331,12 @@ __device__ __forceinline__ u32 keep_at(int q, u32 keep_col, u32 rr_col) {
 #define PF_STEP_PASS                                                                           \
     sp, tracks, coeffs, sensors, pairs, tdoa, amp, floor_, s0, s1, m0, m1, log_w, ll_out, e_out, \
         ref, partials, n_tiles
+// `stamp` (pf_step_live only, else null): the measurement is read from host memory once the
+// stamp says it is there (see live_wait). Returns false when a live step was withdrawn or
+// timed out, having written nothing.
 template <int B, int P>
-__device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
+__device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* stamp,
+                                             u32* flags) {
     __shared__ float rr[2 * RR_SHARED * B];
     // The measurement and geometry in shared memory when they fit (every thread reads all of
     // it, in the innermost loop).
@@ -298,7 +363,13 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         for (int c = 0; c < STATE_DIM; ++c) s_pre[c] = st[(size_t)c * n + i0];
         m_pre = md[i0];
         lw_pre = log_w[base + i0];
+        // The prediction needs no measurement: it goes before the measurement's copy (and, in
+        // a live step, before the wait for it).
+        predict_particle(sp, tp, &coeffs[t], i0, s_pre, m_pre);
     }
+    if (stamp != nullptr && !live_wait(sp, stamp, flags, t)) return false;
+    // A live step's measurement was copied in after this kernel started: read it from L2.
+    auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
     u32 np = sp->n_pairs, nk = np * sp->k;
     bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
     bool packed = msh && sp->k == 4 && sp->n_sensors <= RR_SHARED;
@@ -309,18 +380,18 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
                 const float* td = tdoa + 4 * q;
                 const float* am = amp + 4 * q;
                 tab[3 * q] = make_float4(__uint_as_float(pairs[2 * q] * (4 * B)),
-                                         __uint_as_float(pairs[2 * q + 1] * (4 * B)), floor_[q],
-                                         0.0f);
-                tab[3 * q + 1] = make_float4(td[0], td[1], td[2], td[3]);
-                tab[3 * q + 2] = make_float4(am[0], am[1], am[2], am[3]);
+                                         __uint_as_float(pairs[2 * q + 1] * (4 * B)),
+                                         ld(floor_ + q), 0.0f);
+                tab[3 * q + 1] = make_float4(ld(td), ld(td + 1), ld(td + 2), ld(td + 3));
+                tab[3 * q + 2] = make_float4(ld(am), ld(am + 1), ld(am + 2), ld(am + 3));
             }
         } else {
             for (u32 q = threadIdx.x; q < nk; q += blockDim.x) {
-                meas[q] = tdoa[q];
-                meas[MEAS_SHARED + q] = amp[q];
+                meas[q] = ld(tdoa + q);
+                meas[MEAS_SHARED + q] = ld(amp + q);
             }
             for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
-                meas[2 * MEAS_SHARED + q] = floor_[q];
+                meas[2 * MEAS_SHARED + q] = ld(floor_ + q);
                 meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q] = __uint_as_float(pairs[2 * q]);
                 meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q + 1] = __uint_as_float(pairs[2 * q + 1]);
             }
@@ -348,24 +419,8 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
         // Loaded with the state: issued after the likelihood, this load's latency was the
         // single largest stall in pf_step (ncu, 1M particles).
         const float lw_prev = P == 1 ? lw_pre : log_w[base + i];
-        // The draw before anything uses the loads: its Philox rounds (integer work that needs
-        // none of them) cover their latency. The switch uniform comes from the same block's
-        // spare bits (src/philox.rs: spare_uniform).
-        const u32 mode_switch =
-            sp->forced_model != 0xffffffffu ? 0u : (sp->n_models > 1 ? 1u : 2u);
-        const uint4 w_pred = draw(sp->seed, sp->frame, tp.slot, i, S_PREDICT);
-        const float u_switch = spare_uniform(w_pred);
-        // The normals before the switch, which needs the model's load (ptxas places that load
-        // just before its first use: after the normals, their work covers its latency).
-        float4 z = normals4(w_pred);
-        if (mode_switch == 0u) {
-            m = sp->forced_model;
-        } else if (mode_switch == 1u) {
-            m = switch_model(sp, m, u_switch);
-        } else {
-            m = 0; // what switch_model gives for one model
-        }
-        advance(&coeffs[t], sp->mode, m, tp.dt, s, z);
+        // (One particle per thread: predicted above, before the measurement.)
+        if (P > 1) predict_particle(sp, tp, &coeffs[t], i, s, m);
         float l;
         if (packed) {
             PackedMeas4<B> m;
@@ -416,6 +471,7 @@ __device__ __forceinline__ void pf_step_body(PF_STEP_ARGS) {
     }
     tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
                     partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
+    return true;
 }
 
 
@@ -682,14 +738,24 @@ __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n
 // compiler's own choice (80 registers, three blocks), the few spilled registers included.
 // Both end with the finalize (step_finalize): one launch less per step.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS, PF_FIN_ARGS) {
-    pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS);
+    pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS, nullptr, flags);
     step_finalize<PF_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
                             FLAG_KEEP, 0, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
 pf_step_small(PF_STEP_ARGS, PF_FIN_ARGS) {
-    pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS);
+    pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, nullptr, flags);
+    step_finalize<PF_SMALL_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
+                                  flags, FLAG_KEEP, 0, nullptr);
+}
+
+// pf_step_small for the live path, launched while the frame is still being correlated: it
+// loads and predicts its particles, waits for the host's stamp (live_wait), then reads the
+// measurement the host copied in and goes on as pf_step_small does.
+extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
+pf_step_live(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp) {
+    if (!pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, stamp, flags)) return;
     step_finalize<PF_SMALL_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
                                   flags, FLAG_KEEP, 0, nullptr);
 }

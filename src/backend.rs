@@ -199,6 +199,23 @@ impl ParticleFilter for FaultyFilter {
         }
         self.inner.step(meas, tracks, out)
     }
+    /// Fails like `step` (a GPU filter's early launch can fail as its step can).
+    fn prepare_step(
+        &mut self,
+        meas: &TdoaMeasurement,
+        tracks: &[TrackStep],
+    ) -> Result<bool, BackendError> {
+        if meas.frame >= self.fail_at_seq {
+            return Err(BackendError::new(
+                "faulty",
+                format!(
+                    "injected failure at frame {} (early launch)",
+                    self.fail_at_seq
+                ),
+            ));
+        }
+        self.inner.prepare_step(meas, tracks)
+    }
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
         self.inner.read_particles(slot)
     }

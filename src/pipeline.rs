@@ -265,6 +265,18 @@ impl Pipeline {
             Some(c) => self.start_or_switch(c, frames),
             None => Ok(false),
         };
+        // One frame on its way through a GPU (live): the filter's step goes out now too, to
+        // predict while the frame is correlated (its measurement follows in `track_frames`).
+        // A failure there moves the filter to the CPU once the frame is correlated (unless the
+        // correlation's own failure has taken both there by then).
+        let mut prepare_time = Duration::ZERO;
+        let mut prepare_err = None;
+        if b == 1 && matches!(started, Ok(true)) && self.tracker.backend() != "cpu" {
+            let t = Instant::now();
+            let f = &frames[0];
+            prepare_err = self.tracker.prepare(f.seq, f.centre_time_s()).err();
+            prepare_time = t.elapsed();
+        }
         let check_start = Instant::now();
         check_frames(frames, &mut health);
         let checks = check_start.elapsed();
@@ -274,12 +286,18 @@ impl Pipeline {
             None => Err(BackendError::new("pipeline", "the correlator is in use").into()),
         });
         self.correlator = cor;
+        let correlated = correlated.and_then(|()| match prepare_err {
+            Some(e) if self.tracker.backend() != "cpu" => self.switch_to_cpu(None, &e),
+            _ => Ok(()),
+        });
         let tracked = correlated.and_then(|()| {
-            let prep = start.elapsed();
+            let prep = start.elapsed().saturating_sub(prepare_time);
             self.counters.check_total += checks;
             self.counters.gcc_total += prep.saturating_sub(checks);
             self.counters.prep_exposed += prep;
-            self.track_frames(frames, &gcc[..b], &health[..b], prep / b as u32, observe)
+            // (The filter's work launched early, if any, is the frame's too.)
+            let share = prep / b as u32 + prepare_time;
+            self.track_frames(frames, &gcc[..b], &health[..b], share, observe)
                 .map(|_| ())
         });
         self.gcc = gcc;

@@ -314,6 +314,89 @@ fn assert_estimates_agree(a: &Estimate, b: &Estimate, tol: f32) {
 /// Same estimate, exponent and decisions on both backends, and the same cloud afterwards.
 /// Filters of up to 4,096 particles resample in one block per track on the GPU, larger ones
 /// in many: the cases cover both, and the small and large step kernels.
+/// A step launched ahead of its measurement (`prepare_step`, the live path: the GPU predicts
+/// while the frame is correlated, then waits for the measurement) computes exactly what the
+/// same step launched with its measurement computes, frame after frame (resampling and the
+/// slow path included); a prepared step that the next call does not match (another dt), or
+/// that a particle read interrupts, is withdrawn and the filter goes on as if it never was.
+#[test]
+fn live_steps_agree_with_plain_steps() {
+    if !cuda_present() {
+        return;
+    }
+    for (particles, models) in [(2000usize, 1usize), (3000, 4)] {
+        let p = pf_params(particles, models);
+        let mut init = pf_init();
+        init.model_probs = vec![1.0 / models as f32; models];
+        let mut live = gpu::particle_filter(p.clone()).unwrap();
+        let mut plain = gpu::particle_filter(p.clone()).unwrap();
+        live.init_track(&init).unwrap();
+        plain.init_track(&init).unwrap();
+        let (mut taken, mut resampled) = (0, 0);
+        for f in 1..=24u64 {
+            let mut meas = pf_measurement(&p, f);
+            // Frame 9's measurement is sharp enough to temper; frame 15's step takes another
+            // dt than it was prepared with; frame 20's is interrupted by a particle read.
+            if f == 9 {
+                meas.sigma_s *= 0.05;
+            }
+            let step = [TrackStep {
+                slot: 0,
+                dt_s: 0.043,
+                lag_s: 0.012,
+            }];
+            if live.prepare_step(&meas, &step).unwrap() {
+                taken += 1;
+            }
+            if f == 20 {
+                let a = live.read_particles(0).unwrap();
+                let b = plain.read_particles(0).unwrap();
+                assert_eq!(a.state, b.state, "frame {f}: particles");
+            }
+            let used = if f == 15 {
+                [TrackStep {
+                    dt_s: 0.044,
+                    ..step[0]
+                }]
+            } else {
+                step
+            };
+            let mut ea = vec![Estimate::new(models)];
+            let mut eb = vec![Estimate::new(models)];
+            live.step(&meas, &used, &mut ea).unwrap();
+            plain.step(&meas, &used, &mut eb).unwrap();
+            let (a, b) = (&ea[0], &eb[0]);
+            assert_eq!(a.mean, b.mean, "frame {f}: mean");
+            assert_eq!(a.cov, b.cov, "frame {f}: covariance");
+            assert_eq!(a.ess.to_bits(), b.ess.to_bits(), "frame {f}: ess");
+            assert_eq!(a.temper.to_bits(), b.temper.to_bits(), "frame {f}: temper");
+            assert_eq!(a.model_probs, b.model_probs, "frame {f}: models");
+            assert_eq!(a.resampled, b.resampled, "frame {f}: resampled");
+            resampled += usize::from(a.resampled);
+        }
+        let a = live.read_particles(0).unwrap();
+        let b = plain.read_particles(0).unwrap();
+        assert_eq!(a.state, b.state);
+        assert_eq!(a.model, b.model);
+        assert_eq!(a.log_weight, b.log_weight);
+        eprintln!(
+            "{particles} x {models}: {taken} of 24 steps launched ahead, {resampled} resampled"
+        );
+        // (A GPU with few SMs, or SONOTRACK_NO_LIVE_STEP=1, takes none: the plain step.)
+        assert!(taken == 24 || taken == 0, "{taken} steps launched ahead");
+        assert!(resampled > 0);
+        // A prepared step still waiting when the filter goes is withdrawn (no hang).
+        let meas = pf_measurement(&p, 25);
+        let step = [TrackStep {
+            slot: 0,
+            dt_s: 0.043,
+            lag_s: 0.012,
+        }];
+        live.prepare_step(&meas, &step).unwrap();
+        drop(live);
+    }
+}
+
 #[test]
 fn tempered_and_degenerate_steps_agree() {
     for (case, particles) in [

@@ -277,18 +277,8 @@ impl TrackManager {
         informative
     }
 
-    /// Process one frame's GCC result. `pair_ok[p]` is false for pairs with a bad channel.
-    pub fn step(
-        &mut self,
-        seq: u64,
-        t_centre_s: f64,
-        gcc: &GccFrame,
-        pair_ok: &[bool],
-    ) -> Result<Vec<TrackReport>, BackendError> {
-        let informative = self.build_measurement(seq, gcc, pair_ok);
-        if informative > 0 {
-            self.informative_frames += 1;
-        }
+    /// Each track's step to the frame centred at `t_centre_s` (into `self.steps`).
+    fn plan_steps(&mut self, t_centre_s: f64) {
         let c = self.geo.speed_of_sound_m_s;
         let three_d = self.params.mode == TrackMode::ThreeD;
         self.steps.clear();
@@ -310,6 +300,40 @@ impl TrackManager {
                 lag_s: lag as f32,
             });
         }
+    }
+
+    /// Launch the filter step of the frame `seq` centred at `t_centre_s` before its GCC result
+    /// is in (see [`ParticleFilter::prepare_step`]): a GPU filter then predicts while the frame
+    /// is correlated, and [`Self::step`] for the same frame only supplies the measurement.
+    /// Returns whether the filter took it.
+    pub fn prepare(&mut self, seq: u64, t_centre_s: f64) -> Result<bool, BackendError> {
+        if self.tracks.is_empty() {
+            return Ok(false);
+        }
+        let start = std::time::Instant::now();
+        self.plan_steps(t_centre_s);
+        // What `build_measurement` will set: the frame and the noise.
+        self.meas.frame = seq;
+        self.meas.sigma_s = self.sigma_s;
+        let took = self.bank.prepare_step(&self.meas, &self.steps);
+        self.filter_wall += start.elapsed();
+        took
+    }
+
+    /// Process one frame's GCC result. `pair_ok[p]` is false for pairs with a bad channel.
+    pub fn step(
+        &mut self,
+        seq: u64,
+        t_centre_s: f64,
+        gcc: &GccFrame,
+        pair_ok: &[bool],
+    ) -> Result<Vec<TrackReport>, BackendError> {
+        let informative = self.build_measurement(seq, gcc, pair_ok);
+        if informative > 0 {
+            self.informative_frames += 1;
+        }
+        let three_d = self.params.mode == TrackMode::ThreeD;
+        self.plan_steps(t_centre_s);
         let l = self.params.n_models();
         self.est.resize_with(self.steps.len(), || Estimate::new(l));
         // The birth search needs only this frame's measurement: a GPU filter runs it while the

@@ -266,6 +266,18 @@ pub trait ParticleFilter: Send {
     ) -> Result<bool, BackendError> {
         self.step(meas, tracks, out).map(|()| false)
     }
+    /// Launch the step of `tracks` for frame `meas.frame` before its measurement exists (only
+    /// the measurement's frame, noise and peaks per pair are read), so that a device predicts
+    /// while the frame is still being correlated; the next `step` for the same frame and
+    /// tracks supplies the measurement and completes it, and any other call withdraws it.
+    /// Returns whether a step was launched (host backends: never).
+    fn prepare_step(
+        &mut self,
+        _meas: &TdoaMeasurement,
+        _tracks: &[TrackStep],
+    ) -> Result<bool, BackendError> {
+        Ok(false)
+    }
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError>;
     fn write_particles(&mut self, slot: u32, particles: &Particles) -> Result<(), BackendError>;
     /// Time each step with device events from now on (`on`), or not. Recording and reading
