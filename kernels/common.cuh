@@ -170,6 +170,23 @@ struct StepParams {
     float cdf[MAX_MODELS * MAX_MODELS];
 };
 
+// Where pf_step_live finds its measurement when the device builds it from the frame's peaks
+// (src/gpu/cuda/pf.rs: LiveMeas, and src/track/manager.rs: build_measurement, which it
+// follows operation for operation).
+struct LiveMeas {
+    u64 peaks;   // the correlator's peaks (lag, value, quality per pair and peak); 0: the host
+                 // copies the measurement in instead
+    u64 done;    // the correlator's count of finished one-frame calls...
+    u64 ratio;   // per pair: the peak density over the clutter density's factor
+    u64 pair_ok; // per pair: nonzero when both channels passed the host's checks
+    u32 expect;  // ...once this frame's peaks are written
+    float fs;
+    float pd;    // detection probability
+    float q_mid;
+    float q_width;
+    u32 pad;
+};
+
 // Motion-model coefficients of one track's step (they depend on the track's dt), indexed by
 // model & MODEL_MASK (src/track/models.rs: CoeffTable).
 struct Coeffs {

@@ -172,9 +172,10 @@ __device__ __forceinline__ void refine_warp(const T* sc, int ch, int lag, const 
 
 // A one-frame call's peaks go straight to the host's mapped buffer, and `flag` (mapped too;
 // null on other calls) tells the host when every block's are there: thread 0, which writes
-// the block's peaks, fences them system-wide, and the last block to finish (`ticket`, which it
-// resets for the next launch) raises the flag. Every thread of the block calls it, once, after
-// thread 0 has written the peaks.
+// the block's peaks, fences them system-wide, and the last block to finish (`ticket[0]`, which
+// it resets for the next launch) counts the frame in `ticket[1]` (for a filter step waiting on
+// the device: src/gpu/cuda/pf.rs, pf_step_live) and raises the flag. Every thread of the block
+// calls it, once, after thread 0 has written the peaks.
 __device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* flag) {
     // Thread 0 wrote the block's peaks: it alone fences (a system-wide fence by every thread
     // cost the kernel a few microseconds).
@@ -184,23 +185,29 @@ __device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* fla
     if (t == n_blocks - 1) {
         *ticket = 0;
         __threadfence_system();
+        atomicAdd(ticket + 1, 1u);
         *(volatile u32*)flag = 1u;
     }
 }
 
 // A pair without peaks (no physical lags, or a flat curve): thread 0 writes k empty peaks, and
 // the block signals as any other. Every thread of the block calls it.
-__device__ __forceinline__ void no_peaks(PeakOut* po, u32 k_peaks, u32* ticket, u32 n_blocks,
-                                         u32* flag) {
+__device__ __forceinline__ void no_peaks(PeakOut* po, PeakOut* pd, u32 k_peaks, u32* ticket,
+                                         u32 n_blocks, u32* flag) {
+    const PeakOut none{0.0f, GCC_NEG_INF, 0.0f};
     if (threadIdx.x == 0)
-        for (u32 j = 0; j < k_peaks; ++j) po[j] = PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        for (u32 j = 0; j < k_peaks; ++j) {
+            po[j] = none;
+            if (pd) pd[j] = none;
+        }
     peaks_signal(ticket, n_blocks, flag);
 }
 
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
-          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag, u32 few) {
+          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag, u32 few,
+          PeakOut* peaks_dev) {
     __shared__ float2 scratch2[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
@@ -271,9 +278,11 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) out[i] = CURVE(i - ch);
     }
     PeakOut* po = peaks + row * k_peaks;
+    // (A one-frame call's peaks in device memory too, for a live filter step: pf_step_live.)
+    PeakOut* pd = peaks_dev ? peaks_dev + row * k_peaks : nullptr;
     int bound = min((int)floorf(ml), ch);
     if (bound < 0) {
-        no_peaks(po, k_peaks, ticket, n_blocks, flag);
+        no_peaks(po, pd, k_peaks, ticket, n_blocks, flag);
         return;
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -299,7 +308,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     const float var = s2 / cnt - mean_v * mean_v;
     const float std_v = sqrtf(fmaxf(var, 0.0f));
     if (!(var > 1e-18f)) {
-        no_peaks(po, k_peaks, ticket, n_blocks, flag);
+        no_peaks(po, pd, k_peaks, ticket, n_blocks, flag);
         return;
     }
     if (use_sh && n_cand <= cand_cap) {
@@ -424,7 +433,10 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
                 rank += (vj > mine.value || (vj == mine.value && j < lane)) ? 1 : 0;
             }
         }
-        if (lane < (int)k_peaks) po[rank] = mine;
+        if (lane < (int)k_peaks) {
+            po[rank] = mine;
+            if (pd) pd[rank] = mine;
+        }
         __syncwarp();
         peaks_signal(ticket, n_blocks, flag);
         return;
@@ -519,7 +531,11 @@ done:
             }
             accepted[b + 1] = x;
         }
-        for (int j = 0; j < (int)k_peaks; ++j) po[j] = j < n_accepted ? accepted[j] : PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+        for (int j = 0; j < (int)k_peaks; ++j) {
+            const PeakOut x = j < n_accepted ? accepted[j] : PeakOut{0.0f, GCC_NEG_INF, 0.0f};
+            po[j] = x;
+            if (pd) pd[j] = x;
+        }
     }
     peaks_signal(ticket, n_blocks, flag);
 #undef CURVE

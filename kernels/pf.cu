@@ -10,6 +10,8 @@
 // pf_step keeps measurements of up to MEAS_SHARED peaks and MEAS_PAIRS pairs in shared memory.
 #define MEAS_SHARED 1024
 #define MEAS_PAIRS 256
+// Peaks per pair at most (src/gpu/cuda/pf.rs: KPP).
+#define KPP 16
 #define NEG_INF __int_as_float(0xff800000)
 
 // Partial sums per block: [0] max, [1] s, [2] s2, [3..9] x, [9..30] xx, [30..46] models,
@@ -291,32 +293,41 @@ __device__ __forceinline__ u64 global_ns() {
     return t;
 }
 
-// pf_step_live, launched before the frame's measurement exists: whether the host has copied
-// it in (the stamp, a word in device memory the host sets after the copy, reads sp->live),
-// rather than withdrawn the step (sp->live | LIVE_CANCEL) or left it unanswered for
-// LIVE_TIMEOUT_NS (the block then says so in the track's flag). Thread 0 polls; every thread
+// pf_step_live, launched before the frame's measurement exists: whether it can go on, rather
+// than the host having withdrawn the step (the stamp, a word in device memory the host sets,
+// reads sp->live | LIVE_CANCEL) or no answer having come for LIVE_TIMEOUT_NS (the block then
+// says so in the track's flag). It can once the host has copied the measurement in (the stamp
+// reads sp->live) or, when the device builds the measurement (lm->peaks), once the
+// correlator's count of finished frames has reached lm->expect. Thread 0 polls; every thread
 // of the block gets the same answer.
-__device__ __forceinline__ bool live_wait(const StepParams* sp, const volatile u32* stamp,
-                                          u32* flags, u32 t) {
-    __shared__ u32 seen;
+__device__ __forceinline__ bool live_wait(const StepParams* sp, const LiveMeas* lm,
+                                          const volatile u32* stamp, u32* flags, u32 t) {
+    __shared__ u32 go;
     if (threadIdx.x == 0) {
         const u32 want = sp->live;
         const u64 t0 = global_ns();
-        u32 v = *stamp;
-        while (v != want && v != (want | LIVE_CANCEL)) {
-            if (global_ns() - t0 > LIVE_TIMEOUT_NS) {
+        const volatile u32* done = lm->peaks ? (const volatile u32*)lm->done : nullptr;
+        const u32 expect = lm->expect;
+        u32 v = *stamp, answer = 2u; // 2: none yet, 1: go on, 0: withdrawn or timed out
+        while (answer == 2u) {
+            if (v == (want | LIVE_CANCEL)) {
+                answer = 0u;
+            } else if (done == nullptr ? v == want : (int)(*done - expect) >= 0) {
+                answer = 1u;
+            } else if (global_ns() - t0 > LIVE_TIMEOUT_NS) {
                 flags[t] = FLAG_LIVE_TIMEOUT;
                 if (sp->mirror_flags) ((volatile u32*)sp->mirror_flags)[t] = FLAG_LIVE_TIMEOUT;
-                break;
+                answer = 0u;
+            } else {
+                v = *stamp;
             }
-            v = *stamp;
         }
-        // The measurement's reads (after the barrier) come after the stamp's.
+        // The measurement's reads (after the barrier) come after what said it is there.
         __threadfence();
-        seen = v;
+        go = answer;
     }
     __syncthreads();
-    return seen == sp->live;
+    return go == 1u;
 }
 
 // Switch model, predict, weigh, and the tile's weighted sums: B threads, P particles each.
@@ -331,12 +342,44 @@ __device__ __forceinline__ bool live_wait(const StepParams* sp, const volatile u
 #define PF_STEP_PASS                                                                           \
     sp, tracks, coeffs, sensors, pairs, tdoa, amp, floor_, s0, s1, m0, m1, log_w, ll_out, e_out, \
         ref, partials, n_tiles
-// `stamp` (pf_step_live only, else null): the measurement is read from host memory once the
-// stamp says it is there (see live_wait). Returns false when a live step was withdrawn or
-// timed out, having written nothing.
+// The measurement of pair q as build_measurement (src/track/manager.rs) makes it from the
+// frame's peaks: its k peaks' TDOAs and amplitudes, and its floor.
+__device__ __forceinline__ void live_pair(const LiveMeas* lm, u32 q, u32 k, float* td, float* am,
+                                          float* fl) {
+    const float* pk = (const float*)lm->peaks + (size_t)q * k * 3;
+    float share[KPP], best = 0.0f, total = 0.0f;
+    for (u32 j = 0; j < k; ++j) {
+        float val = __ldcg(pk + 3 * j + 1);
+        share[j] = 0.0f;
+        if (isfinite(val)) {
+            float x = (__ldcg(pk + 3 * j + 2) - lm->q_mid) / lm->q_width;
+            float qq = 1.0f / (1.0f + fm_exp(-x));
+            best = fmaxf(best, qq);
+            share[j] = fmaxf(val, 0.0f) * qq;
+            total += share[j];
+        }
+    }
+    const bool ok = __ldcg((const u32*)lm->pair_ok + q) != 0u;
+    if (!ok || !(total > 0.0f)) {
+        // (The TDOAs of a pair without weight change nothing.)
+        for (u32 j = 0; j < k; ++j) td[j] = am[j] = 0.0f;
+        *fl = 1.0f;
+        return;
+    }
+    const float pd = lm->pd * best, ratio = ((const float*)lm->ratio)[q];
+    *fl = 1.0f - pd;
+    for (u32 j = 0; j < k; ++j) {
+        td[j] = __ldcg(pk + 3 * j) / lm->fs;
+        am[j] = pd * share[j] / total * ratio;
+    }
+}
+
+// `stamp` and `lm` (pf_step_live only, else null): the measurement is read once the stamp says
+// the host has copied it in, or built from the correlator's peaks once they are written (see
+// live_wait). Returns false when a live step was withdrawn or timed out, having written nothing.
 template <int B, int P>
 __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* stamp,
-                                             u32* flags) {
+                                             const LiveMeas* lm, u32* flags) {
     __shared__ float rr[2 * RR_SHARED * B];
     // The measurement and geometry in shared memory when they fit (every thread reads all of
     // it, in the innermost loop).
@@ -359,21 +402,48 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
     float s_pre[STATE_DIM];
     u32 m_pre = 0;
     float lw_pre = NEG_INF;
+    // A live step predicts before it waits for its measurement (the prediction needs none);
+    // the others after the measurement's copy, whose loads then wait with the particle's.
+    const bool early = P == 1 && stamp != nullptr;
     if (P == 1 && i0 < n) {
         for (int c = 0; c < STATE_DIM; ++c) s_pre[c] = st[(size_t)c * n + i0];
         m_pre = md[i0];
         lw_pre = log_w[base + i0];
-        // The prediction needs no measurement: it goes before the measurement's copy (and, in
-        // a live step, before the wait for it).
-        predict_particle(sp, tp, &coeffs[t], i0, s_pre, m_pre);
+        if (early) predict_particle(sp, tp, &coeffs[t], i0, s_pre, m_pre);
     }
-    if (stamp != nullptr && !live_wait(sp, stamp, flags, t)) return false;
+    if (stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
     // A live step's measurement was copied in after this kernel started: read it from L2.
     auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
     u32 np = sp->n_pairs, nk = np * sp->k;
     bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
     bool packed = msh && sp->k == 4 && sp->n_sensors <= RR_SHARED;
-    if (msh) {
+    const bool build = stamp != nullptr && lm->peaks != 0;
+    if (msh && build) {
+        // The pairs' measurements from the frame's peaks, into either layout.
+        const u32 k = sp->k;
+        for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
+            float td[KPP], am[KPP], fl;
+            live_pair(lm, q, k, td, am, &fl);
+            if (packed) {
+                float4* tab = reinterpret_cast<float4*>(meas);
+                tab[3 * q] = make_float4(__uint_as_float(pairs[2 * q] * (4 * B)),
+                                         __uint_as_float(pairs[2 * q + 1] * (4 * B)), fl, 0.0f);
+                tab[3 * q + 1] = make_float4(td[0], td[1], td[2], td[3]);
+                tab[3 * q + 2] = make_float4(am[0], am[1], am[2], am[3]);
+            } else {
+                for (u32 j = 0; j < k; ++j) {
+                    meas[q * k + j] = td[j];
+                    meas[MEAS_SHARED + q * k + j] = am[j];
+                }
+                meas[2 * MEAS_SHARED + q] = fl;
+                meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q] = __uint_as_float(pairs[2 * q]);
+                meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q + 1] = __uint_as_float(pairs[2 * q + 1]);
+            }
+        }
+        u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
+        for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
+        __syncthreads();
+    } else if (msh) {
         if (packed) {
             float4* tab = reinterpret_cast<float4*>(meas);
             for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
@@ -419,8 +489,7 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
         // Loaded with the state: issued after the likelihood, this load's latency was the
         // single largest stall in pf_step (ncu, 1M particles).
         const float lw_prev = P == 1 ? lw_pre : log_w[base + i];
-        // (One particle per thread: predicted above, before the measurement.)
-        if (P > 1) predict_particle(sp, tp, &coeffs[t], i, s, m);
+        if (!early) predict_particle(sp, tp, &coeffs[t], i, s, m);
         float l;
         if (packed) {
             PackedMeas4<B> m;
@@ -738,24 +807,24 @@ __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n
 // compiler's own choice (80 registers, three blocks), the few spilled registers included.
 // Both end with the finalize (step_finalize): one launch less per step.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS, PF_FIN_ARGS) {
-    pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS, nullptr, flags);
+    pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS, nullptr, nullptr, flags);
     step_finalize<PF_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
                             FLAG_KEEP, 0, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
 pf_step_small(PF_STEP_ARGS, PF_FIN_ARGS) {
-    pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, nullptr, flags);
+    pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, nullptr, nullptr, flags);
     step_finalize<PF_SMALL_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
                                   flags, FLAG_KEEP, 0, nullptr);
 }
 
 // pf_step_small for the live path, launched while the frame is still being correlated: it
-// loads and predicts its particles, waits for the host's stamp (live_wait), then reads the
-// measurement the host copied in and goes on as pf_step_small does.
+// loads and predicts its particles, waits (live_wait), then reads the measurement the host
+// copied in, or builds it from the frame's peaks, and goes on as pf_step_small does.
 extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
-pf_step_live(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp) {
-    if (!pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, stamp, flags)) return;
+pf_step_live(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp, const LiveMeas* lm) {
+    if (!pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, stamp, lm, flags)) return;
     step_finalize<PF_SMALL_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
                                   flags, FLAG_KEEP, 0, nullptr);
 }

@@ -204,6 +204,7 @@ impl ParticleFilter for FaultyFilter {
         &mut self,
         meas: &TdoaMeasurement,
         tracks: &[TrackStep],
+        source: Option<&crate::track::LiveSource>,
     ) -> Result<bool, BackendError> {
         if meas.frame >= self.fail_at_seq {
             return Err(BackendError::new(
@@ -214,7 +215,7 @@ impl ParticleFilter for FaultyFilter {
                 ),
             ));
         }
-        self.inner.prepare_step(meas, tracks)
+        self.inner.prepare_step(meas, tracks, source)
     }
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
         self.inner.read_particles(slot)

@@ -265,21 +265,32 @@ impl Pipeline {
             Some(c) => self.start_or_switch(c, frames),
             None => Ok(false),
         };
-        // One frame on its way through a GPU (live): the filter's step goes out now too, to
-        // predict while the frame is correlated (its measurement follows in `track_frames`).
-        // A failure there moves the filter to the CPU once the frame is correlated (unless the
-        // correlation's own failure has taken both there by then).
-        let mut prepare_time = Duration::ZERO;
-        let mut prepare_err = None;
-        if b == 1 && matches!(started, Ok(true)) && self.tracker.backend() != "cpu" {
-            let t = Instant::now();
-            let f = &frames[0];
-            prepare_err = self.tracker.prepare(f.seq, f.centre_time_s()).err();
-            prepare_time = t.elapsed();
-        }
         let check_start = Instant::now();
         check_frames(frames, &mut health);
         let checks = check_start.elapsed();
+        // One frame on its way through a GPU (live) and clean (a frame whose checks zeroed
+        // non-finite samples is correlated again): the filter's step goes out now too, to
+        // predict while the frame is correlated and, where the correlator's device writes the
+        // peaks, to build the measurement from them there. A failure moves the filter to the
+        // CPU once the frame is correlated (unless the correlation's own failure has taken both
+        // there by then).
+        let mut prepare_time = Duration::ZERO;
+        let mut prepare_err = None;
+        if b == 1
+            && matches!(started, Ok(true))
+            && self.tracker.backend() != "cpu"
+            && health[0].nonfinite_samples == 0
+        {
+            let t = Instant::now();
+            let f = &frames[0];
+            let peaks = cor.as_ref().and_then(|c| c.device_peaks());
+            self.fill_pair_ok(&health[0]);
+            prepare_err = self
+                .tracker
+                .prepare(f.seq, f.centre_time_s(), peaks, &self.pair_ok)
+                .err();
+            prepare_time = t.elapsed();
+        }
         let correlated = started.and_then(|started| match cor.as_mut() {
             Some(c) if started => self.finish_or_switch(c, frames, &mut gcc, &health[..b]),
             Some(c) => self.correlate_or_switch(c, frames, &mut gcc),
@@ -303,6 +314,16 @@ impl Pipeline {
         self.gcc = gcc;
         self.health_batch = health;
         tracked
+    }
+
+    /// Which pairs have both channels usable in a frame of health `h` (into `pair_ok`).
+    fn fill_pair_ok(&mut self, h: &FrameHealth) {
+        self.pair_ok.clear();
+        self.pair_ok.extend(
+            self.pairs
+                .iter()
+                .map(|&(a, bb)| h.channel_ok(a) && h.channel_ok(bb)),
+        );
     }
 
     /// Track checked, correlated frames in order, sending their messages and showing them to
@@ -330,12 +351,7 @@ impl Pipeline {
                     *n += 1;
                 }
             }
-            self.pair_ok.clear();
-            self.pair_ok.extend(
-                self.pairs
-                    .iter()
-                    .map(|&(a, bb)| health.channel_ok(a) && health.channel_ok(bb)),
-            );
+            self.fill_pair_ok(health);
             if !self.pair_ok.iter().any(|&o| o) {
                 self.counters.frames_without_pairs += 1;
             }

@@ -345,7 +345,7 @@ fn live_steps_agree_with_plain_steps() {
                 dt_s: 0.043,
                 lag_s: 0.012,
             }];
-            if live.prepare_step(&meas, &step).unwrap() {
+            if live.prepare_step(&meas, &step, None).unwrap() {
                 taken += 1;
             }
             if f == 20 {
@@ -392,7 +392,7 @@ fn live_steps_agree_with_plain_steps() {
             dt_s: 0.043,
             lag_s: 0.012,
         }];
-        live.prepare_step(&meas, &step).unwrap();
+        live.prepare_step(&meas, &step, None).unwrap();
         drop(live);
     }
 }
@@ -567,4 +567,114 @@ fn kernel_cache_skips_nvrtc() {
     assert!(how1.starts_with("compiled"), "{how1}");
     assert!(how2.starts_with("loaded from"), "{how2}");
     assert!(warm < cold);
+}
+
+/// The CUDA correlator without its work ahead of the checks (so the pipeline never prepares a
+/// live step beside it).
+struct NotAhead(Box<dyn Correlator>);
+
+impl Correlator for NotAhead {
+    fn backend(&self) -> &'static str {
+        self.0.backend()
+    }
+    fn params(&self) -> &GccParams {
+        self.0.params()
+    }
+    fn correlate(
+        &mut self,
+        frames: &[&Frame],
+        out: &mut [GccFrame],
+        want_curves: bool,
+    ) -> Result<(), sonotrack::error::BackendError> {
+        self.0.correlate(frames, out, want_curves)
+    }
+}
+
+/// The live path end to end, one frame at a time as capture delivers them: with the filter's
+/// steps launched beside the correlation and their measurement built on the device from the
+/// correlator's peaks, every report is what the same GPU backends give with plain steps, to
+/// the last bit (frames with a NaN sample, which are correlated again and stepped plainly,
+/// and a dead channel, whose pairs the device leaves out as the host does, included).
+#[test]
+fn live_pipeline_agrees_with_plain_steps() {
+    use sonotrack::audio::assembler::FrameAssembler;
+    use sonotrack::audio::sim::{SceneSpec, SimSource};
+    use sonotrack::audio::{AudioSource, ReadResult};
+    use sonotrack::output::SinkSet;
+    use sonotrack::pipeline::{Pipeline, PipelineOptions};
+    use sonotrack::track::FilterParams;
+    if !cuda_present() {
+        return;
+    }
+    let mut spec = SceneSpec::preset("tetra").unwrap();
+    spec.duration_s = 4.0;
+    let mut cfg = spec.config();
+    cfg.gcc.frame_samples = Some(4096);
+    cfg.tracker.particles = 2000;
+    let mut src = SimSource::new(spec).unwrap();
+    let ch = src.channels();
+    let mut audio = Vec::new();
+    let mut buf = vec![0.0f32; ch * 4096];
+    while let ReadResult::Samples(n) = src.read(&mut buf).unwrap() {
+        audio.extend_from_slice(&buf[..n * ch]);
+    }
+    let mut runs = Vec::new();
+    for ahead in [true, false] {
+        let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
+        let cor: Box<dyn Correlator> = if ahead { cor } else { Box::new(NotAhead(cor)) };
+        let pf = gpu::particle_filter(FilterParams::from_config(&cfg)).unwrap();
+        let backends = sonotrack::backend::select(&cfg, BackendChoice::Cpu).unwrap();
+        let mut pipe = Pipeline::new(
+            &cfg,
+            backends,
+            SinkSet::default(),
+            PipelineOptions {
+                live: true,
+                ..Default::default()
+            },
+        )
+        .with_backends(cor, pf);
+        let mut asm = FrameAssembler::for_config(&cfg, 0);
+        let mut out = Vec::new();
+        for period in audio.chunks(1024 * ch) {
+            asm.push(period);
+            while let Some(mut f) = asm.pop() {
+                // A NaN in frames 60 and 61, channel 1 dead in frames 70-72.
+                if f.seq == 60 || f.seq == 61 {
+                    f.channel_mut(2)[100] = f32::NAN;
+                }
+                if (70..=72).contains(&f.seq) {
+                    f.channel_mut(1).fill(0.0);
+                }
+                for r in pipe.process(&mut f).unwrap() {
+                    out.push((
+                        f.seq,
+                        r.id,
+                        r.position.map(f64::to_bits),
+                        r.pos_cov[0][0].to_bits(),
+                        r.ess.to_bits(),
+                    ));
+                }
+                asm.recycle(f);
+            }
+        }
+        let t = pipe.tracker();
+        eprintln!(
+            "ahead {ahead}: {} reports, {} steps prepared ({} built on the device), backend {}",
+            out.len(),
+            t.prepared_steps,
+            t.device_built_steps,
+            pipe.backend()
+        );
+        assert_eq!(pipe.backend(), "cuda");
+        assert!(out.len() > 50, "a source is tracked");
+        if ahead {
+            // (A GPU with few SMs, or SONOTRACK_NO_LIVE_STEP=1, prepares none.)
+            assert_eq!(t.prepared_steps, t.device_built_steps);
+        } else {
+            assert_eq!(t.prepared_steps, 0);
+        }
+        runs.push(out);
+    }
+    assert_eq!(runs[0], runs[1]);
 }

@@ -251,6 +251,16 @@ impl GccFrame {
     }
 }
 
+/// A started one-frame correlation's peaks on the device (see [`Correlator::device_peaks`]):
+/// per pair and peak (lag in samples, value, quality), as [`Peak`] holds them, at device
+/// address `peaks`; the device's counter at `done` reaches `expect` once they are all written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevicePeaks {
+    pub peaks: u64,
+    pub done: u64,
+    pub expect: u32,
+}
+
 /// Turns frames into GCC curves and peaks. Implemented by the CPU and CUDA backends.
 pub trait Correlator: Send {
     /// "cpu" or "cuda".
@@ -285,6 +295,12 @@ pub trait Correlator: Send {
             self.backend(),
             "finish called without a started correlation",
         ))
+    }
+    /// Where the device writes the peaks of the one frame [`Self::start`] just queued, for a
+    /// filter step on the same device to read them without the host (None: not on a device,
+    /// or not one frame).
+    fn device_peaks(&self) -> Option<DevicePeaks> {
+        None
     }
     /// How many frames a call should carry in replay (1: no gain from batching).
     fn preferred_batch(&self) -> usize {

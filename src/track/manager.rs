@@ -131,13 +131,24 @@ pub struct TrackManager {
     pub deletions: u64,
     /// Track steps whose likelihood was tempered (β < 1).
     pub tempered_steps: u64,
+    /// Filter steps launched ahead of their frame's measurement ([`Self::prepare`]), and of
+    /// those the ones whose device built the measurement from the correlator's peaks.
+    pub prepared_steps: u64,
+    pub device_built_steps: u64,
     /// Wall time spent in the filter bank's steps, for the replay summary's split of the
     /// processing time.
     pub filter_wall: std::time::Duration,
 }
 
+/// Gaussian peak density (noise `sigma_s`) over the clutter density 1 / (2 max_tdoa).
+fn pair_ratio(pair: &Pair, sigma_s: f32) -> f32 {
+    (2.0 * pair.max_tdoa_s as f32) / (sigma_s * (std::f32::consts::TAU).sqrt())
+}
+
+/// (With the exponential of `fastmath`, which the GPU's own build of the measurement
+/// evaluates the same way: kernels/pf.cu, live_pair.)
 fn logistic(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+    1.0 / (1.0 + crate::fastmath::exp(-x))
 }
 
 impl TrackManager {
@@ -169,6 +180,8 @@ impl TrackManager {
             births: 0,
             deletions: 0,
             tempered_steps: 0,
+            prepared_steps: 0,
+            device_built_steps: 0,
             filter_wall: std::time::Duration::ZERO,
             bank,
             params,
@@ -263,8 +276,7 @@ impl TrackManager {
                 continue;
             }
             let pd = self.detection_probability * best_q;
-            // Gaussian peak density over the clutter density 1 / (2 max_tdoa).
-            let ratio = (2.0 * pair.max_tdoa_s as f32) / (sigma * (std::f32::consts::TAU).sqrt());
+            let ratio = pair_ratio(pair, sigma);
             m.floor[pi] = 1.0 - pd;
             for (j, pk) in peaks.iter().enumerate() {
                 m.tdoa_s[base + j] = pk.lag_samples / fs;
@@ -304,9 +316,17 @@ impl TrackManager {
 
     /// Launch the filter step of the frame `seq` centred at `t_centre_s` before its GCC result
     /// is in (see [`ParticleFilter::prepare_step`]): a GPU filter then predicts while the frame
-    /// is correlated, and [`Self::step`] for the same frame only supplies the measurement.
-    /// Returns whether the filter took it.
-    pub fn prepare(&mut self, seq: u64, t_centre_s: f64) -> Result<bool, BackendError> {
+    /// is correlated. With `peaks` (where the correlator's device writes them), the filter's
+    /// device builds the measurement itself from them and the frame's pair checks `pair_ok`
+    /// (as [`Self::step`] will get them); without, [`Self::step`] for the same frame supplies
+    /// it. Returns whether the filter took it.
+    pub fn prepare(
+        &mut self,
+        seq: u64,
+        t_centre_s: f64,
+        peaks: Option<crate::dsp::gcc::DevicePeaks>,
+        pair_ok: &[bool],
+    ) -> Result<bool, BackendError> {
         if self.tracks.is_empty() {
             return Ok(false);
         }
@@ -315,7 +335,24 @@ impl TrackManager {
         // What `build_measurement` will set: the frame and the noise.
         self.meas.frame = seq;
         self.meas.sigma_s = self.sigma_s;
-        let took = self.bank.prepare_step(&self.meas, &self.steps);
+        let source = peaks.map(|peaks| crate::track::LiveSource {
+            peaks,
+            sample_rate_hz: self.sample_rate_hz as f32,
+            detection_probability: self.detection_probability,
+            ratio: self
+                .pairs
+                .iter()
+                .map(|p| pair_ratio(p, self.sigma_s))
+                .collect(),
+            pair_ok: pair_ok.to_vec(),
+        });
+        let took = self
+            .bank
+            .prepare_step(&self.meas, &self.steps, source.as_ref());
+        if let Ok(true) = took {
+            self.prepared_steps += 1;
+            self.device_built_steps += u64::from(source.is_some());
+        }
         self.filter_wall += start.elapsed();
         took
     }

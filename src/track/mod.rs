@@ -240,6 +240,20 @@ pub struct Particles {
     pub log_weight: Vec<f32>,
 }
 
+/// What a device needs to build a frame's measurement from its correlator's peaks itself, as
+/// `TrackManager::build_measurement` does on the host.
+#[derive(Debug, Clone)]
+pub struct LiveSource {
+    pub peaks: crate::dsp::gcc::DevicePeaks,
+    pub sample_rate_hz: f32,
+    pub detection_probability: f32,
+    /// Per pair: the peak density over the clutter density's factor, 2 max_tdoa / (sigma
+    /// sqrt(2 pi)).
+    pub ratio: Vec<f32>,
+    /// Per pair: both channels passed the frame's checks (what `step` will be given).
+    pub pair_ok: Vec<bool>,
+}
+
 /// A bank of particle filters, one slot per track. Implemented by the CPU and CUDA backends.
 pub trait ParticleFilter: Send {
     /// "cpu" or "cuda".
@@ -268,13 +282,16 @@ pub trait ParticleFilter: Send {
     }
     /// Launch the step of `tracks` for frame `meas.frame` before its measurement exists (only
     /// the measurement's frame, noise and peaks per pair are read), so that a device predicts
-    /// while the frame is still being correlated; the next `step` for the same frame and
-    /// tracks supplies the measurement and completes it, and any other call withdraws it.
-    /// Returns whether a step was launched (host backends: never).
+    /// while the frame is still being correlated. With `source`, the device builds the
+    /// measurement itself from the correlator's peaks as soon as they are written; without,
+    /// the next `step` supplies it. The next `step` for the same frame and tracks (and, with
+    /// `source`, pair checks) completes it, and any other call withdraws it. Returns whether a
+    /// step was launched (host backends: never).
     fn prepare_step(
         &mut self,
         _meas: &TdoaMeasurement,
         _tracks: &[TrackStep],
+        _source: Option<&LiveSource>,
     ) -> Result<bool, BackendError> {
         Ok(false)
     }

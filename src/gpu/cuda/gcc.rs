@@ -28,7 +28,7 @@ use super::host::{
     DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
 };
 use super::{Gpu, dptr, err};
-use crate::dsp::gcc::{Correlator, GccFrame, GccParams, Peak, peak_interpolator};
+use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
 use crate::frame::Frame;
 
@@ -169,8 +169,11 @@ pub struct CudaCorrelator {
     started: Option<(usize, bool)>,
     /// The one-frame call without copy nodes, where the host buffers map into the device.
     single: Option<Single>,
-    /// gcc_peaks's count of finished blocks (the last one raises the flag and resets it).
+    /// gcc_peaks's count of finished blocks (the last one raises the flag and resets it), and
+    /// its count of finished one-frame calls (which a live filter step waits for).
     d_ticket: CudaSlice<u32>,
+    /// One-frame calls launched with the flag (what `d_ticket[1]` reads once they are done).
+    single_calls: u32,
 }
 
 /// A one-frame call (the live path) without copies: the frame is read from the page-locked
@@ -268,8 +271,9 @@ impl CudaCorrelator {
             started: None,
             single: None,
             d_ticket: s
-                .alloc_zeros::<u32>(1)
+                .alloc_zeros::<u32>(2)
                 .map_err(err("allocating GCC buffers"))?,
+            single_calls: 0,
             batch,
             params,
             gpu,
@@ -447,9 +451,11 @@ impl CudaCorrelator {
         let d_corr = at(&self.d_corr, np * p.fft_len);
         let d_curves = at(&self.d_curves, np * p.curve_len());
         let d_peaks = at(&self.d_peaks, np * k * 3);
-        let (d_in, d_peaks, flag) = match single {
-            Some((input, peaks, flag)) => (input.unwrap_or(d_in), peaks, flag),
-            None => (d_in, d_peaks, 0u64),
+        // A one-frame call writes its peaks into the host's buffer, and into `d_peaks` too (for
+        // a live filter step: `device_peaks`).
+        let (d_in, d_peaks, flag, peaks_dev) = match single {
+            Some((input, peaks, flag)) => (input.unwrap_or(d_in), peaks, flag, d_peaks),
+            None => (d_in, d_peaks, 0u64, 0u64),
         };
         let d_ticket = dptr(&self.d_ticket, &s);
         let blocks = (np * n) as u32;
@@ -550,6 +556,7 @@ impl CudaCorrelator {
                 .arg(&blocks)
                 .arg(&flag)
                 .arg(&few_search)
+                .arg(&peaks_dev)
                 .launch(LaunchConfig {
                     grid_dim: (n_pairs, n as u32, 1),
                     block_dim: (peak_threads, 1, 1),
@@ -642,6 +649,7 @@ impl CudaCorrelator {
         if run == 1 {
             if let Some(m) = self.single.as_mut() {
                 m.flag.as_mut_slice()[0] = FLAG_PENDING;
+                self.single_calls = self.single_calls.wrapping_add(1);
             }
         }
         let s = self.stream.clone();
@@ -776,6 +784,18 @@ impl Correlator for CudaCorrelator {
             ));
         }
         self.collect(frames, out, want_curves)
+    }
+
+    fn device_peaks(&self) -> Option<DevicePeaks> {
+        self.single.as_ref()?;
+        match self.started {
+            Some((1, false)) => Some(DevicePeaks {
+                peaks: dptr(&self.d_peaks, &self.stream),
+                done: dptr(&self.d_ticket, &self.stream) + 4,
+                expect: self.single_calls,
+            }),
+            _ => None,
+        }
     }
 
     fn preferred_batch(&self) -> usize {

@@ -43,8 +43,8 @@ use crate::philox::{self, Stream};
 use crate::track::models::{CoeffTable, StepCoeffs, padded_cdf};
 use crate::track::pf::{ChunkSums, finish_estimate};
 use crate::track::{
-    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, STATE_DIM, TEMPER_GRID,
-    TdoaMeasurement, TrackInit, TrackStep,
+    Estimate, FilterParams, LiveSource, MAX_MODELS, ParticleFilter, Particles, STATE_DIM,
+    TEMPER_GRID, TdoaMeasurement, TrackInit, TrackStep,
 };
 
 const PF_BLOCK: u32 = 256;
@@ -161,6 +161,23 @@ struct Coeffs {
     decay: [f32; MAX_MODELS],
 }
 
+/// Where pf_step_live finds its measurement when the device builds it (kernels/common.cuh).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct LiveMeas {
+    /// The correlator's peaks on the device; 0: the host copies the measurement in.
+    peaks: u64,
+    done: u64,
+    ratio: u64,
+    pair_ok: u64,
+    expect: u32,
+    fs: f32,
+    pd: f32,
+    q_mid: f32,
+    q_width: f32,
+    pad: u32,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct InitParams {
@@ -216,6 +233,9 @@ struct Layout {
     amp: usize,
     floor: usize,
     reference: usize,
+    live: usize,
+    ratio: usize,
+    pair_ok: usize,
     up_len: usize,
     sums: usize,
     flags: usize,
@@ -236,7 +256,10 @@ impl Layout {
         let amp = align(tdoa + pairs * KPP * 4);
         let floor = align(amp + pairs * KPP * 4);
         let reference = align(floor + pairs.max(1) * 4);
-        let up_len = align(reference + slots * 8 * 4);
+        let live = align(reference + slots * 8 * 4);
+        let ratio = align(live + std::mem::size_of::<LiveMeas>());
+        let pair_ok = align(ratio + pairs.max(1) * 4);
+        let up_len = align(pair_ok + pairs.max(1) * 4);
         let sums = 0;
         let flags = align(sums + slots * PART * 8);
         let betas = align(flags + slots * 4);
@@ -251,6 +274,9 @@ impl Layout {
             up_len,
             sums,
             reference,
+            live,
+            ratio,
+            pair_ok,
             flags,
             betas,
             down_len,
@@ -271,6 +297,8 @@ struct Ptrs {
     reference: u64,
     flags: u64,
     betas: u64,
+    live: u64,
+    pair_ok: u64,
 }
 
 /// The arguments pf_resample_small and pf_scan_local start with (kernels/pf.cu): the step,
@@ -440,6 +468,8 @@ impl Stamp {
 struct Prepared {
     tracks: usize,
     value: u32,
+    /// The device builds the measurement from the correlator's peaks (`LiveSource`).
+    built: bool,
     /// Its parameters (as `step_params` makes them, `live` 0) and tracks': the step that
     /// supplies the measurement must have the same.
     sp: StepParams,
@@ -595,6 +625,8 @@ impl CudaParticleFilter {
             reference: up0 + lay.reference as u64,
             flags: down0 + lay.flags as u64,
             betas: down0 + lay.betas as u64,
+            live: up0 + lay.live as u64,
+            pair_ok: up0 + lay.pair_ok as u64,
         };
         // The kernels write the sums, flags and exponents straight into `down` as well, so a
         // step needs no copy back, and a one-block kernel reads `up` where it is, so none
@@ -801,6 +833,9 @@ impl CudaParticleFilter {
         match self.up_mapped {
             Some(src) => {
                 let n16 = (self.lay.up_len / 16) as u32;
+                // A thread per 16 bytes (each read crosses the bus: a second round of them cost
+                // the step a microsecond and a half).
+                let threads = n16.div_ceil(32).clamp(1, 32) * 32;
                 // SAFETY: `src` is the device's address of `up` and `ptr.step` the start of
                 // `d_up`, both `up_len` bytes (a multiple of 256); `up` is not written until the
                 // step has been synchronised.
@@ -811,7 +846,7 @@ impl CudaParticleFilter {
                         .arg(&n16)
                         .launch(LaunchConfig {
                             grid_dim: (1, 1, 1),
-                            block_dim: (256, 1, 1),
+                            block_dim: (threads, 1, 1),
                             shared_mem_bytes: 0,
                         })
                         .map_err(err("pf_fetch"))?;
@@ -864,10 +899,10 @@ impl CudaParticleFilter {
             .arg(&self.ptr.sums)
             .arg(&self.ptr.flags);
         if live {
-            b.arg(&stamp);
+            b.arg(&stamp).arg(&self.ptr.live);
         }
         // SAFETY: the argument list matches kernels/pf.cu (pf_step_live's ends with the stamp's
-        // device address); every buffer is sized for all slots, the measurement's addresses
+        // device address and its LiveMeas in `d_up`); every buffer is sized for all slots, the measurement's addresses
         // hold a measurement of this filter's pairs, and the grid covers `t` tracks of `n`
         // particles.
         unsafe { b.launch(tiles(self.n, t)) }.map_err(err(name))?;
@@ -1153,11 +1188,41 @@ impl CudaParticleFilter {
         &mut self,
         meas: &TdoaMeasurement,
         tracks: &[TrackStep],
+        source: Option<&LiveSource>,
     ) -> Result<bool, BackendError> {
         self.cancel_prepared()?;
         let t = tracks.len();
-        if !self.live_possible(meas, t) || self.check_step(meas, tracks, t).is_err() {
+        let np = self.p.pairs.len();
+        if !self.live_possible(meas, t)
+            || self.check_step(meas, tracks, t).is_err()
+            || source.is_some_and(|src| src.ratio.len() != np || src.pair_ok.len() != np)
+        {
             return Ok(false);
+        }
+        let live = match source {
+            Some(src) => LiveMeas {
+                peaks: src.peaks.peaks,
+                done: src.peaks.done,
+                ratio: self.ptr.step + self.lay.ratio as u64,
+                pair_ok: self.ptr.pair_ok,
+                expect: src.peaks.expect,
+                fs: src.sample_rate_hz,
+                pd: src.detection_probability,
+                q_mid: crate::track::manager::QUALITY_MID,
+                q_width: crate::track::manager::QUALITY_WIDTH,
+                pad: 0,
+            },
+            None => LiveMeas::zeroed(),
+        };
+        {
+            let l = self.lay;
+            let up = self.up.as_mut_slice();
+            put(up, l.live, &[live]);
+            if let Some(src) = source {
+                put(up, l.ratio, &src.ratio);
+                let ok: Vec<u32> = src.pair_ok.iter().map(|&o| u32::from(o)).collect();
+                put(up, l.pair_ok, &ok);
+            }
         }
         let (sp, tp, coeffs) = self.step_inputs(meas, tracks);
         // Stamp values count up from 1 below LIVE_CANCEL (the stamp starts at 0).
@@ -1172,6 +1237,7 @@ impl CudaParticleFilter {
         self.prepared = Some(Prepared {
             tracks: t,
             value,
+            built: source.is_some(),
             sp,
             tp,
         });
@@ -1206,7 +1272,7 @@ impl CudaParticleFilter {
                     && bytes(&[pr.sp]) == bytes(&[sp])
                     && bytes(&pr.tp) == bytes(&tp) =>
             {
-                Some(pr.value)
+                Some((pr.value, pr.built))
             }
             other => {
                 self.prepared = other;
@@ -1223,7 +1289,9 @@ impl CudaParticleFilter {
         let early = self.mirror.is_some() && !self.timer.is_on();
         let all: Vec<usize> = (0..t).collect();
         match live {
-            Some(v) => {
+            // Building its own measurement from the same peaks and checks.
+            Some((_, true)) => {}
+            Some((v, false)) => {
                 // Its kernels are waiting for the measurement (and the flags are pending): it
                 // goes into `up`, from there to `d_up`, and then the stamp.
                 self.put_measurement(meas);
@@ -1454,8 +1522,9 @@ impl ParticleFilter for CudaParticleFilter {
         &mut self,
         meas: &TdoaMeasurement,
         tracks: &[TrackStep],
+        source: Option<&LiveSource>,
     ) -> Result<bool, BackendError> {
-        self.prepare_live(meas, tracks)
+        self.prepare_live(meas, tracks, source)
     }
 
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
@@ -1571,6 +1640,11 @@ mod tests {
             format!("#define PF_BLOCK {PF_BLOCK}"),
             format!("#define PF_PER_THREAD {}", PF_TILE / PF_BLOCK),
             format!("#define PF_SMALL_BLOCK {PF_SMALL_BLOCK}"),
+            format!("#define KPP {KPP}"),
+            format!("#define MEAS_SHARED {MEAS_SHARED}"),
+            format!("#define MEAS_PAIRS {MEAS_PAIRS}"),
+            format!("#define FLAG_LIVE_TIMEOUT {FLAG_LIVE_TIMEOUT}u"),
+            format!("#define LIVE_CANCEL 0x{LIVE_CANCEL:08x}u"),
             format!("#define FIN_ROWS {FIN_ROWS}"),
             format!("#define TEMPER_GROUP {TEMPER_GROUP}"),
             format!("#define RS_SMALL_THREADS {RS_SMALL_THREADS}"),
