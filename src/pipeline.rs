@@ -83,9 +83,11 @@ pub struct PipelineOptions {
 pub struct Pipeline {
     cfg: Config,
     opts: PipelineOptions,
+    /// Dropped before the correlator (fields drop in order): a GPU filter's live step may be
+    /// waiting on the correlator's device memory.
+    tracker: TrackManager,
     /// `None` only while a call has it (an overlapped replay lends it to its second thread).
     correlator: Option<Box<dyn Correlator>>,
-    tracker: TrackManager,
     pub sinks: SinkSet,
     pub counters: Counters,
     model_names: Vec<String>,
@@ -165,13 +167,15 @@ impl Pipeline {
             "{err}; processing moves to the CPU from frame {} on (the frame is redone there)",
             self.counters.frames_in
         );
-        if let Some(c) = cor {
-            self.correlator_to_cpu(c);
-        }
+        // The filter first: a live step of a GPU filter may be waiting on the correlator's
+        // device memory, which must outlive it.
         if self.tracker.backend() != "cpu" {
             self.tracker.replace_bank(Box::new(CpuParticleFilter::new(
                 FilterParams::from_config(&self.cfg),
             )))?;
+        }
+        if let Some(c) = cor {
+            self.correlator_to_cpu(c);
         }
         self.counters.backend_switches += 1;
         Ok(())
