@@ -252,14 +252,16 @@ impl Layout {
         let step = 0;
         let tracks = align(step + std::mem::size_of::<StepParams>());
         let coeffs = align(tracks + slots * std::mem::size_of::<TrackParams>());
-        let tdoa = align(coeffs + slots * std::mem::size_of::<Coeffs>());
-        let amp = align(tdoa + pairs * KPP * 4);
-        let floor = align(amp + pairs * KPP * 4);
-        let reference = align(floor + pairs.max(1) * 4);
+        // The measurement last: a live step's parameters are fetched without it (its own copy
+        // comes later, `Stamp::write`), so that the fetch cannot overwrite that copy.
+        let reference = align(coeffs + slots * std::mem::size_of::<Coeffs>());
         let live = align(reference + slots * 8 * 4);
         let ratio = align(live + std::mem::size_of::<LiveMeas>());
         let pair_ok = align(ratio + pairs.max(1) * 4);
-        let up_len = align(pair_ok + pairs.max(1) * 4);
+        let tdoa = align(pair_ok + pairs.max(1) * 4);
+        let amp = align(tdoa + pairs * KPP * 4);
+        let floor = align(amp + pairs * KPP * 4);
+        let up_len = align(floor + pairs.max(1) * 4);
         let sums = 0;
         let flags = align(sums + slots * PART * 8);
         let betas = align(flags + slots * 4);
@@ -417,7 +419,9 @@ pub struct CudaParticleFilter {
 /// the bus slowed everything else that crossed it, the frame's correlation included, by
 /// hundreds of microseconds on the H100.)
 struct Stamp {
-    dev: CudaSlice<u32>,
+    /// Owns the word at `at`.
+    _dev: CudaSlice<u32>,
+    at: u64,
     aux: Arc<cudarc::driver::CudaStream>,
 }
 
@@ -432,11 +436,12 @@ impl Stamp {
             .map_err(err("allocating the live step's stamp"))?;
         aux.synchronize()
             .map_err(err("allocating the live step's stamp"))?;
-        Ok(Self { dev, aux })
+        let at = dptr(&dev, &aux);
+        Ok(Self { _dev: dev, at, aux })
     }
 
     fn ptr(&self) -> u64 {
-        dptr(&self.dev, &self.aux)
+        self.at
     }
 
     /// Copy `len` bytes from page-locked `src` to device address `dst` (if any), then set the
@@ -466,14 +471,32 @@ impl Stamp {
 
 /// A live step launched by `prepare_step`, waiting for its measurement.
 struct Prepared {
-    tracks: usize,
     value: u32,
     /// The device builds the measurement from the correlator's peaks (`LiveSource`).
     built: bool,
-    /// Its parameters (as `step_params` makes them, `live` 0) and tracks': the step that
-    /// supplies the measurement must have the same.
-    sp: StepParams,
-    tp: Vec<TrackParams>,
+    /// What its parameters were made from (with the slots' state, which only a step, an init
+    /// or a write changes, and those withdraw it): the step that completes it must have the
+    /// same.
+    frame: u64,
+    sigma_bits: u32,
+    peaks_per_pair: usize,
+    steps: Vec<(u32, u32, u32)>,
+}
+
+impl Prepared {
+    fn key(tracks: &[TrackStep]) -> Vec<(u32, u32, u32)> {
+        tracks
+            .iter()
+            .map(|tr| (tr.slot, tr.dt_s.to_bits(), tr.lag_s.to_bits()))
+            .collect()
+    }
+
+    fn matches(&self, meas: &TdoaMeasurement, tracks: &[TrackStep]) -> bool {
+        self.frame == meas.frame
+            && self.sigma_bits == meas.sigma_s.to_bits()
+            && self.peaks_per_pair == meas.peaks_per_pair
+            && self.steps == Self::key(tracks)
+    }
 }
 
 /// The captured sequences of a step (one graph each per track count).
@@ -811,34 +834,38 @@ impl CudaParticleFilter {
     /// once it has read the decisions, and only when a track needs it.
     fn enqueue_step(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
-        self.enqueue_fetch(&s)?;
-        let meas = [self.ptr.tdoa, self.ptr.amp, self.ptr.floor];
-        self.launch_step(&s, t, false, meas)?;
+        self.enqueue_fetch(&s, self.lay.up_len)?;
+        self.launch_step(&s, t, false)?;
         self.bring_back(&s)
     }
 
-    /// A live step for `t` tracks (`prepare_step`): the parameters (already in `up`), then
-    /// pf_step_live, which predicts and waits for the stamp, which the host sets once it has
-    /// copied the measurement in (`Stamp::write`). The results come back through the mapped
-    /// `down` (a live step needs it).
+    /// A live step for `t` tracks (`prepare_step`): the parameters (already in `up`; the
+    /// measurement, last in `up`, is left out), then pf_step_live, which predicts and waits
+    /// (for the correlator's peaks, or for the host's own copy of the measurement:
+    /// `Stamp::write`). The results come back through the mapped `down` (a live step needs
+    /// it).
     fn enqueue_live(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
-        self.enqueue_fetch(&s)?;
-        let meas = [self.ptr.tdoa, self.ptr.amp, self.ptr.floor];
-        self.launch_step(&s, t, true, meas)
+        self.enqueue_fetch(&s, self.lay.tdoa)?;
+        self.launch_step(&s, t, true)
     }
 
-    /// `up` to `d_up`: by pf_fetch where `up` is mapped, else by a copy.
-    fn enqueue_fetch(&mut self, s: &cudarc::driver::CudaStream) -> Result<(), BackendError> {
+    /// The first `len` bytes of `up` (a multiple of 16) to `d_up`: by pf_fetch where `up` is
+    /// mapped, else by a copy.
+    fn enqueue_fetch(
+        &mut self,
+        s: &cudarc::driver::CudaStream,
+        len: usize,
+    ) -> Result<(), BackendError> {
         match self.up_mapped {
             Some(src) => {
-                let n16 = (self.lay.up_len / 16) as u32;
+                let n16 = (len / 16) as u32;
                 // A thread per 16 bytes (each read crosses the bus: a second round of them cost
                 // the step a microsecond and a half).
                 let threads = n16.div_ceil(32).clamp(1, 32) * 32;
                 // SAFETY: `src` is the device's address of `up` and `ptr.step` the start of
-                // `d_up`, both `up_len` bytes (a multiple of 256); `up` is not written until the
-                // step has been synchronised.
+                // `d_up`, both `up_len >= len` bytes; the part of `up` fetched is not written
+                // until the step has been synchronised.
                 unsafe {
                     s.launch_builder(&self.k.fetch)
                         .arg(&src)
@@ -853,20 +880,18 @@ impl CudaParticleFilter {
                 }
                 Ok(())
             }
-            // SAFETY: `up` and `d_up` have the same length; `up` is not written until the step
-            // has been synchronised.
-            None => unsafe { self.up.copy_to_device(self.ptr.step, self.lay.up_len, s) },
+            // SAFETY: `up` and `d_up` have the same length, at least `len`; the part copied is
+            // not written until the step has been synchronised.
+            None => unsafe { self.up.copy_to_device(self.ptr.step, len, s) },
         }
     }
 
-    /// pf_step (or pf_step_small), or with `live` pf_step_live, for `t` tracks, reading the
-    /// measurement (tdoa, amp, floor) at `meas`.
+    /// pf_step (or pf_step_small), or with `live` pf_step_live, for `t` tracks.
     fn launch_step(
         &mut self,
         s: &cudarc::driver::CudaStream,
         t: usize,
         live: bool,
-        meas: [u64; 3],
     ) -> Result<(), BackendError> {
         let nb = n_tiles(self.n) as u32;
         let (f, name) = if live {
@@ -881,9 +906,9 @@ impl CudaParticleFilter {
             .arg(&self.ptr.coeffs)
             .arg(&self.sensors)
             .arg(&self.pairs)
-            .arg(&meas[0])
-            .arg(&meas[1])
-            .arg(&meas[2])
+            .arg(&self.ptr.tdoa)
+            .arg(&self.ptr.amp)
+            .arg(&self.ptr.floor)
             .arg(&mut self.s0)
             .arg(&mut self.s1)
             .arg(&mut self.m0)
@@ -902,9 +927,8 @@ impl CudaParticleFilter {
             b.arg(&stamp).arg(&self.ptr.live);
         }
         // SAFETY: the argument list matches kernels/pf.cu (pf_step_live's ends with the stamp's
-        // device address and its LiveMeas in `d_up`); every buffer is sized for all slots, the measurement's addresses
-        // hold a measurement of this filter's pairs, and the grid covers `t` tracks of `n`
-        // particles.
+        // device address and its LiveMeas in `d_up`); every buffer is sized for all slots, and
+        // the grid covers `t` tracks of `n` particles.
         unsafe { b.launch(tiles(self.n, t)) }.map_err(err(name))?;
         Ok(())
     }
@@ -1224,22 +1248,22 @@ impl CudaParticleFilter {
                 put(up, l.pair_ok, &ok);
             }
         }
-        let (sp, tp, coeffs) = self.step_inputs(meas, tracks);
+        let (mut sp, tp, coeffs) = self.step_inputs(meas, tracks);
         // Stamp values count up from 1 below LIVE_CANCEL (the stamp starts at 0).
         self.live_count = self.live_count % (LIVE_CANCEL - 1) + 1;
         let value = self.live_count;
-        let mut sp_live = sp;
-        sp_live.live = value;
-        self.put_params(&sp_live, &tp, &coeffs);
+        sp.live = value;
+        self.put_params(&sp, &tp, &coeffs);
         let all: Vec<usize> = (0..t).collect();
         self.mark_pending(&all);
         self.run_graph(t, Seq::Live)?;
         self.prepared = Some(Prepared {
-            tracks: t,
             value,
             built: source.is_some(),
-            sp,
-            tp,
+            frame: meas.frame,
+            sigma_bits: meas.sigma_s.to_bits(),
+            peaks_per_pair: meas.peaks_per_pair,
+            steps: Prepared::key(tracks),
         });
         Ok(true)
     }
@@ -1263,17 +1287,9 @@ impl CudaParticleFilter {
             return self.cancel_prepared();
         }
         let l = self.p.n_models();
-        let (sp, tp, coeffs) = self.step_inputs(meas, tracks);
-        // The step launched ahead, if it is this one: the same parameters and tracks (the
-        // motion coefficients follow from those).
+        // The step launched ahead, if it is this one.
         let live = match self.prepared.take() {
-            Some(pr)
-                if pr.tracks == t
-                    && bytes(&[pr.sp]) == bytes(&[sp])
-                    && bytes(&pr.tp) == bytes(&tp) =>
-            {
-                Some((pr.value, pr.built))
-            }
+            Some(pr) if pr.matches(meas, tracks) => Some((pr.value, pr.built)),
             other => {
                 self.prepared = other;
                 self.cancel_prepared()?;
@@ -1300,17 +1316,18 @@ impl CudaParticleFilter {
                     self.ptr.tdoa,
                     // SAFETY: `lay.tdoa` is inside `up`.
                     unsafe { self.up.as_ptr().add(l.tdoa) },
-                    l.reference - l.tdoa,
+                    l.up_len - l.tdoa,
                 );
                 if let Some(st) = self.stamp.as_ref() {
-                    // SAFETY: the measurement's part of `up` (tdoa, amp and floor, up to the
-                    // reference points) is page-locked and unchanged until the next step's
-                    // `put_measurement`, after this step's kernel (which waits for the copy);
-                    // its part of `d_up` has the same length.
+                    // SAFETY: the measurement's part of `up` (tdoa, amp and floor, to its end)
+                    // is page-locked and unchanged until the next step's `put_measurement`,
+                    // after this step's kernel (which waits for the copy); its part of `d_up`
+                    // has the same length.
                     unsafe { st.write(v, Some(copy))? };
                 }
             }
             None => {
+                let (sp, tp, coeffs) = self.step_inputs(meas, tracks);
                 self.put_params(&sp, &tp, &coeffs);
                 self.put_measurement(meas);
                 if early {
@@ -1664,17 +1681,25 @@ mod tests {
             l.step,
             l.tracks,
             l.coeffs,
+            l.reference,
+            l.live,
+            l.ratio,
+            l.pair_ok,
             l.tdoa,
             l.amp,
             l.floor,
-            l.reference,
             l.up_len,
         ];
         assert!(up.windows(2).all(|w| w[0] < w[1]));
         assert!(l.tracks >= std::mem::size_of::<StepParams>());
-        assert!(l.tdoa - l.coeffs >= 8 * std::mem::size_of::<Coeffs>());
-        assert!(l.reference - l.floor >= 10 * 4);
-        assert!(l.up_len - l.reference >= 8 * 8 * 4);
+        assert!(l.reference - l.coeffs >= 8 * std::mem::size_of::<Coeffs>());
+        assert!(l.live - l.reference >= 8 * 8 * 4);
+        assert!(l.ratio - l.live >= std::mem::size_of::<LiveMeas>());
+        assert!(l.tdoa - l.pair_ok >= 10 * 4);
+        assert!(l.amp - l.tdoa >= 10 * KPP * 4);
+        assert!(l.up_len - l.floor >= 10 * 4);
+        // All multiples of 16 (pf_fetch copies 16 bytes at a time).
+        assert!(up.iter().all(|&x| x % 16 == 0));
         let down = [l.sums, l.flags, l.betas, l.down_len];
         assert!(down.windows(2).all(|w| w[0] < w[1]));
         assert!(l.flags - l.sums >= 8 * PART * 8);
