@@ -156,8 +156,9 @@ struct StepParams {
     u32 mode;         // 0: 3-D, 1: direction
     u32 has_bounds;
     u32 forced_model; // 0xffffffff: Markov switching
-    // pf_step_live: the stamp value that says this step's measurement is in host memory (see
-    // live_wait); 0 for the other kernels.
+    // pf_step_live: this step's stamp value (the stamp reads it once the host has copied the
+    // measurement in, and it | LIVE_CANCEL when the step is withdrawn: see live_wait); 0 for
+    // the other kernels.
     u32 live;
     u32 live_pad;
     float inv_c;

@@ -374,6 +374,25 @@ __device__ __forceinline__ void live_pair(const LiveMeas* lm, u32 q, u32 k, floa
     }
 }
 
+// Pair q's entry in the packed layout (PackedMeas4): where its sensors' rho sit in a thread's
+// column of rr, its floor, then its four TDOAs and amplitudes.
+template <int B>
+__device__ __forceinline__ void put_packed(float* meas, const u32* pairs, u32 q, float fl,
+                                           float4 td, float4 am) {
+    float4* tab = reinterpret_cast<float4*>(meas);
+    tab[3 * q] = make_float4(__uint_as_float(pairs[2 * q] * (4 * B)),
+                             __uint_as_float(pairs[2 * q + 1] * (4 * B)), fl, 0.0f);
+    tab[3 * q + 1] = td;
+    tab[3 * q + 2] = am;
+}
+
+// Pair q's floor and sensor indices in the other layout (SharedMeas).
+__device__ __forceinline__ void put_pair_rest(float* meas, const u32* pairs, u32 q, float fl) {
+    meas[2 * MEAS_SHARED + q] = fl;
+    meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q] = __uint_as_float(pairs[2 * q]);
+    meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q + 1] = __uint_as_float(pairs[2 * q + 1]);
+}
+
 // `stamp` and `lm` (pf_step_live only, else null): the measurement is read once the stamp says
 // the host has copied it in, or built from the correlator's peaks once they are written (see
 // live_wait). Returns false when a live step was withdrawn or timed out, having written nothing.
@@ -418,53 +437,39 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
     bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
     bool packed = msh && sp->k == 4 && sp->n_sensors <= RR_SHARED;
     const bool build = stamp != nullptr && lm->peaks != 0;
-    if (msh && build) {
-        // The pairs' measurements from the frame's peaks, into either layout.
-        const u32 k = sp->k;
-        for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
-            float td[KPP], am[KPP], fl;
-            live_pair(lm, q, k, td, am, &fl);
-            if (packed) {
-                float4* tab = reinterpret_cast<float4*>(meas);
-                tab[3 * q] = make_float4(__uint_as_float(pairs[2 * q] * (4 * B)),
-                                         __uint_as_float(pairs[2 * q + 1] * (4 * B)), fl, 0.0f);
-                tab[3 * q + 1] = make_float4(td[0], td[1], td[2], td[3]);
-                tab[3 * q + 2] = make_float4(am[0], am[1], am[2], am[3]);
-            } else {
-                for (u32 j = 0; j < k; ++j) {
-                    meas[q * k + j] = td[j];
-                    meas[MEAS_SHARED + q * k + j] = am[j];
+    if (msh) {
+        if (build) {
+            // The pairs' measurements from the frame's peaks, into either layout.
+            const u32 k = sp->k;
+            for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
+                float td[KPP], am[KPP], fl;
+                live_pair(lm, q, k, td, am, &fl);
+                if (packed) {
+                    put_packed<B>(meas, pairs, q, fl, make_float4(td[0], td[1], td[2], td[3]),
+                                  make_float4(am[0], am[1], am[2], am[3]));
+                } else {
+                    for (u32 j = 0; j < k; ++j) {
+                        meas[q * k + j] = td[j];
+                        meas[MEAS_SHARED + q * k + j] = am[j];
+                    }
+                    put_pair_rest(meas, pairs, q, fl);
                 }
-                meas[2 * MEAS_SHARED + q] = fl;
-                meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q] = __uint_as_float(pairs[2 * q]);
-                meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q + 1] = __uint_as_float(pairs[2 * q + 1]);
             }
-        }
-        u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
-        for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
-        __syncthreads();
-    } else if (msh) {
-        if (packed) {
-            float4* tab = reinterpret_cast<float4*>(meas);
+        } else if (packed) {
             for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
                 const float* td = tdoa + 4 * q;
                 const float* am = amp + 4 * q;
-                tab[3 * q] = make_float4(__uint_as_float(pairs[2 * q] * (4 * B)),
-                                         __uint_as_float(pairs[2 * q + 1] * (4 * B)),
-                                         ld(floor_ + q), 0.0f);
-                tab[3 * q + 1] = make_float4(ld(td), ld(td + 1), ld(td + 2), ld(td + 3));
-                tab[3 * q + 2] = make_float4(ld(am), ld(am + 1), ld(am + 2), ld(am + 3));
+                put_packed<B>(meas, pairs, q, ld(floor_ + q),
+                              make_float4(ld(td), ld(td + 1), ld(td + 2), ld(td + 3)),
+                              make_float4(ld(am), ld(am + 1), ld(am + 2), ld(am + 3)));
             }
         } else {
             for (u32 q = threadIdx.x; q < nk; q += blockDim.x) {
                 meas[q] = ld(tdoa + q);
                 meas[MEAS_SHARED + q] = ld(amp + q);
             }
-            for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
-                meas[2 * MEAS_SHARED + q] = ld(floor_ + q);
-                meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q] = __uint_as_float(pairs[2 * q]);
-                meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q + 1] = __uint_as_float(pairs[2 * q + 1]);
-            }
+            for (u32 q = threadIdx.x; q < np; q += blockDim.x)
+                put_pair_rest(meas, pairs, q, ld(floor_ + q));
         }
         u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
         for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];

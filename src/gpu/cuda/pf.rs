@@ -100,7 +100,7 @@ const FLAG_LIVE_TIMEOUT: u32 = 8;
 /// The stamp of a live step the host withdraws: its value | LIVE_CANCEL (kernels/pf.cu).
 const LIVE_CANCEL: u32 = 0x8000_0000;
 /// The measurement fits pf_step's shared memory (kernels/pf.cu: MEAS_SHARED, MEAS_PAIRS),
-/// which a live step needs (it reads the measurement from host memory once, into shared).
+/// which a live step needs (it builds or copies the measurement there once it may go on).
 const MEAS_SHARED: usize = 1024;
 const MEAS_PAIRS: usize = 256;
 /// What the host writes into its copy of a flag before the device writes the flag itself.
@@ -127,8 +127,10 @@ struct StepParams {
     mode: u32,
     has_bounds: u32,
     forced_model: u32,
-    /// pf_step_live: the stamp value that says the measurement is in `up` (0 otherwise).
+    /// pf_step_live: this step's stamp value (the stamp reads it once the host has copied the
+    /// measurement in, and it | LIVE_CANCEL when the step is withdrawn); 0 otherwise.
     live: u32,
+    /// (Keeps the struct free of implicit padding.)
     live_pad: u32,
     inv_c: f32,
     inv_two_var: f32,
@@ -300,6 +302,7 @@ struct Ptrs {
     flags: u64,
     betas: u64,
     live: u64,
+    ratio: u64,
     pair_ok: u64,
 }
 
@@ -440,10 +443,6 @@ impl Stamp {
         Ok(Self { _dev: dev, at, aux })
     }
 
-    fn ptr(&self) -> u64 {
-        self.at
-    }
-
     /// Copy `len` bytes from page-locked `src` to device address `dst` (if any), then set the
     /// stamp to `v`, on the stamp's stream (without waiting).
     ///
@@ -463,7 +462,7 @@ impl Stamp {
                 .map_err(err("copying the live step's measurement"))?;
         }
         // SAFETY: the stamp's word is alive as long as `self`.
-        unsafe { cudarc::driver::sys::cuMemsetD32Async(self.ptr(), v, 1, st) }
+        unsafe { cudarc::driver::sys::cuMemsetD32Async(self.at, v, 1, st) }
             .result()
             .map_err(err("setting the live step's stamp"))
     }
@@ -649,6 +648,7 @@ impl CudaParticleFilter {
             flags: down0 + lay.flags as u64,
             betas: down0 + lay.betas as u64,
             live: up0 + lay.live as u64,
+            ratio: up0 + lay.ratio as u64,
             pair_ok: up0 + lay.pair_ok as u64,
         };
         // The kernels write the sums, flags and exponents straight into `down` as well, so a
@@ -899,7 +899,7 @@ impl CudaParticleFilter {
         } else {
             (&self.k.step, "pf_step")
         };
-        let stamp = self.stamp.as_ref().map_or(0, Stamp::ptr);
+        let stamp = self.stamp.as_ref().map_or(0, |st| st.at);
         let mut b = s.launch_builder(f);
         b.arg(&self.ptr.step)
             .arg(&self.ptr.tracks)
@@ -1184,7 +1184,7 @@ impl CudaParticleFilter {
             && 2 * blocks <= self.gpu.multiprocessors.max(0) as usize
     }
 
-    /// Set the stamp pf_step_live polls to `v`, after everything written into `up` before.
+    /// Set the stamp pf_step_live polls to `v` (on the stamp's stream).
     fn write_stamp(&mut self, v: u32) -> Result<(), BackendError> {
         match self.stamp.as_ref() {
             // SAFETY: no copy.
@@ -1227,7 +1227,7 @@ impl CudaParticleFilter {
             Some(src) => LiveMeas {
                 peaks: src.peaks.peaks,
                 done: src.peaks.done,
-                ratio: self.ptr.step + self.lay.ratio as u64,
+                ratio: self.ptr.ratio,
                 pair_ok: self.ptr.pair_ok,
                 expect: src.peaks.expect,
                 fs: src.sample_rate_hz,
@@ -1311,12 +1311,12 @@ impl CudaParticleFilter {
                 // Its kernels are waiting for the measurement (and the flags are pending): it
                 // goes into `up`, from there to `d_up`, and then the stamp.
                 self.put_measurement(meas);
-                let l = self.lay;
+                let lay = self.lay;
                 let copy = (
                     self.ptr.tdoa,
                     // SAFETY: `lay.tdoa` is inside `up`.
-                    unsafe { self.up.as_ptr().add(l.tdoa) },
-                    l.up_len - l.tdoa,
+                    unsafe { self.up.as_ptr().add(lay.tdoa) },
+                    lay.up_len - lay.tdoa,
                 );
                 if let Some(st) = self.stamp.as_ref() {
                     // SAFETY: the measurement's part of `up` (tdoa, amp and floor, to its end)
