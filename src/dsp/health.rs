@@ -30,12 +30,15 @@ impl FrameHealth {
     }
 }
 
-/// Running sums per channel in `inspect`.
-const LANES: usize = 8;
+/// Running sums per channel in `inspect`: lane k adds the samples at k, k + LANES, ...
+const LANES: usize = 16;
 
 /// Sum and sum of squares of `x` in f64, in LANES running sums (one chain of dependent f64
-/// additions took 15-20 us for a 4-channel frame of 4096 samples), four to a register where
-/// the CPU has AVX.
+/// additions took 15-20 us for a 4-channel frame of 4096 samples), the lanes then added in
+/// order. Where the CPU has AVX, four lanes to a register with explicit vector instructions
+/// (left to the compiler, the loop converted one sample at a time: 9.0 us for a 4-channel
+/// frame of 4096 samples on the development machine, against 2.2 with them); the result is
+/// the same to the last bit either way.
 fn channel_sums(x: &[f32]) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx") {
@@ -48,7 +51,31 @@ fn channel_sums(x: &[f32]) -> (f64, f64) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 unsafe fn channel_sums_avx(x: &[f32]) -> (f64, f64) {
-    channel_sums_with(x)
+    use std::arch::x86_64::{
+        __m256d, _mm_loadu_ps, _mm256_add_pd, _mm256_cvtps_pd, _mm256_mul_pd, _mm256_setzero_pd,
+        _mm256_storeu_pd,
+    };
+    let mut chunks = x.chunks_exact(LANES);
+    let mut s: [__m256d; 4] = [_mm256_setzero_pd(); 4];
+    let mut s2: [__m256d; 4] = [_mm256_setzero_pd(); 4];
+    for ch in &mut chunks {
+        for j in 0..4 {
+            // SAFETY: `ch` holds LANES = 16 floats, so ch[4 j..4 j + 4] is in bounds for this
+            // unaligned 4-float load.
+            let v = _mm256_cvtps_pd(unsafe { _mm_loadu_ps(ch.as_ptr().add(4 * j)) });
+            s[j] = _mm256_add_pd(s[j], v);
+            s2[j] = _mm256_add_pd(s2[j], _mm256_mul_pd(v, v));
+        }
+    }
+    let (mut sl, mut s2l) = ([0.0f64; LANES], [0.0f64; LANES]);
+    for j in 0..4 {
+        // SAFETY: each store writes 4 doubles into lanes 4 j..4 j + 4 of a 16-lane array.
+        unsafe {
+            _mm256_storeu_pd(sl.as_mut_ptr().add(4 * j), s[j]);
+            _mm256_storeu_pd(s2l.as_mut_ptr().add(4 * j), s2[j]);
+        }
+    }
+    finish_lanes(sl, s2l, chunks.remainder())
 }
 
 #[inline(always)]
@@ -62,7 +89,13 @@ fn channel_sums_with(x: &[f32]) -> (f64, f64) {
             s2l[k] += f * f;
         }
     }
-    for &v in chunks.remainder() {
+    finish_lanes(sl, s2l, chunks.remainder())
+}
+
+/// The samples after the last whole chunk into lane 0, then the lanes added in order.
+#[inline(always)]
+fn finish_lanes(mut sl: [f64; LANES], mut s2l: [f64; LANES], rest: &[f32]) -> (f64, f64) {
+    for &v in rest {
         let f = f64::from(v);
         sl[0] += f;
         s2l[0] += f * f;
@@ -124,12 +157,18 @@ mod tests {
 
     #[test]
     fn lane_sums_match_one_running_sum() {
-        for len in [0usize, 1, 7, 8, 9, 4095, 4096] {
+        for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 33, 4095, 4096] {
             let x: Vec<f32> = (0..len).map(|i| (i as f32 * 0.37).sin() + 0.25).collect();
             let (s0, s20) = x.iter().fold((0.0f64, 0.0f64), |(a, b), &v| {
                 (a + f64::from(v), b + f64::from(v) * f64::from(v))
             });
-            for (s, s2) in [channel_sums(&x), channel_sums_with(&x)] {
+            let (fast, plain) = (channel_sums(&x), channel_sums_with(&x));
+            assert_eq!(
+                (fast.0.to_bits(), fast.1.to_bits()),
+                (plain.0.to_bits(), plain.1.to_bits()),
+                "{len}: the vector sums differ from the plain ones"
+            );
+            for (s, s2) in [fast, plain] {
                 assert!(
                     (s - s0).abs() <= 1e-12 * s0.abs().max(1.0),
                     "{len}: {s} {s0}"
