@@ -42,30 +42,6 @@ __device__ __forceinline__ float mag(float2 x, float beta) {
     return beta == 1.0f ? a : powf(a, beta);
 }
 
-// The PHAT regulariser of a pair's spectra xa, xb, in every thread: `regularisation` times the
-// band's mean |xa||xb|, plus the smallest normal float (as weight_pair); the smallest normal
-// float alone without PHAT.
-__device__ __forceinline__ float pair_reg(const float2* xa, const float2* xb, u32 lo, u32 hi,
-                                          u32 phat, float beta, float regularisation,
-                                          float* scratch, float* shared_reg) {
-    if (!phat) return 1.17549435e-38f;
-    float sum = 0.0f;
-    for (u32 k = lo + threadIdx.x; k <= hi; k += blockDim.x) sum += mag(xa[k], beta) * mag(xb[k], beta);
-    sum = block_sum(sum, scratch);
-    if (threadIdx.x == 0) *shared_reg = regularisation * (sum / (float)(hi - lo + 1)) + 1.17549435e-38f;
-    __syncthreads();
-    return *shared_reg;
-}
-
-// Bin k's weighted cross-spectrum (a bin inside the band; x, y the pair's spectra there, t the
-// band taper): as weight_pair.
-__device__ __forceinline__ float2 weigh_bin(float2 x, float2 y, float t, u32 phat, float beta,
-                                            float reg) {
-    float2 g = make_float2(x.x * y.x + x.y * y.y, x.y * y.x - x.x * y.y);
-    float w = phat ? t / (mag(x, beta) * mag(y, beta) + reg) : t;
-    return make_float2(g.x * w, g.y * w);
-}
-
 // One pair of one frame: weighted cross-spectrum and its normalisation (as weight_pair). A
 // block per pair and frame; GCC_CROSS_BLOCK threads, so that each walks few bins (with 256 a
 // single frame's few pairs left the kernel latency-bound).
@@ -81,13 +57,25 @@ gcc_cross(const float2* spectra, const u32* pairs, const float* taper, u32 chann
     const float2* xa = spectra + ((size_t)f * channels + a) * nb;
     const float2* xb = spectra + ((size_t)f * channels + b) * nb;
     float2* out = cross + ((size_t)f * n_pairs + p) * nb;
-    float reg = pair_reg(xa, xb, lo, hi, phat, beta, regularisation, scratch, &shared_reg);
+    float reg = 1.17549435e-38f;
+    if (phat) {
+        float sum = 0.0f;
+        for (u32 k = lo + threadIdx.x; k <= hi; k += blockDim.x) sum += mag(xa[k], beta) * mag(xb[k], beta);
+        sum = block_sum(sum, scratch);
+        if (threadIdx.x == 0) shared_reg = regularisation * (sum / (float)(hi - lo + 1)) + 1.17549435e-38f;
+        __syncthreads();
+        reg = shared_reg;
+    }
     float norm = 0.0f;
     u32 n_half = nb - 1;
     for (u32 k = threadIdx.x; k < nb; k += blockDim.x) {
         float2 gw = make_float2(0.0f, 0.0f);
         if (k >= lo && k <= hi) {
-            gw = weigh_bin(xa[k], xb[k], taper[k], phat, beta, reg);
+            float2 x = xa[k], y = xb[k];
+            float2 g = make_float2(x.x * y.x + x.y * y.y, x.y * y.x - x.x * y.y);
+            float t = taper[k];
+            float w = phat ? t / (mag(x, beta) * mag(y, beta) + reg) : t;
+            gw = make_float2(g.x * w, g.y * w);
             float mult = (k == 0 || k == n_half) ? 1.0f : 2.0f;
             norm += mult * sqrtf(gw.x * gw.x + gw.y * gw.y);
         }
@@ -97,84 +85,6 @@ gcc_cross(const float2* spectra, const u32* pairs, const float* taper, u32 chann
     }
     norm = block_sum(norm, scratch);
     if (threadIdx.x == 0) norms[(size_t)f * n_pairs + p] = norm;
-}
-
-// A one-frame call's pairs without gcc_cross and the C2R: the inverse transform summed
-// directly at the lags the peak search reads, |lag| <= curve_half. The curve is real, so with
-// A(l) = sum of mult Re(G) cos(2 pi k l / N) and B(l) = sum of mult Im(G) sin(2 pi k l / N), the
-// C2R's value at lag l is A - B and at -l A + B (mult 2, or 1 at the two one-sided end bins).
-// A block per pair and part of the band (grid (pairs, parts)): it finds the pair's PHAT
-// regulariser over the whole band as gcc_cross does (the same sum in every block), weighs its
-// own part's bins into shared memory, and writes its part's share of the curve and of the
-// norm; gcc_peaks adds the parts (in a fixed order). The threads are lanes of lags (a warp per
-// 32 lags) by runs of the part's bins; each run steps its phasor by a complex product from a
-// start read from `twiddle` (e^(2 pi i m / N), m = 0..N-1, made in f64 on the host).
-// LAG_BLOCK threads; dynamic shared memory: the part's bins (float2), then each run's sums.
-#define LAG_BLOCK 1024
-extern "C" __global__ void __launch_bounds__(LAG_BLOCK)
-gcc_lags(const float2* spectra, const u32* pairs, const float* taper, const float2* twiddle,
-         u32 nb, u32 lo, u32 hi, u32 phat, float beta, float regularisation, u32 fft_len,
-         u32 curve_half, u32 per_part, float* part_curves, float* part_norms) {
-    extern __shared__ float2 lag_sh[];
-    __shared__ float scratch[32];
-    __shared__ float shared_reg;
-    u32 p = blockIdx.x, r = blockIdx.y, parts = gridDim.y;
-    u32 a = pairs[2 * p], b = pairs[2 * p + 1];
-    const float2* xa = spectra + (size_t)a * nb;
-    const float2* xb = spectra + (size_t)b * nb;
-    float reg = pair_reg(xa, xb, lo, hi, phat, beta, regularisation, scratch, &shared_reg);
-    // This part's bins: k0..k1 (inclusive start, exclusive end).
-    u32 k0 = min(lo + r * per_part, hi + 1), k1 = min(k0 + per_part, hi + 1);
-    u32 n_half = nb - 1;
-    float norm = 0.0f;
-    float2* band = lag_sh;
-    for (u32 k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-        float2 gw = weigh_bin(xa[k], xb[k], taper[k], phat, beta, reg);
-        bool end = k == 0 || k == n_half;
-        float mult = end ? 1.0f : 2.0f;
-        norm += mult * sqrtf(gw.x * gw.x + gw.y * gw.y);
-        band[k - k0] = make_float2(mult * gw.x, end ? 0.0f : mult * gw.y);
-    }
-    // (Its barriers also publish `band`.)
-    norm = block_sum(norm, scratch);
-    if (threadIdx.x == 0) part_norms[p * parts + r] = norm;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u32 lag_warps = (curve_half + 1 + 31) / 32;
-    u32 runs = (LAG_BLOCK / 32) / lag_warps;
-    u32 run = warp / lag_warps;
-    u32 l = (warp % lag_warps) * 32 + lane;
-    u32 len = k1 - k0;
-    u32 per = (len + runs - 1) / runs;
-    u32 j0 = min(run * per, len), j1 = min(j0 + per, len);
-    float sa = 0.0f, sb = 0.0f;
-    if (run < runs && j0 < j1) {
-        float2 z = twiddle[(u32)(((unsigned long long)(k0 + j0) * l) % fft_len)];
-        float2 w = twiddle[l % fft_len];
-        for (u32 j = j0; j < j1; ++j) {
-            float2 g = band[j];
-            sa = fmaf(g.x, z.x, sa);
-            sb = fmaf(g.y, z.y, sb);
-            float nr = z.x * w.x - z.y * w.y;
-            z.y = z.x * w.y + z.y * w.x;
-            z.x = nr;
-        }
-    }
-    // Each run's sums, after the bins (runs x lag_warps x 32), then added in run order.
-    float2* sums = lag_sh + ((per_part + 1) & ~1u);
-    u32 width = lag_warps * 32;
-    if (run < runs) sums[run * width + l] = make_float2(sa, sb);
-    __syncthreads();
-    if (run == 0 && l <= curve_half) {
-        float ta = 0.0f, tb = 0.0f;
-        for (u32 q = 0; q < runs; ++q) {
-            float2 v = sums[q * width + l];
-            ta += v.x;
-            tb += v.y;
-        }
-        float* c = part_curves + ((size_t)p * parts + r) * (2 * curve_half + 1) + curve_half;
-        c[l] = ta - tb;
-        if (l > 0) c[-(int)l] = ta + tb;
-    }
 }
 
 struct PeakOut {
@@ -297,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
           float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag, u32 few,
-          PeakOut* peaks_dev, u32 parts) {
+          PeakOut* peaks_dev) {
     __shared__ float2 scratch2[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
@@ -314,23 +224,15 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __shared__ int n_cand;
     u32 p = blockIdx.x, f = blockIdx.y;
     size_t row = (size_t)f * n_pairs + p;
-    int ch = (int)curve_half;
-    // With `parts` (gcc_lags: a one-frame call's pairs), corr holds each pair's `parts` shares
-    // of its curve (lags -ch..=ch) and norms its shares of the norm, added here in order.
-    const float* c = parts ? corr + row * parts * (2 * ch + 1) + ch : corr + row * fft_len;
-    float nrm = 0.0f;
-    if (parts)
-        for (u32 q = 0; q < parts; ++q) nrm += norms[row * parts + q];
-    else
-        nrm = norms[row];
+    const float* c = corr + row * fft_len;
+    float nrm = norms[row];
     const float ml = max_lag[p];
     const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
     float inv = nrm_ok ? 1.0f / nrm : 0.0f;
+    int ch = (int)curve_half;
     int n = (int)fft_len;
     // Curve value at a lag (negative lags wrap to the end of the circular correlation). The
-    // load does not wait for the norm's (a load under the norm's condition did). Not for
-    // `parts`, whose curves (at most 1023 lags: lag_sums in src/gpu/cuda/gcc.rs) are always
-    // in shared memory.
+    // load does not wait for the norm's (a load under the norm's condition did).
     auto curve_g = [&](int l) {
         float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
         return nrm_ok ? raw * inv : 0.0f;
@@ -361,14 +263,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     }
     if (use_sh) {
         for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) {
-            float v;
-            if (parts) {
-                float raw = 0.0f;
-                for (u32 q = 0; q < parts; ++q) raw += c[(int)q * (2 * ch + 1) + i - ch];
-                v = nrm_ok ? raw * inv : 0.0f;
-            } else {
-                v = curve_g(i - ch);
-            }
+            float v = curve_g(i - ch);
             sc[i] = v;
             if (few) sc_d[i] = (double)v;
         }

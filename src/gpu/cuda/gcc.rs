@@ -13,9 +13,7 @@
 //! refine the first few, and one warp accepts or passes over them in that order.
 //!
 //! A one-frame call (the live path) has no copies where the host's page-locked buffers map
-//! into the device, and, for a few pairs with short lag bounds, `gcc_lags` in place of
-//! `gcc_cross` and the C2R (the inverse transform summed directly at the lags the peak search
-//! reads): `gcc_window` reads the frame from host memory, `gcc_peaks` writes the
+//! into the device: `gcc_window` reads the frame from host memory, `gcc_peaks` writes the
 //! peaks there and raises a flag once every pair's are in, and the host waits for the flag
 //! rather than for the stream. [`Correlator::start`] queues such a call and returns, so that
 //! the pipeline checks the frame while the GPU correlates it.
@@ -70,71 +68,6 @@ fn parts(b: usize, frame_bytes: usize) -> impl Iterator<Item = (usize, usize)> {
 /// buffer held, and their results are not read) instead of making new ones.
 fn run_size(b: usize, batch: usize) -> usize {
     b.next_power_of_two().min(batch).max(b)
-}
-
-/// gcc_lags (kernels/gcc.cu): threads per block.
-const LAG_BLOCK: usize = 1024;
-/// gcc_lags takes curves of at most this many lags each side (plus lag 0): a warp per 32 lags,
-/// and at least two runs of bins per lag in a block.
-const LAG_MAX_HALF: usize = 511;
-/// gcc_lags's work per thread: at most this many bins of the part's band per run (else a
-/// one-frame call takes gcc_cross and the C2R).
-const LAG_MAX_RUN: usize = 64;
-/// gcc_lags's parts of the band are at least this many bins.
-const LAG_MIN_PART: usize = 32;
-
-/// How a one-frame call's curves are made by gcc_lags: its grid is (pairs, parts), each part
-/// `per_part` bins of the band, with `shared` bytes of dynamic shared memory (kernels/gcc.cu).
-#[derive(Clone, Copy, Debug)]
-struct LagPlan {
-    parts: u32,
-    per_part: u32,
-    shared: u32,
-}
-
-/// A one-frame call's [`LagPlan`] where gcc_lags applies, else None (gcc_cross and the C2R, as
-/// a batch). gcc_lags sums the inverse transform directly at the lags the peak search reads:
-/// for a frame's few pairs and a short lag bound less work than the whole transform, spread
-/// over the GPU's SMs (a block per pair and part of the band) rather than over a block per
-/// transform, and one kernel instead of two. `SONOTRACK_ONE_FRAME_CUFFT=1` keeps the two (to
-/// compare them).
-fn lag_plan(p: &GccParams, multiprocessors: i32) -> Option<LagPlan> {
-    if std::env::var_os("SONOTRACK_ONE_FRAME_CUFFT").is_some_and(|v| v == "1") {
-        return None;
-    }
-    let np = p.pairs.len();
-    let (lo, hi) = p.band_bins;
-    let len = hi - lo + 1;
-    let ch = p.curve_half;
-    if np == 0 || ch > LAG_MAX_HALF || 2 * ch >= p.fft_len {
-        return None;
-    }
-    let parts = (multiprocessors.max(1) as usize / np)
-        .min(len.div_ceil(LAG_MIN_PART))
-        .max(1);
-    let per_part = len.div_ceil(parts);
-    let parts = len.div_ceil(per_part);
-    let lag_warps = (ch + 1).div_ceil(32);
-    let runs = LAG_BLOCK / 32 / lag_warps;
-    if per_part.div_ceil(runs) > LAG_MAX_RUN {
-        return None;
-    }
-    let shared = (per_part.div_ceil(2) * 2 + runs * lag_warps * 32) * 8;
-    Some(LagPlan {
-        parts: parts as u32,
-        per_part: per_part as u32,
-        shared: shared as u32,
-    })
-}
-
-/// e^(2 pi i m / n) for m = 0..n, made in f64 and rounded once (gcc_lags's phasors).
-fn twiddles(n: usize) -> Vec<f32> {
-    (0..n)
-        .flat_map(|m| {
-            let (s, c) = (std::f64::consts::TAU * m as f64 / n as f64).sin_cos();
-            [c as f32, s as f32]
-        })
-        .collect()
 }
 
 /// Threads per block of gcc_peaks: one warp per pair and frame when the grid fills the GPU,
@@ -203,14 +136,6 @@ pub struct CudaCorrelator {
     batch: usize,
     f_window: CudaFunction,
     f_cross: CudaFunction,
-    f_lags: CudaFunction,
-    /// How a one-frame call's curves are made by gcc_lags, where it applies (see [`lag_plan`]).
-    lags: Option<LagPlan>,
-    /// gcc_lags's phasor table and its outputs, each pair's parts of the curve and the norm
-    /// (empty without a plan).
-    d_twiddle: CudaSlice<f32>,
-    d_part_curves: CudaSlice<f32>,
-    d_part_norms: CudaSlice<f32>,
     f_peaks: CudaFunction,
     d_in: CudaSlice<f32>,
     d_window: CudaSlice<f32>,
@@ -298,17 +223,6 @@ impl CudaCorrelator {
             .collect();
         let maxlag: Vec<f32> = params.pairs.iter().map(|q| q.max_lag_samples).collect();
         let taps = peak_interpolator();
-        let lags = lag_plan(&params, gpu.multiprocessors);
-        let lag_parts = lags.map_or(0, |l| l.parts as usize);
-        let mut d_twiddle = alloc(if lags.is_some() {
-            2 * params.fft_len
-        } else {
-            1
-        })?;
-        if lags.is_some() {
-            s.memcpy_htod(&twiddles(params.fft_len), &mut d_twiddle)
-                .map_err(err("uploading the phasor table"))?;
-        }
         let mut d_pairs = s
             .alloc_zeros::<u32>(pairs.len().max(1))
             .map_err(err("allocating GCC buffers"))?;
@@ -329,11 +243,6 @@ impl CudaCorrelator {
         let mut me = Self {
             f_window: gpu.function("gcc_window")?,
             f_cross: gpu.function("gcc_cross")?,
-            f_lags: gpu.function("gcc_lags")?,
-            lags,
-            d_twiddle,
-            d_part_curves: alloc(p * lag_parts * params.curve_len())?,
-            d_part_norms: alloc(p * lag_parts)?,
             f_peaks: gpu.function("gcc_peaks")?,
             d_in: alloc(batch * c * params.frame_len)?,
             d_fft_in: alloc(batch * c * params.fft_len)?,
@@ -516,8 +425,7 @@ impl CudaCorrelator {
     }
 
     /// The kernels for frames `f0..f0 + n` of a batch of `b` (already on the device), on the
-    /// main stream: window, R2C, cross-spectra, C2R, peaks (a one-frame call: gcc_lags for
-    /// the cross-spectra and C2R, where [`lag_plan`] says so). `single`: a one-frame call's
+    /// main stream: window, R2C, cross-spectra, C2R, peaks. `single`: a one-frame call's
     /// mapped frame (when read from the host), peaks and flag (see [`Single`]).
     fn enqueue_part(
         &mut self,
@@ -596,89 +504,44 @@ impl CudaCorrelator {
         if np == 0 {
             return Ok(());
         }
-        let lags = self.lags.filter(|_| b == 1);
-        match lags {
-            Some(plan) => {
-                let (fl, ch) = (p.fft_len as u32, p.curve_half as u32);
-                // SAFETY: as for the launches above; the phasor table holds fft_len float2, the
-                // parts' buffers pairs x parts curves and norms, and the dynamic shared memory
-                // the part's bins and the runs' sums (lag_plan).
-                unsafe {
-                    s.launch_builder(&self.f_lags)
-                        .arg(&d_spec)
-                        .arg(&self.d_pairs)
-                        .arg(&self.d_taper)
-                        .arg(&self.d_twiddle)
-                        .arg(&nbu)
-                        .arg(&lo)
-                        .arg(&hi)
-                        .arg(&phat)
-                        .arg(&p.beta)
-                        .arg(&p.regularisation)
-                        .arg(&fl)
-                        .arg(&ch)
-                        .arg(&plan.per_part)
-                        .arg(&self.d_part_curves)
-                        .arg(&self.d_part_norms)
-                        .launch(LaunchConfig {
-                            grid_dim: (n_pairs, plan.parts, 1),
-                            block_dim: (LAG_BLOCK as u32, 1, 1),
-                            shared_mem_bytes: plan.shared,
-                        })
-                        .map_err(err("gcc_lags"))?;
-                }
-            }
-            None => {
-                // SAFETY: as for the launches above.
-                unsafe {
-                    s.launch_builder(&self.f_cross)
-                        .arg(&d_spec)
-                        .arg(&self.d_pairs)
-                        .arg(&self.d_taper)
-                        .arg(&channels)
-                        .arg(&n_pairs)
-                        .arg(&nbu)
-                        .arg(&lo)
-                        .arg(&hi)
-                        .arg(&phat)
-                        .arg(&p.beta)
-                        .arg(&p.regularisation)
-                        .arg(&d_cross)
-                        .arg(&d_norms)
-                        .launch(LaunchConfig {
-                            grid_dim: (n_pairs, n as u32, 1),
-                            block_dim: (cross_threads, 1, 1),
-                            shared_mem_bytes: 0,
-                        })
-                        .map_err(err("gcc_cross"))?;
-                }
-                // SAFETY: the plan was made for n x pairs inverse transforms matching the
-                // buffers.
-                unsafe {
-                    fft::exec_c2r(
-                        c2r,
-                        d_cross as *mut fft_sys::cufftComplex,
-                        d_corr as *mut f32,
-                    )
-                }
-                .map_err(err("cuFFT C2R"))?;
-            }
+        // SAFETY: as for the launches above.
+        unsafe {
+            s.launch_builder(&self.f_cross)
+                .arg(&d_spec)
+                .arg(&self.d_pairs)
+                .arg(&self.d_taper)
+                .arg(&channels)
+                .arg(&n_pairs)
+                .arg(&nbu)
+                .arg(&lo)
+                .arg(&hi)
+                .arg(&phat)
+                .arg(&p.beta)
+                .arg(&p.regularisation)
+                .arg(&d_cross)
+                .arg(&d_norms)
+                .launch(LaunchConfig {
+                    grid_dim: (n_pairs, n as u32, 1),
+                    block_dim: (cross_threads, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("gcc_cross"))?;
         }
+        // SAFETY: the plan was made for n x pairs inverse transforms matching the buffers.
+        unsafe {
+            fft::exec_c2r(
+                c2r,
+                d_cross as *mut fft_sys::cufftComplex,
+                d_corr as *mut f32,
+            )
+        }
+        .map_err(err("cuFFT C2R"))?;
         let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
-        // gcc_peaks adds gcc_lags's parts, or reads the C2R's curves.
-        let (corr, norms, parts) = match lags {
-            Some(plan) => (
-                dptr(&self.d_part_curves, &s),
-                dptr(&self.d_part_norms, &s),
-                plan.parts,
-            ),
-            None => (d_corr, d_norms, 0),
-        };
         // SAFETY: as for the launches above.
         unsafe {
             s.launch_builder(&self.f_peaks)
-                .arg(&corr)
-                .arg(&norms)
+                .arg(&d_corr)
+                .arg(&d_norms)
                 .arg(&self.d_maxlag)
                 .arg(&self.d_taps)
                 .arg(&n_pairs)
@@ -694,7 +557,6 @@ impl CudaCorrelator {
                 .arg(&flag)
                 .arg(&few_search)
                 .arg(&peaks_dev)
-                .arg(&parts)
                 .launch(LaunchConfig {
                     grid_dim: (n_pairs, n as u32, 1),
                     block_dim: (peak_threads, 1, 1),
@@ -832,18 +694,13 @@ impl CudaCorrelator {
         // Bytes through device memory: frames in, FFT input written and read, spectra written
         // and read twice per pair they take part in (bounded by once per pair), cross-spectra
         // written and read, curves written and read, peaks out.
-        // A one-frame call by gcc_lags: no cross-spectra, and only the curves' lags written
-        // and read (a share per part).
         let f4 = 4u64;
-        let pairs_bytes = match self.lags.filter(|_| b == 1) {
-            Some(plan) => 2 * np * plan.parts as usize * cl,
-            None => 2 * b * np * nb * 2 * 2 + 2 * b * np * fft_len,
-        };
         self.last_bytes = f4
             * (b * c * frame_len
                 + 2 * b * c * fft_len
                 + 2 * b * c * nb * 2
-                + pairs_bytes
+                + 2 * b * np * nb * 2 * 2
+                + 2 * b * np * fft_len
                 + b * np * k * 3) as u64;
         let peaks = self.host_peaks.as_slice();
         for (i, o) in out.iter_mut().enumerate().take(b) {
