@@ -171,21 +171,28 @@ __device__ __forceinline__ void refine_warp(const T* sc, int ch, int lag, const 
 #define PEAK_THREADS_MAX 256
 
 // A one-frame call's peaks go straight to the host's mapped buffer, and `flag` (mapped too;
-// null on other calls) tells the host when every block's are there: thread 0, which writes
-// the block's peaks, fences them system-wide, and the last block to finish (`ticket[0]`, which
-// it resets for the next launch) counts the frame in `ticket[1]` (for a filter step waiting on
-// the device: src/gpu/cuda/pf.rs, pf_step_live) and raises the flag. Every thread of the block
-// calls it, once, after thread 0 has written the peaks.
+// null on other calls) tells the host when every block's are there; they go to device memory
+// too, for a filter step waiting on the device (src/gpu/cuda/pf.rs, pf_step_live), which
+// `ticket[1]` counts frames for. Thread 0, which writes the block's peaks, first fences them
+// device-wide and the last block to finish (`ticket[0]`) counts the frame in `ticket[1]`; then
+// it fences them system-wide and the last block to finish that (`ticket[2]`) raises the flag.
+// So the step's go-ahead does not wait for the host's copies to cross the bus. Each last block
+// resets its counter for the next launch. Every thread of the block calls it, once, after
+// thread 0 has written the peaks.
 __device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* flag) {
     // Thread 0 wrote the block's peaks: it alone fences (a system-wide fence by every thread
     // cost the kernel a few microseconds).
     if (!flag || threadIdx.x != 0) return;
-    __threadfence_system();
-    u32 t = atomicAdd(ticket, 1u);
-    if (t == n_blocks - 1) {
-        *ticket = 0;
-        __threadfence_system();
+    __threadfence();
+    if (atomicAdd(ticket, 1u) == n_blocks - 1) {
+        ticket[0] = 0;
+        __threadfence();
         atomicAdd(ticket + 1, 1u);
+    }
+    __threadfence_system();
+    if (atomicAdd(ticket + 2, 1u) == n_blocks - 1) {
+        ticket[2] = 0;
+        __threadfence_system();
         *(volatile u32*)flag = 1u;
     }
 }

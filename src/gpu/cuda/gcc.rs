@@ -169,8 +169,10 @@ pub struct CudaCorrelator {
     started: Option<(usize, bool)>,
     /// The one-frame call without copy nodes, where the host buffers map into the device.
     single: Option<Single>,
-    /// gcc_peaks's count of finished blocks (the last one raises the flag and resets it), and
-    /// its count of finished one-frame calls (which a live filter step waits for).
+    /// gcc_peaks's counts for a one-frame call (kernels/gcc.cu, peaks_signal): [0] blocks whose
+    /// peaks are visible on the device (the last one counts the call in [1] and resets it),
+    /// [1] finished one-frame calls (which a live filter step waits for), [2] blocks whose
+    /// peaks are visible to the host (the last one raises the flag and resets it).
     d_ticket: CudaSlice<u32>,
     /// One-frame calls launched with the flag (what `d_ticket[1]` reads once they are done).
     single_calls: u32,
@@ -271,7 +273,7 @@ impl CudaCorrelator {
             started: None,
             single: None,
             d_ticket: s
-                .alloc_zeros::<u32>(2)
+                .alloc_zeros::<u32>(3)
                 .map_err(err("allocating GCC buffers"))?,
             single_calls: 0,
             batch,
