@@ -36,9 +36,9 @@ const LANES: usize = 16;
 /// Sum and sum of squares of `x` in f64, in LANES running sums (one chain of dependent f64
 /// additions took 15-20 us for a 4-channel frame of 4096 samples), the lanes then added in
 /// order. Where the CPU has AVX, four lanes to a register with explicit vector instructions
-/// (left to the compiler, the loop converted one sample at a time: 9.0 us for a 4-channel
-/// frame of 4096 samples on the development machine, against 2.2 with them); the result is
-/// the same to the last bit either way.
+/// (left to the compiler, the loop converted one sample at a time: the checks of a 4-channel
+/// frame of 4096 samples took 7.9-9.6 us against 2.2-2.3 with them, BENCHMARKS.md); the
+/// result is the same to the last bit either way.
 fn channel_sums(x: &[f32]) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx") {
