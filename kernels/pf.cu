@@ -342,55 +342,91 @@ __device__ __forceinline__ bool live_wait(const StepParams* sp, const LiveMeas* 
 #define PF_STEP_PASS                                                                           \
     sp, tracks, coeffs, sensors, pairs, tdoa, amp, floor_, s0, s1, m0, m1, log_w, ll_out, e_out, \
         ref, partials, n_tiles
+// What pair q's measurement needs besides the frame's peaks: all of it is in place before the
+// step's go-ahead (pf_fetch brought the LiveMeas, the ratios and the checks' verdicts; the pairs
+// are the array's), so a live step loads it while it waits, and only the peaks' loads remain
+// after the go-ahead (loaded after it, the chain of dependent loads from L2 took block 0 about
+// 4 us from its go-ahead to its measurement on the H100, by the device's clock).
+struct LivePairIn {
+    const float* pk; // the pair's peaks (lag, value, quality) x k, written by gcc_peaks
+    float q_mid, q_width, pd, ratio, fs;
+    u32 a, b; // the pair's sensors
+    bool ok;
+    __device__ static LivePairIn load(const LiveMeas* lm, const u32* pairs, u32 q, u32 k) {
+        LivePairIn in;
+        in.pk = (const float*)lm->peaks + (size_t)q * k * 3;
+        in.q_mid = lm->q_mid;
+        in.q_width = lm->q_width;
+        in.pd = lm->pd;
+        in.ratio = ((const float*)lm->ratio)[q];
+        in.fs = lm->fs;
+        in.a = pairs[2 * q];
+        in.b = pairs[2 * q + 1];
+        in.ok = ((const u32*)lm->pair_ok)[q] != 0u;
+        return in;
+    }
+};
+
 // The measurement of pair q as build_measurement (src/track/manager.rs) makes it from the
-// frame's peaks: its k peaks' TDOAs and amplitudes, and its floor.
-__device__ __forceinline__ void live_pair(const LiveMeas* lm, u32 q, u32 k, float* td, float* am,
+// frame's peaks: its k peaks' TDOAs and amplitudes, and its floor. The peaks' values are all
+// loaded at once (one wait for L2), then used in the CPU's order.
+__device__ __forceinline__ void live_pair(const LivePairIn& in, u32 k, float* td, float* am,
                                           float* fl) {
-    const float* pk = (const float*)lm->peaks + (size_t)q * k * 3;
+    float lag[KPP], val[KPP], qual[KPP];
+#pragma unroll
+    for (u32 j = 0; j < KPP; ++j) {
+        if (j < k) {
+            lag[j] = __ldcg(in.pk + 3 * j);
+            val[j] = __ldcg(in.pk + 3 * j + 1);
+            qual[j] = __ldcg(in.pk + 3 * j + 2);
+        }
+    }
     float share[KPP], best = 0.0f, total = 0.0f;
-    for (u32 j = 0; j < k; ++j) {
-        float val = __ldcg(pk + 3 * j + 1);
+#pragma unroll
+    for (u32 j = 0; j < KPP; ++j) {
+        if (j >= k) break;
         share[j] = 0.0f;
-        if (isfinite(val)) {
-            float x = (__ldcg(pk + 3 * j + 2) - lm->q_mid) / lm->q_width;
+        if (isfinite(val[j])) {
+            float x = (qual[j] - in.q_mid) / in.q_width;
             float qq = 1.0f / (1.0f + fm_exp(-x));
             best = fmaxf(best, qq);
-            share[j] = fmaxf(val, 0.0f) * qq;
+            share[j] = fmaxf(val[j], 0.0f) * qq;
             total += share[j];
         }
     }
-    const bool ok = __ldcg((const u32*)lm->pair_ok + q) != 0u;
-    if (!ok || !(total > 0.0f)) {
+    if (!in.ok || !(total > 0.0f)) {
         // (The TDOAs of a pair without weight change nothing.)
         for (u32 j = 0; j < k; ++j) td[j] = am[j] = 0.0f;
         *fl = 1.0f;
         return;
     }
-    const float pd = lm->pd * best, ratio = ((const float*)lm->ratio)[q];
+    const float pd = in.pd * best;
     *fl = 1.0f - pd;
-    for (u32 j = 0; j < k; ++j) {
-        td[j] = __ldcg(pk + 3 * j) / lm->fs;
-        am[j] = pd * share[j] / total * ratio;
+#pragma unroll
+    for (u32 j = 0; j < KPP; ++j) {
+        if (j >= k) break;
+        td[j] = lag[j] / in.fs;
+        am[j] = pd * share[j] / total * in.ratio;
     }
 }
 
 // Pair q's entry in the packed layout (PackedMeas4): where its sensors' rho sit in a thread's
 // column of rr, its floor, then its four TDOAs and amplitudes.
 template <int B>
-__device__ __forceinline__ void put_packed(float* meas, const u32* pairs, u32 q, float fl,
+__device__ __forceinline__ void put_packed(float* meas, u32 a, u32 b, u32 q, float fl,
                                            float4 td, float4 am) {
     float4* tab = reinterpret_cast<float4*>(meas);
-    tab[3 * q] = make_float4(__uint_as_float(pairs[2 * q] * (4 * B)),
-                             __uint_as_float(pairs[2 * q + 1] * (4 * B)), fl, 0.0f);
+    tab[3 * q] = make_float4(__uint_as_float(a * (4 * B)), __uint_as_float(b * (4 * B)), fl,
+                             0.0f);
     tab[3 * q + 1] = td;
     tab[3 * q + 2] = am;
 }
 
 // Pair q's floor and sensor indices in the other layout (SharedMeas).
-__device__ __forceinline__ void put_pair_rest(float* meas, const u32* pairs, u32 q, float fl) {
+__device__ __forceinline__ void put_pair_rest(float* meas, u32 a, u32 b, u32 q, float fl) {
     meas[2 * MEAS_SHARED + q] = fl;
-    meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q] = __uint_as_float(pairs[2 * q]);
-    meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q + 1] = __uint_as_float(pairs[2 * q + 1]);
+    meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q] = __uint_as_float(a);
+    meas[2 * MEAS_SHARED + MEAS_PAIRS + 2 * q + 1] = __uint_as_float(b);
 }
 
 // `stamp` and `lm` (pf_step_live only, else null): the measurement is read once the stamp says
@@ -430,36 +466,45 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
         lw_pre = log_w[base + i0];
         if (early) predict_particle(sp, tp, &coeffs[t], i0, s_pre, m_pre);
     }
-    if (stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
-    // A live step's measurement was copied in after this kernel started: read it from L2.
-    auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
     u32 np = sp->n_pairs, nk = np * sp->k;
     bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
     bool packed = msh && sp->k == 4 && sp->n_sensors <= RR_SHARED;
     const bool build = stamp != nullptr && lm->peaks != 0;
+    // What the device-built measurement of this thread's first pair needs, loaded before the
+    // wait (LivePairIn); and the geometry, which no step changes.
+    LivePairIn pre{};
+    if (msh && build && threadIdx.x < np) pre = LivePairIn::load(lm, pairs, threadIdx.x, sp->k);
+    const u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
+    if (msh)
+        for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
+    if (stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
+    // A live step's measurement was copied in after this kernel started: read it from L2.
+    auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
     if (msh) {
         if (build) {
             // The pairs' measurements from the frame's peaks, into either layout.
             const u32 k = sp->k;
             for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
+                const LivePairIn in = q == threadIdx.x ? pre : LivePairIn::load(lm, pairs, q, k);
                 float td[KPP], am[KPP], fl;
-                live_pair(lm, q, k, td, am, &fl);
+                live_pair(in, k, td, am, &fl);
                 if (packed) {
-                    put_packed<B>(meas, pairs, q, fl, make_float4(td[0], td[1], td[2], td[3]),
+                    put_packed<B>(meas, in.a, in.b, q, fl,
+                                  make_float4(td[0], td[1], td[2], td[3]),
                                   make_float4(am[0], am[1], am[2], am[3]));
                 } else {
                     for (u32 j = 0; j < k; ++j) {
                         meas[q * k + j] = td[j];
                         meas[MEAS_SHARED + q * k + j] = am[j];
                     }
-                    put_pair_rest(meas, pairs, q, fl);
+                    put_pair_rest(meas, in.a, in.b, q, fl);
                 }
             }
         } else if (packed) {
             for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
                 const float* td = tdoa + 4 * q;
                 const float* am = amp + 4 * q;
-                put_packed<B>(meas, pairs, q, ld(floor_ + q),
+                put_packed<B>(meas, pairs[2 * q], pairs[2 * q + 1], q, ld(floor_ + q),
                               make_float4(ld(td), ld(td + 1), ld(td + 2), ld(td + 3)),
                               make_float4(ld(am), ld(am + 1), ld(am + 2), ld(am + 3)));
             }
@@ -469,10 +514,8 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
                 meas[MEAS_SHARED + q] = ld(amp + q);
             }
             for (u32 q = threadIdx.x; q < np; q += blockDim.x)
-                put_pair_rest(meas, pairs, q, ld(floor_ + q));
+                put_pair_rest(meas, pairs[2 * q], pairs[2 * q + 1], q, ld(floor_ + q));
         }
-        u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
-        for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
         __syncthreads();
     }
     const u32 rr_col = smem_addr(rr + threadIdx.x), tab_at = smem_addr(meas);
@@ -614,17 +657,80 @@ __device__ __forceinline__ double row_value(const double* p) { return __ldcg(p);
 // weight at column 0) relative to their largest log weight, into fin[0..PART) (fin[0] = that
 // maximum). T is float for tile rows and double for group rows. Every thread of the block calls
 // it.
+// combine_rows' staging buffer for a small block's rows (one for every instantiation: the float
+// tile rows and the double group rows are never staged at once).
+#define COMBINE_STAGE_BYTES (64 * 4 * PART)
+__device__ __forceinline__ unsigned char* combine_stage() {
+    __shared__ __align__(16) unsigned char stage[COMBINE_STAGE_BYTES];
+    return stage;
+}
+
+// combine_rows' end: the row groups' column sums into fin.
+template <int NT>
+__device__ __forceinline__ void combine_tail(u32 g, u32 j, const double (&acc)[2], float mx,
+                                             double* fin, double (*red)[PART]) {
+    constexpr u32 SPLIT = NT / PART;
+    if (g < SPLIT) red[g][j] = acc[0] + acc[1];
+    __syncthreads();
+    if (threadIdx.x < PART) {
+        double v = 0.0;
+        for (int k = 0; k < SPLIT; ++k) v += red[k][threadIdx.x];
+        fin[threadIdx.x] = threadIdx.x == 0 ? (double)mx : (threadIdx.x == PART - 1 ? 0.0 : v);
+    }
+    __syncthreads();
+}
+
 template <typename T, int NT>
 __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scratch,
                              double (*red)[PART], double* fac) {
     constexpr u32 SPLIT = NT / PART; // row groups, each PART threads wide
+    u32 g = threadIdx.x / PART, j = threadIdx.x % PART;
+    bool col = g < SPLIT && j >= 1 && j < PART - 1;
+    double acc[2] = {0.0, 0.0};
+    // A block of one row group (the small filter's, 64 threads) and at most PRE rows (its 32 tile
+    // rows for 2,000 particles): the rows are staged in shared memory with 16-byte loads that
+    // are all in flight at once, so that they cost one wait for L2 instead of one for the
+    // maxima, one for the factors and several for the columns (2.8 us of the small filter's
+    // finalize on the H100, by the device's clock). The same sums in the same order as below.
+    constexpr u32 PRE = 64 * 4 / sizeof(T);
+    if constexpr (SPLIT == 1) if (n_rows <= PRE) {
+        T* stage = reinterpret_cast<T*>(combine_stage());
+        constexpr u32 VEC = 16 / sizeof(T), MAX_ITER = PRE * PART / VEC / NT;
+        const u32 n_vec = n_rows * PART / VEC;
+#pragma unroll
+        for (u32 k = 0; k < MAX_ITER; ++k) {
+            const u32 i = k * NT + threadIdx.x;
+            if (i < n_vec)
+                reinterpret_cast<float4*>(stage)[i] = __ldcg(reinterpret_cast<const float4*>(rows) + i);
+        }
+        __syncthreads();
+        const double bm = threadIdx.x < n_rows ? (double)stage[threadIdx.x * PART] : (double)NEG_INF;
+        const float mx =
+            block_max_all(threadIdx.x < n_rows ? fmaxf(NEG_INF, (float)bm) : NEG_INF, scratch);
+        if (threadIdx.x < n_rows) fac[threadIdx.x] = bm > (double)NEG_INF ? exp(bm - (double)mx) : 0.0;
+        __syncthreads();
+        if (col) {
+            u32 r = 0;
+#pragma unroll 4
+            for (; r + 1 < n_rows; r += 2) {
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    double fb = fac[r + q];
+                    acc[q] += (j == 2 ? fb * fb : fb) * (double)stage[(r + q) * PART + j];
+                }
+            }
+            if (r < n_rows) {
+                double fb = fac[r];
+                acc[0] += (j == 2 ? fb * fb : fb) * (double)stage[r * PART + j];
+            }
+        }
+        combine_tail<NT>(g, j, acc, mx, fin, red);
+        return;
+    }
     float mx = NEG_INF;
     for (u32 r = threadIdx.x; r < n_rows; r += blockDim.x)
         mx = fmaxf(mx, (float)row_value(rows + (size_t)r * PART));
     mx = block_max_all(mx, scratch);
-    u32 g = threadIdx.x / PART, j = threadIdx.x % PART;
-    bool col = g < SPLIT && j >= 1 && j < PART - 1;
-    double acc[2] = {0.0, 0.0};
     for (u32 c0 = 0; c0 < n_rows; c0 += NT) {
         u32 cn = min((u32)NT, n_rows - c0);
         // Each row's factor exp(row max - max), once.
@@ -653,14 +759,7 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
         }
         __syncthreads();
     }
-    if (g < SPLIT) red[g][j] = acc[0] + acc[1];
-    __syncthreads();
-    if (threadIdx.x < PART) {
-        double v = 0.0;
-        for (int k = 0; k < SPLIT; ++k) v += red[k][threadIdx.x];
-        fin[threadIdx.x] = threadIdx.x == 0 ? (double)mx : (threadIdx.x == PART - 1 ? 0.0 : v);
-    }
-    __syncthreads();
+    combine_tail<NT>(g, j, acc, mx, fin, red);
 }
 
 // The roughening factor of a tempered, resampled track (step_finalize's last thread 0 of the
