@@ -83,7 +83,7 @@ template <int B, int P>
 __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st)[P][STATE_DIM],
                                           const u32 (&model)[P], u32 valid_mask,
                                           const float* ref, float* e_out, float* out,
-                                          u32 n_models) {
+                                          u32 n_models, bool write = true) {
     __shared__ float scratch[32];
     __shared__ float warp_parts[B / 32][PART];
     float mine_max = NEG_INF;
@@ -103,7 +103,7 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
     for (int q = 0; q < P; ++q) {
         bool valid = (valid_mask & (1u << q)) != 0;
         e[q] = (valid && mx > NEG_INF) ? fm_exp(lw[q] - mx) : 0.0f;
-        if (valid) e_out[q * B] = e[q];
+        if (valid && write) e_out[q * B] = e[q];
         float d[6];
 #pragma unroll
         for (int c = 0; c < 6; ++c) d[c] = valid ? st[q][c] - r[c] : 0.0f;
@@ -150,10 +150,12 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
     if (threadIdx.x >= 1 && threadIdx.x < PART - 1) {
         float acc = 0.0f;
         for (int w = 0; w < B / 32; ++w) acc += warp_parts[w][threadIdx.x];
-        out[threadIdx.x] = acc;
+        if (write) out[threadIdx.x] = acc;
     }
-    if (threadIdx.x == 0) out[0] = mx;
-    if (threadIdx.x == PART - 1) out[PART - 1] = 0.0f; // the unused slot
+    if (write && threadIdx.x == 0) out[0] = mx;
+    if (write && threadIdx.x == PART - 1) out[PART - 1] = 0.0f; // the unused slot
+    // (warp_parts is read above and written again by a second call only after that call's
+    // barriers.)
 }
 
 // pf_step's measurement in shared memory, MEAS_WORDS floats in one of two layouts:
@@ -477,7 +479,15 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
     const u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
     if (msh)
         for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
-    if (stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
+    // A live step runs what follows twice: first while it waits for its go-ahead, on whatever
+    // measurement is there (the last frame's), writing nothing but shared memory, and then for
+    // real. The first pass brings the code into the SM's instruction caches, so that the
+    // second, which the frame waits for, does not fetch it from L2 as it goes.
+    const int first_pass = P == 1 && stamp != nullptr ? 0 : 1;
+#pragma unroll 1
+    for (int pass = first_pass; pass < 2; ++pass) {
+    const bool real = pass == 1;
+    if (real && stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
     // A live step's measurement was copied in after this kernel started: read it from L2.
     auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
     if (msh) {
@@ -562,13 +572,15 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
         float lw = lw_prev - tp.offset + l;
         const u32 kq = keep_at<B, P>(q, keep_col, rr_col);
         for (int c = 0; c < STATE_DIM; ++c) {
-            st[(size_t)c * n + i] = s[c];
+            if (real) st[(size_t)c * n + i] = s[c];
             sts_f32(kq + c * (4 * B), s[c]);
         }
-        md[i] = m;
+        if (real) {
+            md[i] = m;
+            ll_out[base + i] = l;
+            log_w[base + i] = lw;
+        }
         sts_f32(kq + STATE_DIM * (4 * B), __uint_as_float(m));
-        ll_out[base + i] = l;
-        log_w[base + i] = lw;
         sts_f32(kq + (STATE_DIM + 1) * (4 * B), lw);
     }
     // The tile sums from what this thread just stored, kept in its column of shared memory
@@ -587,7 +599,8 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
         lwv[q] = valid ? lds_f32(kq + (STATE_DIM + 1) * (4 * B)) : NEG_INF;
     }
     tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
-                    partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models);
+                    partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models, real);
+    }
     return true;
 }
 
