@@ -480,9 +480,11 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
     if (msh)
         for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
     // A live step runs what follows twice: first while it waits for its go-ahead, on whatever
-    // measurement is there (the last frame's), writing nothing but shared memory, and then for
-    // real. The first pass brings the code into the SM's instruction caches, so that the
-    // second, which the frame waits for, does not fetch it from L2 as it goes.
+    // measurement is there (the last frame's peaks, or this frame's while gcc_peaks or the
+    // host's copy writes them: the values are thrown away), writing nothing but shared memory,
+    // and then for real. The first pass brings the code into the SM's instruction caches for
+    // the second, which the frame waits for (H100, by the device's clock: the estimate 0.8-1.0
+    // us earlier).
     const int first_pass = P == 1 && stamp != nullptr ? 0 : 1;
 #pragma unroll 1
     for (int pass = first_pass; pass < 2; ++pass) {
@@ -714,13 +716,16 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
         for (u32 k = 0; k < MAX_ITER; ++k) {
             const u32 i = k * NT + threadIdx.x;
             if (i < n_vec)
-                reinterpret_cast<float4*>(stage)[i] = __ldcg(reinterpret_cast<const float4*>(rows) + i);
+                reinterpret_cast<float4*>(stage)[i] =
+                    __ldcg(reinterpret_cast<const float4*>(rows) + i);
         }
         __syncthreads();
-        const double bm = threadIdx.x < n_rows ? (double)stage[threadIdx.x * PART] : (double)NEG_INF;
+        const double bm =
+            threadIdx.x < n_rows ? (double)stage[threadIdx.x * PART] : (double)NEG_INF;
         const float mx =
             block_max_all(threadIdx.x < n_rows ? fmaxf(NEG_INF, (float)bm) : NEG_INF, scratch);
-        if (threadIdx.x < n_rows) fac[threadIdx.x] = bm > (double)NEG_INF ? exp(bm - (double)mx) : 0.0;
+        if (threadIdx.x < n_rows)
+            fac[threadIdx.x] = bm > (double)NEG_INF ? exp(bm - (double)mx) : 0.0;
         __syncthreads();
         if (col) {
             u32 r = 0;
