@@ -488,120 +488,121 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
     const int first_pass = P == 1 && stamp != nullptr ? 0 : 1;
 #pragma unroll 1
     for (int pass = first_pass; pass < 2; ++pass) {
-    const bool real = pass == 1;
-    if (real && stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
-    // A live step's measurement was copied in after this kernel started: read it from L2.
-    auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
-    if (msh) {
-        if (build) {
-            // The pairs' measurements from the frame's peaks, into either layout.
-            const u32 k = sp->k;
-            for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
-                const LivePairIn in = q == threadIdx.x ? pre : LivePairIn::load(lm, pairs, q, k);
-                float td[KPP], am[KPP], fl;
-                live_pair(in, k, td, am, &fl);
-                if (packed) {
-                    put_packed<B>(meas, in.a, in.b, q, fl,
-                                  make_float4(td[0], td[1], td[2], td[3]),
-                                  make_float4(am[0], am[1], am[2], am[3]));
-                } else {
-                    for (u32 j = 0; j < k; ++j) {
-                        meas[q * k + j] = td[j];
-                        meas[MEAS_SHARED + q * k + j] = am[j];
+        const bool real = pass == 1;
+        if (real && stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
+        // A live step's measurement was copied in after this kernel started: read it from L2.
+        auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
+        if (msh) {
+            if (build) {
+                // The pairs' measurements from the frame's peaks, into either layout.
+                const u32 k = sp->k;
+                for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
+                    const LivePairIn in =
+                        q == threadIdx.x ? pre : LivePairIn::load(lm, pairs, q, k);
+                    float td[KPP], am[KPP], fl;
+                    live_pair(in, k, td, am, &fl);
+                    if (packed) {
+                        put_packed<B>(meas, in.a, in.b, q, fl,
+                                      make_float4(td[0], td[1], td[2], td[3]),
+                                      make_float4(am[0], am[1], am[2], am[3]));
+                    } else {
+                        for (u32 j = 0; j < k; ++j) {
+                            meas[q * k + j] = td[j];
+                            meas[MEAS_SHARED + q * k + j] = am[j];
+                        }
+                        put_pair_rest(meas, in.a, in.b, q, fl);
                     }
-                    put_pair_rest(meas, in.a, in.b, q, fl);
                 }
+            } else if (packed) {
+                for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
+                    const float* td = tdoa + 4 * q;
+                    const float* am = amp + 4 * q;
+                    put_packed<B>(meas, pairs[2 * q], pairs[2 * q + 1], q, ld(floor_ + q),
+                                  make_float4(ld(td), ld(td + 1), ld(td + 2), ld(td + 3)),
+                                  make_float4(ld(am), ld(am + 1), ld(am + 2), ld(am + 3)));
+                }
+            } else {
+                for (u32 q = threadIdx.x; q < nk; q += blockDim.x) {
+                    meas[q] = ld(tdoa + q);
+                    meas[MEAS_SHARED + q] = ld(amp + q);
+                }
+                for (u32 q = threadIdx.x; q < np; q += blockDim.x)
+                    put_pair_rest(meas, pairs[2 * q], pairs[2 * q + 1], q, ld(floor_ + q));
             }
-        } else if (packed) {
-            for (u32 q = threadIdx.x; q < np; q += blockDim.x) {
-                const float* td = tdoa + 4 * q;
-                const float* am = amp + 4 * q;
-                put_packed<B>(meas, pairs[2 * q], pairs[2 * q + 1], q, ld(floor_ + q),
-                              make_float4(ld(td), ld(td + 1), ld(td + 2), ld(td + 3)),
-                              make_float4(ld(am), ld(am + 1), ld(am + 2), ld(am + 3)));
-            }
-        } else {
-            for (u32 q = threadIdx.x; q < nk; q += blockDim.x) {
-                meas[q] = ld(tdoa + q);
-                meas[MEAS_SHARED + q] = ld(amp + q);
-            }
-            for (u32 q = threadIdx.x; q < np; q += blockDim.x)
-                put_pair_rest(meas, pairs[2 * q], pairs[2 * q + 1], q, ld(floor_ + q));
+            __syncthreads();
         }
-        __syncthreads();
-    }
-    const u32 rr_col = smem_addr(rr + threadIdx.x), tab_at = smem_addr(meas);
-    // (One particle per thread keeps it in rr: keep is then never referenced, and not
-    // allocated.)
-    const u32 keep_col = P > 1 ? smem_addr(&keep[0][0][threadIdx.x]) : 0u;
-    u32 valid_mask = 0;
-    // One particle at a time, the loop kept rolled: unrolled, the kernel's code was two copies
-    // of the whole particle update (11,400 instructions), and a third of pf_step's stall
-    // samples were warps waiting for instructions (ncu, pf_step at 262,144 particles).
+        const u32 rr_col = smem_addr(rr + threadIdx.x), tab_at = smem_addr(meas);
+        // (One particle per thread keeps it in rr: keep is then never referenced, and not
+        // allocated.)
+        const u32 keep_col = P > 1 ? smem_addr(&keep[0][0][threadIdx.x]) : 0u;
+        u32 valid_mask = 0;
+        // One particle at a time, the loop kept rolled: unrolled, the kernel's code was two copies
+        // of the whole particle update (11,400 instructions), and a third of pf_step's stall
+        // samples were warps waiting for instructions (ncu, pf_step at 262,144 particles).
 #pragma unroll 1
-    for (int q = 0; q < P; ++q) {
-        u32 i = i0 + q * B;
-        if (i >= n) continue;
-        valid_mask |= 1u << q;
-        float s[STATE_DIM];
-        for (int c = 0; c < STATE_DIM; ++c) s[c] = P == 1 ? s_pre[c] : st[(size_t)c * n + i];
-        u32 m = P == 1 ? m_pre : md[i];
-        // Loaded with the state: issued after the likelihood, this load's latency was the
-        // single largest stall in pf_step (ncu, 1M particles).
-        const float lw_prev = P == 1 ? lw_pre : log_w[base + i];
-        if (!early) predict_particle(sp, tp, &coeffs[t], i, s, m);
-        float l;
-        if (packed) {
-            PackedMeas4<B> m;
-            m.rr = rr_col;
-            m.tab = tab_at;
-            m.sens = m_sensors;
-            l = log_likelihood_t(sp, s, tp.lag, m);
-        } else if (msh && sp->n_sensors <= RR_SHARED) {
-            SharedMeas<B> m{{rr_col}, m_sensors, meas, sp->k};
-            l = log_likelihood_t(sp, s, tp.lag, m);
-        } else {
-            // A measurement or an array too large for the shared arrays: from global memory.
-            GlobalMeas m(sensors, pairs, tdoa, amp, floor_, sp->k);
-            l = log_likelihood_t(sp, s, tp.lag, m);
+        for (int q = 0; q < P; ++q) {
+            u32 i = i0 + q * B;
+            if (i >= n) continue;
+            valid_mask |= 1u << q;
+            float s[STATE_DIM];
+            for (int c = 0; c < STATE_DIM; ++c) s[c] = P == 1 ? s_pre[c] : st[(size_t)c * n + i];
+            u32 m = P == 1 ? m_pre : md[i];
+            // Loaded with the state: issued after the likelihood, this load's latency was the
+            // single largest stall in pf_step (ncu, 1M particles).
+            const float lw_prev = P == 1 ? lw_pre : log_w[base + i];
+            if (!early) predict_particle(sp, tp, &coeffs[t], i, s, m);
+            float l;
+            if (packed) {
+                PackedMeas4<B> m;
+                m.rr = rr_col;
+                m.tab = tab_at;
+                m.sens = m_sensors;
+                l = log_likelihood_t(sp, s, tp.lag, m);
+            } else if (msh && sp->n_sensors <= RR_SHARED) {
+                SharedMeas<B> m{{rr_col}, m_sensors, meas, sp->k};
+                l = log_likelihood_t(sp, s, tp.lag, m);
+            } else {
+                // A measurement or an array too large for the shared arrays: from global memory.
+                GlobalMeas m(sensors, pairs, tdoa, amp, floor_, sp->k);
+                l = log_likelihood_t(sp, s, tp.lag, m);
+            }
+            if (sp->has_bounds) {
+                bool inside = s[0] >= sp->lo[0] && s[0] <= sp->hi[0] && s[1] >= sp->lo[1] &&
+                              s[1] <= sp->hi[1] && s[2] >= sp->lo[2] && s[2] <= sp->hi[2];
+                if (!inside) l = NEG_INF;
+            }
+            if (l != l) l = NEG_INF;
+            float lw = lw_prev - tp.offset + l;
+            const u32 kq = keep_at<B, P>(q, keep_col, rr_col);
+            for (int c = 0; c < STATE_DIM; ++c) {
+                if (real) st[(size_t)c * n + i] = s[c];
+                sts_f32(kq + c * (4 * B), s[c]);
+            }
+            if (real) {
+                md[i] = m;
+                ll_out[base + i] = l;
+                log_w[base + i] = lw;
+            }
+            sts_f32(kq + STATE_DIM * (4 * B), __uint_as_float(m));
+            sts_f32(kq + (STATE_DIM + 1) * (4 * B), lw);
         }
-        if (sp->has_bounds) {
-            bool inside = s[0] >= sp->lo[0] && s[0] <= sp->hi[0] && s[1] >= sp->lo[1] &&
-                          s[1] <= sp->hi[1] && s[2] >= sp->lo[2] && s[2] <= sp->hi[2];
-            if (!inside) l = NEG_INF;
-        }
-        if (l != l) l = NEG_INF;
-        float lw = lw_prev - tp.offset + l;
-        const u32 kq = keep_at<B, P>(q, keep_col, rr_col);
-        for (int c = 0; c < STATE_DIM; ++c) {
-            if (real) st[(size_t)c * n + i] = s[c];
-            sts_f32(kq + c * (4 * B), s[c]);
-        }
-        if (real) {
-            md[i] = m;
-            ll_out[base + i] = l;
-            log_w[base + i] = lw;
-        }
-        sts_f32(kq + STATE_DIM * (4 * B), __uint_as_float(m));
-        sts_f32(kq + (STATE_DIM + 1) * (4 * B), lw);
-    }
-    // The tile sums from what this thread just stored, kept in its column of shared memory
-    // (read back from global memory instead, those loads' latency was a tenth of pf_step's
-    // stall samples).
-    float sv[P][STATE_DIM];
-    float lwv[P];
-    u32 mv[P];
+        // The tile sums from what this thread just stored, kept in its column of shared memory
+        // (read back from global memory instead, those loads' latency was a tenth of pf_step's
+        // stall samples).
+        float sv[P][STATE_DIM];
+        float lwv[P];
+        u32 mv[P];
 #pragma unroll
-    for (int q = 0; q < P; ++q) {
-        bool valid = (valid_mask & (1u << q)) != 0;
-        const u32 kq = keep_at<B, P>(q, keep_col, rr_col);
+        for (int q = 0; q < P; ++q) {
+            bool valid = (valid_mask & (1u << q)) != 0;
+            const u32 kq = keep_at<B, P>(q, keep_col, rr_col);
 #pragma unroll
-        for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = valid ? lds_f32(kq + c * (4 * B)) : 0.0f;
-        mv[q] = valid ? __float_as_uint(lds_f32(kq + STATE_DIM * (4 * B))) : 0;
-        lwv[q] = valid ? lds_f32(kq + (STATE_DIM + 1) * (4 * B)) : NEG_INF;
-    }
-    tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
-                    partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models, real);
+            for (int c = 0; c < STATE_DIM; ++c) sv[q][c] = valid ? lds_f32(kq + c * (4 * B)) : 0.0f;
+            mv[q] = valid ? __float_as_uint(lds_f32(kq + STATE_DIM * (4 * B))) : 0;
+            lwv[q] = valid ? lds_f32(kq + (STATE_DIM + 1) * (4 * B)) : NEG_INF;
+        }
+        tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
+                        partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models, real);
     }
     return true;
 }
@@ -668,10 +669,6 @@ __device__ __forceinline__ void pf_sums_body(PF_SUMS_ARGS) {
 __device__ __forceinline__ double row_value(const float* p) { return (double)__ldcg(p); }
 __device__ __forceinline__ double row_value(const double* p) { return __ldcg(p); }
 
-// Sum rows [0, n_rows) of `rows` (row r at rows + r * PART, value at column j, largest log
-// weight at column 0) relative to their largest log weight, into fin[0..PART) (fin[0] = that
-// maximum). T is float for tile rows and double for group rows. Every thread of the block calls
-// it.
 // combine_rows' staging buffer for a small block's rows (one for every instantiation: the float
 // tile rows and the double group rows are never staged at once).
 #define COMBINE_STAGE_BYTES (64 * 4 * PART)
@@ -680,80 +677,22 @@ __device__ __forceinline__ unsigned char* combine_stage() {
     return stage;
 }
 
-// combine_rows' end: the row groups' column sums into fin.
-template <int NT>
-__device__ __forceinline__ void combine_tail(u32 g, u32 j, const double (&acc)[2], float mx,
-                                             double* fin, double (*red)[PART]) {
-    constexpr u32 SPLIT = NT / PART;
-    if (g < SPLIT) red[g][j] = acc[0] + acc[1];
-    __syncthreads();
-    if (threadIdx.x < PART) {
-        double v = 0.0;
-        for (int k = 0; k < SPLIT; ++k) v += red[k][threadIdx.x];
-        fin[threadIdx.x] = threadIdx.x == 0 ? (double)mx : (threadIdx.x == PART - 1 ? 0.0 : v);
-    }
-    __syncthreads();
-}
-
-template <typename T, int NT>
-__device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scratch,
-                             double (*red)[PART], double* fac) {
+// combine_rows' sums, with row r's column c read through at(r, c) (as a double).
+template <int NT, class At>
+__device__ __forceinline__ void combine_from(At at, u32 n_rows, double* fin, float* scratch,
+                                             double (*red)[PART], double* fac) {
     constexpr u32 SPLIT = NT / PART; // row groups, each PART threads wide
+    float mx = NEG_INF;
+    for (u32 r = threadIdx.x; r < n_rows; r += blockDim.x) mx = fmaxf(mx, (float)at(r, 0));
+    mx = block_max_all(mx, scratch);
     u32 g = threadIdx.x / PART, j = threadIdx.x % PART;
     bool col = g < SPLIT && j >= 1 && j < PART - 1;
     double acc[2] = {0.0, 0.0};
-    // A block of one row group (the small filter's, 64 threads) and at most PRE rows (its 32 tile
-    // rows for 2,000 particles): the rows are staged in shared memory with 16-byte loads that
-    // are all in flight at once, so that they cost one wait for L2 instead of one for the
-    // maxima, one for the factors and several for the columns (2.8 us of the small filter's
-    // finalize on the H100, by the device's clock). The same sums in the same order as below.
-    constexpr u32 PRE = 64 * 4 / sizeof(T);
-    if constexpr (SPLIT == 1) if (n_rows <= PRE) {
-        T* stage = reinterpret_cast<T*>(combine_stage());
-        constexpr u32 VEC = 16 / sizeof(T), MAX_ITER = PRE * PART / VEC / NT;
-        const u32 n_vec = n_rows * PART / VEC;
-#pragma unroll
-        for (u32 k = 0; k < MAX_ITER; ++k) {
-            const u32 i = k * NT + threadIdx.x;
-            if (i < n_vec)
-                reinterpret_cast<float4*>(stage)[i] =
-                    __ldcg(reinterpret_cast<const float4*>(rows) + i);
-        }
-        __syncthreads();
-        const double bm =
-            threadIdx.x < n_rows ? (double)stage[threadIdx.x * PART] : (double)NEG_INF;
-        const float mx =
-            block_max_all(threadIdx.x < n_rows ? fmaxf(NEG_INF, (float)bm) : NEG_INF, scratch);
-        if (threadIdx.x < n_rows)
-            fac[threadIdx.x] = bm > (double)NEG_INF ? exp(bm - (double)mx) : 0.0;
-        __syncthreads();
-        if (col) {
-            u32 r = 0;
-#pragma unroll 4
-            for (; r + 1 < n_rows; r += 2) {
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    double fb = fac[r + q];
-                    acc[q] += (j == 2 ? fb * fb : fb) * (double)stage[(r + q) * PART + j];
-                }
-            }
-            if (r < n_rows) {
-                double fb = fac[r];
-                acc[0] += (j == 2 ? fb * fb : fb) * (double)stage[r * PART + j];
-            }
-        }
-        combine_tail<NT>(g, j, acc, mx, fin, red);
-        return;
-    }
-    float mx = NEG_INF;
-    for (u32 r = threadIdx.x; r < n_rows; r += blockDim.x)
-        mx = fmaxf(mx, (float)row_value(rows + (size_t)r * PART));
-    mx = block_max_all(mx, scratch);
     for (u32 c0 = 0; c0 < n_rows; c0 += NT) {
         u32 cn = min((u32)NT, n_rows - c0);
         // Each row's factor exp(row max - max), once.
         if (threadIdx.x < cn) {
-            double bm = row_value(rows + (size_t)(c0 + threadIdx.x) * PART);
+            double bm = at(c0 + threadIdx.x, 0);
             fac[threadIdx.x] = bm > (double)NEG_INF ? exp(bm - (double)mx) : 0.0;
         }
         __syncthreads();
@@ -767,17 +706,59 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
                 for (int q = 0; q < 2; ++q) {
                     u32 rr = r + q * SPLIT;
                     double fb = fac[rr];
-                    acc[q] += (j == 2 ? fb * fb : fb) * row_value(rows + (size_t)(c0 + rr) * PART + j);
+                    acc[q] += (j == 2 ? fb * fb : fb) * at(c0 + rr, j);
                 }
             }
             if (r < cn) {
                 double fb = fac[r];
-                acc[0] += (j == 2 ? fb * fb : fb) * row_value(rows + (size_t)(c0 + r) * PART + j);
+                acc[0] += (j == 2 ? fb * fb : fb) * at(c0 + r, j);
             }
         }
         __syncthreads();
     }
-    combine_tail<NT>(g, j, acc, mx, fin, red);
+    if (g < SPLIT) red[g][j] = acc[0] + acc[1];
+    __syncthreads();
+    if (threadIdx.x < PART) {
+        double v = 0.0;
+        for (int k = 0; k < SPLIT; ++k) v += red[k][threadIdx.x];
+        fin[threadIdx.x] = threadIdx.x == 0 ? (double)mx : (threadIdx.x == PART - 1 ? 0.0 : v);
+    }
+    __syncthreads();
+}
+
+// Sum rows [0, n_rows) of `rows` (row r at rows + r * PART, value at column j, largest log
+// weight at column 0) relative to their largest log weight, into fin[0..PART) (fin[0] = that
+// maximum). T is float for tile rows and double for group rows. Every thread of the block calls
+// it.
+template <typename T, int NT>
+__device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scratch,
+                             double (*red)[PART], double* fac) {
+    // A block of one row group (the small filter's, 64 threads) and at most PRE rows (its 32 tile
+    // rows for 2,000 particles): the rows are first staged in shared memory with 16-byte loads
+    // that are all in flight at once, so that they cost one wait for L2 instead of one for the
+    // maxima, one for the factors and several for the columns (2.8 us of the small filter's
+    // finalize on the H100, by the device's clock). The sums are the same either way.
+    constexpr u32 PRE = 64 * 4 / sizeof(T);
+    if constexpr (NT / PART == 1) {
+        if (n_rows <= PRE) {
+            T* stage = reinterpret_cast<T*>(combine_stage());
+            constexpr u32 VEC = 16 / sizeof(T), MAX_ITER = PRE * PART / VEC / NT;
+            const u32 n_vec = n_rows * PART / VEC;
+#pragma unroll
+            for (u32 k = 0; k < MAX_ITER; ++k) {
+                const u32 i = k * NT + threadIdx.x;
+                if (i < n_vec)
+                    reinterpret_cast<float4*>(stage)[i] =
+                        __ldcg(reinterpret_cast<const float4*>(rows) + i);
+            }
+            __syncthreads();
+            combine_from<NT>([&](u32 r, u32 c) { return (double)stage[r * PART + c]; }, n_rows,
+                             fin, scratch, red, fac);
+            return;
+        }
+    }
+    combine_from<NT>([&](u32 r, u32 c) { return row_value(rows + (size_t)r * PART + c); },
+                     n_rows, fin, scratch, red, fac);
 }
 
 // The roughening factor of a tempered, resampled track (step_finalize's last thread 0 of the
