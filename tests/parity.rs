@@ -151,11 +151,12 @@ fn check_gcc_one_by_one(params: &GccParams, frames: &[Frame], batch: usize) {
 
 #[test]
 fn gcc_curves_and_peaks_agree() {
-    // (channels, frame, seed, frames, batch). On a GPU: the first three cases have fewer
-    // pairs than SMs (gcc_peaks with a block per pair, the others a warp); calls shorter than
-    // the batch run padded to a power of two (3 of 4, 9 of 16); the last three are uploaded in
-    // parts while earlier parts are transformed (1.25 MiB: one part; 4 MiB, padded from 9
-    // frames: two; 16 MiB: four).
+    // (channels, frame, seed, frames, batch). On a GPU: the first three cases and the last
+    // have fewer pairs than SMs (gcc_cross_few, and gcc_peaks with a block per pair; the others
+    // gcc_cross, and gcc_peaks with a warp); calls shorter than the batch run padded to a power
+    // of two (3 of 4, 9 of 16); the three before the last are uploaded in parts while earlier
+    // parts are transformed (1.25 MiB: one part; 4 MiB, padded from 9 frames: two; 16 MiB:
+    // four).
     for (channels, frame, seed, count, batch) in [
         (4usize, 1024usize, 1u64, 3usize, 4usize),
         (5, 4096, 2, 3, 4),
@@ -165,6 +166,8 @@ fn gcc_curves_and_peaks_agree() {
         (5, 4096, 6, 16, 16),
         (16, 4096, 7, 9, 16),
         (16, 4096, 8, 64, 64),
+        // A frame's few pairs whose bins outnumber what gcc_cross_few holds per thread.
+        (4, 16384, 10, 2, 2),
     ] {
         let params = gcc_params(channels, frame);
         let frames = noise_frames(channels, frame, count, seed);

@@ -136,6 +136,8 @@ pub struct CudaCorrelator {
     batch: usize,
     f_window: CudaFunction,
     f_cross: CudaFunction,
+    /// gcc_cross for a few pairs (one frame), which holds each thread's bins in registers.
+    f_cross_few: CudaFunction,
     f_peaks: CudaFunction,
     d_in: CudaSlice<f32>,
     d_window: CudaSlice<f32>,
@@ -245,6 +247,7 @@ impl CudaCorrelator {
         let mut me = Self {
             f_window: gpu.function("gcc_window")?,
             f_cross: gpu.function("gcc_cross")?,
+            f_cross_few: gpu.function("gcc_cross_few")?,
             f_peaks: gpu.function("gcc_peaks")?,
             d_in: alloc(batch * c * params.frame_len)?,
             d_fft_in: alloc(batch * c * params.fft_len)?,
@@ -465,7 +468,7 @@ impl CudaCorrelator {
         // bins; a grid that fills the GPU gets 256 (measured on the H200: a 4-channel frame
         // 38-43 us against 42-46 us, a batch of 16 16-channel frames 217 us against 227 us).
         // Likewise gcc_peaks: PEAK_THREADS_MAX threads per pair for a few pairs, one warp
-        // otherwise.
+        // otherwise. A few pairs' cross-spectra hold their bins in registers (gcc_cross_few).
         let few = np * b < self.gpu.multiprocessors.max(1) as usize;
         let cross_threads = if few { GCC_CROSS_BLOCK } else { 256 };
         let peak_threads = if few { PEAK_THREADS_MAX } else { PEAK_THREADS };
@@ -508,26 +511,30 @@ impl CudaCorrelator {
         }
         // SAFETY: as for the launches above.
         unsafe {
-            s.launch_builder(&self.f_cross)
-                .arg(&d_spec)
-                .arg(&self.d_pairs)
-                .arg(&self.d_taper)
-                .arg(&channels)
-                .arg(&n_pairs)
-                .arg(&nbu)
-                .arg(&lo)
-                .arg(&hi)
-                .arg(&phat)
-                .arg(&p.beta)
-                .arg(&p.regularisation)
-                .arg(&d_cross)
-                .arg(&d_norms)
-                .launch(LaunchConfig {
-                    grid_dim: (n_pairs, n as u32, 1),
-                    block_dim: (cross_threads, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(err("gcc_cross"))?;
+            s.launch_builder(if few {
+                &self.f_cross_few
+            } else {
+                &self.f_cross
+            })
+            .arg(&d_spec)
+            .arg(&self.d_pairs)
+            .arg(&self.d_taper)
+            .arg(&channels)
+            .arg(&n_pairs)
+            .arg(&nbu)
+            .arg(&lo)
+            .arg(&hi)
+            .arg(&phat)
+            .arg(&p.beta)
+            .arg(&p.regularisation)
+            .arg(&d_cross)
+            .arg(&d_norms)
+            .launch(LaunchConfig {
+                grid_dim: (n_pairs, n as u32, 1),
+                block_dim: (cross_threads, 1, 1),
+                shared_mem_bytes: 0,
+            })
+            .map_err(err("gcc_cross"))?;
         }
         // SAFETY: the plan was made for n x pairs inverse transforms matching the buffers.
         unsafe {
