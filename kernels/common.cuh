@@ -177,7 +177,7 @@ struct StepParams {
 struct LiveMeas {
     u64 peaks;   // the correlator's peaks (lag, value, quality per pair and peak); 0: the host
                  // copies the measurement in instead
-    u64 done;    // the correlator's count of finished one-frame calls...
+    u64 done;    // the correlator's count of one-frame blocks with their peaks written...
     u64 ratio;   // per pair: the peak density over the clutter density's factor
     u64 pair_ok; // per pair: nonzero when both channels passed the host's checks
     u32 expect;  // ...once this frame's peaks are written

@@ -231,22 +231,19 @@ __device__ __forceinline__ void refine_warp(const T* sc, int ch, int lag, const 
 // A one-frame call's peaks go straight to the host's mapped buffer, and `flag` (mapped too;
 // null on other calls) tells the host when every block's are there; they go to device memory
 // too, for a filter step waiting on the device (src/gpu/cuda/pf.rs, pf_step_live), which
-// `ticket[1]` counts frames for. Thread 0, which writes the block's peaks, first fences them
-// device-wide and the last block to finish (`ticket[0]`) counts the frame in `ticket[1]`; then
-// it fences them system-wide and the last block to finish that (`ticket[2]`) raises the flag.
-// So the step's go-ahead does not wait for the host's copies to cross the bus. Each last block
-// resets its counter for the next launch. Every thread of the block calls it, once, after
-// thread 0 has written the peaks.
+// `ticket[1]` counts blocks for. Thread 0, which writes the block's peaks, first fences them
+// device-wide and counts the block in `ticket[1]` (a waiting step goes ahead once its frame's
+// blocks are all counted); then it fences them system-wide and the last block to finish that
+// (`ticket[2]`, which it resets for the next launch) raises the flag. So the step's go-ahead
+// waits neither for the host's copies to cross the bus nor for a last block to count the
+// frame (a second fence and count). Every thread of the block calls it, once, after thread 0
+// has written the peaks.
 __device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* flag) {
     // Thread 0 wrote the block's peaks: it alone fences (a system-wide fence by every thread
     // cost the kernel a few microseconds).
     if (!flag || threadIdx.x != 0) return;
     __threadfence();
-    if (atomicAdd(ticket, 1u) == n_blocks - 1) {
-        ticket[0] = 0;
-        __threadfence();
-        atomicAdd(ticket + 1, 1u);
-    }
+    atomicAdd(ticket + 1, 1u);
     __threadfence_system();
     if (atomicAdd(ticket + 2, 1u) == n_blocks - 1) {
         ticket[2] = 0;

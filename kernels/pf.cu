@@ -300,8 +300,8 @@ __device__ __forceinline__ u64 global_ns() {
 // reads sp->live | LIVE_CANCEL) or no answer having come for LIVE_TIMEOUT_NS (the block then
 // says so in the track's flag). It can once the host has copied the measurement in (the stamp
 // reads sp->live) or, when the device builds the measurement (lm->peaks), once the
-// correlator's count of finished frames has reached lm->expect. Thread 0 polls; every thread
-// of the block gets the same answer.
+// correlator's count of blocks with their peaks written (a block per pair) has reached
+// lm->expect. Thread 0 polls; every thread of the block gets the same answer.
 __device__ __forceinline__ bool live_wait(const StepParams* sp, const LiveMeas* lm,
                                           const volatile u32* stamp, u32* flags, u32 t) {
     __shared__ u32 go;

@@ -253,7 +253,8 @@ impl GccFrame {
 
 /// A started one-frame correlation's peaks on the device (see [`Correlator::device_peaks`]):
 /// per pair and peak (lag in samples, value, quality), as [`Peak`] holds them, at device
-/// address `peaks`; the device's counter at `done` reaches `expect` once they are all written.
+/// address `peaks`; the device's counter at `done` (of blocks whose peaks are written) reaches
+/// `expect` once they are all written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DevicePeaks {
     pub peaks: u64,

@@ -171,13 +171,14 @@ pub struct CudaCorrelator {
     started: Option<(usize, bool)>,
     /// The one-frame call without copy nodes, where the host buffers map into the device.
     single: Option<Single>,
-    /// gcc_peaks's counts for a one-frame call (kernels/gcc.cu, peaks_signal): [0] blocks whose
-    /// peaks are visible on the device (the last one counts the call in [1] and resets it),
-    /// [1] finished one-frame calls (which a live filter step waits for), [2] blocks whose
-    /// peaks are visible to the host (the last one raises the flag and resets it).
+    /// gcc_peaks's counts for a one-frame call (kernels/gcc.cu, peaks_signal): [0] unused,
+    /// [1] blocks of one-frame calls whose peaks are visible on the device (which a live
+    /// filter step waits for), [2] blocks whose peaks are visible to the host (the last one
+    /// raises the flag and resets it).
     d_ticket: CudaSlice<u32>,
-    /// One-frame calls launched with the flag (what `d_ticket[1]` reads once they are done).
-    single_calls: u32,
+    /// Blocks of the one-frame calls launched with the flag, a block per pair (what
+    /// `d_ticket[1]` reads once they are done).
+    single_blocks: u32,
 }
 
 /// A one-frame call (the live path) without copies: the frame is read from the page-locked
@@ -278,7 +279,7 @@ impl CudaCorrelator {
             d_ticket: s
                 .alloc_zeros::<u32>(3)
                 .map_err(err("allocating GCC buffers"))?,
-            single_calls: 0,
+            single_blocks: 0,
             batch,
             params,
             gpu,
@@ -658,7 +659,8 @@ impl CudaCorrelator {
         if run == 1 {
             if let Some(m) = self.single.as_mut() {
                 m.flag.as_mut_slice()[0] = FLAG_PENDING;
-                self.single_calls = self.single_calls.wrapping_add(1);
+                let blocks = self.params.pairs.len() as u32;
+                self.single_blocks = self.single_blocks.wrapping_add(blocks);
             }
         }
         let s = self.stream.clone();
@@ -801,7 +803,7 @@ impl Correlator for CudaCorrelator {
             Some((1, false)) => Some(DevicePeaks {
                 peaks: dptr(&self.d_peaks, &self.stream),
                 done: dptr(&self.d_ticket, &self.stream) + 4,
-                expect: self.single_calls,
+                expect: self.single_blocks,
             }),
             _ => None,
         }
