@@ -510,32 +510,33 @@ impl CudaCorrelator {
         if np == 0 {
             return Ok(());
         }
+        let f_cross = if few {
+            &self.f_cross_few
+        } else {
+            &self.f_cross
+        };
         // SAFETY: as for the launches above.
         unsafe {
-            s.launch_builder(if few {
-                &self.f_cross_few
-            } else {
-                &self.f_cross
-            })
-            .arg(&d_spec)
-            .arg(&self.d_pairs)
-            .arg(&self.d_taper)
-            .arg(&channels)
-            .arg(&n_pairs)
-            .arg(&nbu)
-            .arg(&lo)
-            .arg(&hi)
-            .arg(&phat)
-            .arg(&p.beta)
-            .arg(&p.regularisation)
-            .arg(&d_cross)
-            .arg(&d_norms)
-            .launch(LaunchConfig {
-                grid_dim: (n_pairs, n as u32, 1),
-                block_dim: (cross_threads, 1, 1),
-                shared_mem_bytes: 0,
-            })
-            .map_err(err("gcc_cross"))?;
+            s.launch_builder(f_cross)
+                .arg(&d_spec)
+                .arg(&self.d_pairs)
+                .arg(&self.d_taper)
+                .arg(&channels)
+                .arg(&n_pairs)
+                .arg(&nbu)
+                .arg(&lo)
+                .arg(&hi)
+                .arg(&phat)
+                .arg(&p.beta)
+                .arg(&p.regularisation)
+                .arg(&d_cross)
+                .arg(&d_norms)
+                .launch(LaunchConfig {
+                    grid_dim: (n_pairs, n as u32, 1),
+                    block_dim: (cross_threads, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("gcc_cross"))?;
         }
         // SAFETY: the plan was made for n x pairs inverse transforms matching the buffers.
         unsafe {
