@@ -52,7 +52,7 @@ __device__ __forceinline__ float mag(float2 x, float beta) {
 // weight; further bins are loaded again after it. By the device's clock (H100) this took block
 // 0 of a 4-channel frame of 4096 samples from 3.8-4.1 us to 3.1-3.3. HOLD = 0 (gcc_cross, a
 // grid that fills the GPU): the registers that holding takes (41 against 30) cost the grid
-// occupancy, and batches of 16-channel frames 2-7 % of their time.
+// occupancy, and batches of 16-channel frames 2-8 % of their time.
 #define GCC_CROSS_BLOCK 1024
 template <u32 HOLD>
 __device__ __forceinline__ void cross_body(const float2* spectra, const u32* pairs,
@@ -231,10 +231,10 @@ __device__ __forceinline__ void refine_warp(const T* sc, int ch, int lag, const 
 // A one-frame call's peaks go straight to the host's mapped buffer, and `flag` (mapped too;
 // null on other calls) tells the host when every block's are there; they go to device memory
 // too, for a filter step waiting on the device (src/gpu/cuda/pf.rs, pf_step_live), which
-// `ticket[1]` counts blocks for. Thread 0, which writes the block's peaks, first fences them
-// device-wide and counts the block in `ticket[1]` (a waiting step goes ahead once its frame's
+// `ticket[0]` counts blocks for. Thread 0, which writes the block's peaks, first fences them
+// device-wide and counts the block in `ticket[0]` (a waiting step goes ahead once its frame's
 // blocks are all counted); then it fences them system-wide and the last block to finish that
-// (`ticket[2]`, which it resets for the next launch) raises the flag. So the step's go-ahead
+// (`ticket[1]`, which it resets for the next launch) raises the flag. So the step's go-ahead
 // waits neither for the host's copies to cross the bus nor for a last block to count the
 // frame (a second fence and count). Every thread of the block calls it, once, after thread 0
 // has written the peaks.
@@ -243,10 +243,10 @@ __device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* fla
     // cost the kernel a few microseconds).
     if (!flag || threadIdx.x != 0) return;
     __threadfence();
-    atomicAdd(ticket + 1, 1u);
+    atomicAdd(ticket, 1u);
     __threadfence_system();
-    if (atomicAdd(ticket + 2, 1u) == n_blocks - 1) {
-        ticket[2] = 0;
+    if (atomicAdd(ticket + 1, 1u) == n_blocks - 1) {
+        ticket[1] = 0;
         __threadfence_system();
         *(volatile u32*)flag = 1u;
     }

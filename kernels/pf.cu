@@ -486,12 +486,16 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
     // the second, which the frame waits for (H100, by the device's clock: the estimate 0.8-1.0
     // us earlier).
     const int first_pass = P == 1 && stamp != nullptr ? 0 : 1;
+    // A live step's measurement was copied in after this kernel started: read it from L2.
+    auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
+    const u32 rr_col = smem_addr(rr + threadIdx.x), tab_at = smem_addr(meas);
+    // (One particle per thread keeps it in rr: keep is then never referenced, and not
+    // allocated.)
+    const u32 keep_col = P > 1 ? smem_addr(&keep[0][0][threadIdx.x]) : 0u;
 #pragma unroll 1
     for (int pass = first_pass; pass < 2; ++pass) {
         const bool real = pass == 1;
         if (real && stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
-        // A live step's measurement was copied in after this kernel started: read it from L2.
-        auto ld = [stamp](const float* p) { return stamp != nullptr ? __ldcg(p) : *p; };
         if (msh) {
             if (build) {
                 // The pairs' measurements from the frame's peaks, into either layout.
@@ -531,10 +535,6 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
             }
             __syncthreads();
         }
-        const u32 rr_col = smem_addr(rr + threadIdx.x), tab_at = smem_addr(meas);
-        // (One particle per thread keeps it in rr: keep is then never referenced, and not
-        // allocated.)
-        const u32 keep_col = P > 1 ? smem_addr(&keep[0][0][threadIdx.x]) : 0u;
         u32 valid_mask = 0;
         // One particle at a time, the loop kept rolled: unrolled, the kernel's code was two copies
         // of the whole particle update (11,400 instructions), and a third of pf_step's stall
@@ -669,8 +669,8 @@ __device__ __forceinline__ void pf_sums_body(PF_SUMS_ARGS) {
 __device__ __forceinline__ double row_value(const float* p) { return (double)__ldcg(p); }
 __device__ __forceinline__ double row_value(const double* p) { return __ldcg(p); }
 
-// combine_rows' staging buffer for a small block's rows (one for every instantiation: the float
-// tile rows and the double group rows are never staged at once).
+// combine_rows' staging buffer for a small block's rows: 64 float tile rows or 32 double group
+// rows (one buffer for every instantiation: the two are never staged at once).
 #define COMBINE_STAGE_BYTES (64 * 4 * PART)
 __device__ __forceinline__ unsigned char* combine_stage() {
     __shared__ __align__(16) unsigned char stage[COMBINE_STAGE_BYTES];
@@ -738,7 +738,7 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
     // that are all in flight at once, so that they cost one wait for L2 instead of one for the
     // maxima, one for the factors and several for the columns (2.8 us of the small filter's
     // finalize on the H100, by the device's clock). The sums are the same either way.
-    constexpr u32 PRE = 64 * 4 / sizeof(T);
+    constexpr u32 PRE = COMBINE_STAGE_BYTES / (PART * sizeof(T));
     if constexpr (NT / PART == 1) {
         if (n_rows <= PRE) {
             T* stage = reinterpret_cast<T*>(combine_stage());

@@ -171,13 +171,13 @@ pub struct CudaCorrelator {
     started: Option<(usize, bool)>,
     /// The one-frame call without copy nodes, where the host buffers map into the device.
     single: Option<Single>,
-    /// gcc_peaks's counts for a one-frame call (kernels/gcc.cu, peaks_signal): [0] unused,
-    /// [1] blocks of one-frame calls whose peaks are visible on the device (which a live
-    /// filter step waits for), [2] blocks whose peaks are visible to the host (the last one
-    /// raises the flag and resets it).
+    /// gcc_peaks's counts for a one-frame call (kernels/gcc.cu, peaks_signal): [0] blocks of
+    /// one-frame calls whose peaks are visible on the device (which a live filter step waits
+    /// for), [1] blocks whose peaks are visible to the host (the last one raises the flag and
+    /// resets it).
     d_ticket: CudaSlice<u32>,
     /// Blocks of the one-frame calls launched with the flag, a block per pair (what
-    /// `d_ticket[1]` reads once they are done).
+    /// `d_ticket[0]` reads once they are done).
     single_blocks: u32,
 }
 
@@ -277,7 +277,7 @@ impl CudaCorrelator {
             started: None,
             single: None,
             d_ticket: s
-                .alloc_zeros::<u32>(3)
+                .alloc_zeros::<u32>(2)
                 .map_err(err("allocating GCC buffers"))?,
             single_blocks: 0,
             batch,
@@ -803,7 +803,7 @@ impl Correlator for CudaCorrelator {
         match self.started {
             Some((1, false)) => Some(DevicePeaks {
                 peaks: dptr(&self.d_peaks, &self.stream),
-                done: dptr(&self.d_ticket, &self.stream) + 4,
+                done: dptr(&self.d_ticket, &self.stream),
                 expect: self.single_blocks,
             }),
             _ => None,
