@@ -405,13 +405,18 @@ const CAPTURE_PERIOD: usize = 1024;
 /// 4-channel, 4096-sample frame (the `tetra` scene), the measurement, and one step of
 /// a 2000-particle, one-model filter, plus the track bookkeeping. As in capture, the samples go
 /// into the frame assembler a period at a time and each frame is processed as soon as it is
-/// complete (so it is in the CPU's cache, as the assembler just wrote it). Returns the median
+/// complete (so it is where the assembler just wrote it: in the CPU's cache, or, with a GPU
+/// that reads mapped host memory, in the correlator's page-locked frame memory, written with
+/// non-temporal stores, as the daemon has it; `SONOTRACK_NO_MAPPED_FRAMES=1` puts frames on
+/// the heap, from where the correlator copies them). Returns the median
 /// wall-clock time per frame over the frames after the track is established (and the medians
 /// of the input checks, GCC-PHAT and filter stages), and the frames timed.
 pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveTiming> {
     use crate::audio::assembler::FrameAssembler;
     let (cfg, mut pipe, rec) = tetra_workload(backend, particles, 8.0, true)?;
     let mut asm = FrameAssembler::for_config(&cfg, 0);
+    // As the daemon does: frames in memory the GPU reads where it lies.
+    asm.set_allocator(pipe.frame_allocator());
     let (ch, audio) = (rec.channels, rec.audio);
     // Births and deletions at start-up would flood the bench's output.
     let level = log::max_level();

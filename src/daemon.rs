@@ -224,6 +224,9 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
     cfg.check_input(&src.describe(), src.channels(), src.sample_rate_hz())
         .map_err(Error::Config)?;
     let mut asm = FrameAssembler::for_config(&cfg, 0);
+    // Frames in memory the GPU reads where it lies, where the backend has it: a live frame
+    // then goes to the device without a copy.
+    asm.set_allocator(pipe.frame_allocator());
     let ch = src.channels();
     let mut buf = vec![0.0f32; ch * 4096];
     let started = Instant::now();

@@ -144,6 +144,12 @@ impl Pipeline {
         &self.tracker
     }
 
+    /// What the frame assembler of a live source should make frames with (see
+    /// [`Correlator::frame_allocator`]): memory the GPU reads directly, or None.
+    pub fn frame_allocator(&self) -> Option<crate::frame::FrameAlloc> {
+        self.correlator.as_ref()?.frame_allocator()
+    }
+
     /// Replace the correlator or filter by test doubles (fault injection).
     pub fn with_backends(
         mut self,

@@ -597,7 +597,9 @@ impl Correlator for NotAhead {
 /// steps launched beside the correlation and their measurement built on the device from the
 /// correlator's peaks, every report is what the same GPU backends give with plain steps, to
 /// the last bit (frames with a NaN sample, which are correlated again and stepped plainly,
-/// and a dead channel, whose pairs the device leaves out as the host does, included).
+/// and a dead channel, whose pairs the device leaves out as the host does, included). The same
+/// again with the frames in the correlator's mapped memory, which the device reads where the
+/// assembler wrote them (and where the checks zero a NaN while the first correlation runs).
 #[test]
 fn live_pipeline_agrees_with_plain_steps() {
     use sonotrack::audio::assembler::FrameAssembler;
@@ -622,7 +624,7 @@ fn live_pipeline_agrees_with_plain_steps() {
         audio.extend_from_slice(&buf[..n * ch]);
     }
     let mut runs = Vec::new();
-    for ahead in [true, false] {
+    for (ahead, mapped) in [(true, false), (false, false), (true, true)] {
         let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
         let cor: Box<dyn Correlator> = if ahead { cor } else { Box::new(NotAhead(cor)) };
         let pf = gpu::particle_filter(FilterParams::from_config(&cfg)).unwrap();
@@ -638,10 +640,17 @@ fn live_pipeline_agrees_with_plain_steps() {
         )
         .with_backends(cor, pf);
         let mut asm = FrameAssembler::for_config(&cfg, 0);
+        let alloc = pipe.frame_allocator();
+        // (None where the GPU does not map host memory, or with SONOTRACK_NO_MAPPED_FRAMES=1.)
+        let with_alloc = mapped && alloc.is_some();
+        if mapped {
+            asm.set_allocator(alloc);
+        }
         let mut out = Vec::new();
         for period in audio.chunks(1024 * ch) {
             asm.push(period);
             while let Some(mut f) = asm.pop() {
+                assert_eq!(f.data.is_mapped(), with_alloc);
                 // A NaN in frames 60 and 61, channel 1 dead in frames 70-72.
                 if f.seq == 60 || f.seq == 61 {
                     f.channel_mut(2)[100] = f32::NAN;
@@ -663,7 +672,7 @@ fn live_pipeline_agrees_with_plain_steps() {
         }
         let t = pipe.tracker();
         eprintln!(
-            "ahead {ahead}: {} reports, {} steps prepared ({} built on the device), backend {}",
+            "ahead {ahead}, frames in mapped memory {with_alloc}: {} reports, {} steps prepared ({} built on the device), backend {}",
             out.len(),
             t.prepared_steps,
             t.device_built_steps,
@@ -680,4 +689,5 @@ fn live_pipeline_agrees_with_plain_steps() {
         runs.push(out);
     }
     assert_eq!(runs[0], runs[1]);
+    assert_eq!(runs[2], runs[1]);
 }

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use crate::frame::Frame;
+use crate::frame::{Frame, FrameAlloc};
 
 pub struct FrameAssembler {
     map: Vec<usize>,
@@ -25,6 +25,8 @@ pub struct FrameAssembler {
     clock: u64,
     ready: VecDeque<Frame>,
     pool: Vec<Frame>,
+    /// Where new frames' samples go (None: the heap). See [`Self::set_allocator`].
+    alloc: Option<FrameAlloc>,
     /// Frames that could not be formed because their audio was lost.
     pub lost_frames: u64,
 }
@@ -67,8 +69,17 @@ impl FrameAssembler {
             clock: origin,
             ready: VecDeque::new(),
             pool: Vec::new(),
+            alloc: None,
             lost_frames: 0,
         }
+    }
+
+    /// Make new frames' samples with `alloc` (a backend's memory that its device reads
+    /// directly: `Pipeline::frame_allocator`), or on the heap when None or when `alloc` has
+    /// none to give. Frames made before are dropped from the pool.
+    pub fn set_allocator(&mut self, alloc: Option<FrameAlloc>) {
+        self.alloc = alloc;
+        self.pool.clear();
     }
 
     pub fn sensors(&self) -> usize {
@@ -115,11 +126,13 @@ impl FrameAssembler {
     fn emit(&mut self) {
         let n = self.frame_len;
         let sensors = self.map.len();
-        let mut frame = self
-            .pool
-            .pop()
-            .unwrap_or_else(|| Frame::new(sensors, n, self.sample_rate_hz));
-        frame.data.copy_from_slice(&self.buf);
+        let mut frame = self.pool.pop().unwrap_or_else(|| {
+            match self.alloc.as_ref().and_then(|a| a(sensors * n)) {
+                Some(data) => Frame::with_samples(sensors, n, self.sample_rate_hz, data),
+                None => Frame::new(sensors, n, self.sample_rate_hz),
+            }
+        });
+        frame.data.fill_from(&self.buf);
         frame.start_sample = self.buf_start;
         frame.seq = (self.buf_start - self.origin) / self.hop as u64;
         frame.wall_clock = None;
@@ -239,6 +252,64 @@ mod tests {
                 }
                 assert_eq!(a.clock(), 200);
             }
+        }
+    }
+
+    /// Heap memory posing as a device's (for the allocator test).
+    struct Mapped(Vec<f32>);
+
+    impl crate::frame::MappedSamples for Mapped {
+        fn as_slice(&self) -> &[f32] {
+            &self.0
+        }
+        fn as_mut_slice(&mut self) -> &mut [f32] {
+            &mut self.0
+        }
+        fn device_address(&self, _owner: usize) -> Option<u64> {
+            Some(self.0.as_ptr() as u64)
+        }
+    }
+
+    /// Frames made by an allocator carry its memory and the same samples as heap frames; when
+    /// the allocator has none to give, frames go on the heap; recycled frames are reused.
+    #[test]
+    fn an_allocator_gives_frames_its_memory() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let input = ramp(3, 0, 100);
+        let mut heap = FrameAssembler::new(vec![2, 0], 3, 8, 3, 100.0, 0);
+        heap.push(&input);
+        let expected: Vec<Frame> = std::iter::from_fn(|| heap.pop()).collect();
+        let made = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = made.clone();
+        let alloc: crate::frame::FrameAlloc = std::sync::Arc::new(move |n| {
+            // Two buffers, then none.
+            (counter.fetch_add(1, Ordering::Relaxed) < 2)
+                .then(|| crate::frame::Samples::mapped(Box::new(Mapped(vec![0.0; n]))))
+        });
+        let mut a = FrameAssembler::new(vec![2, 0], 3, 8, 3, 100.0, 0);
+        a.set_allocator(Some(alloc));
+        // One frame at a time, recycled: the first buffer serves every frame.
+        let mut seen = Vec::new();
+        for rows in input.chunks(3) {
+            a.push(rows);
+            while let Some(f) = a.pop() {
+                assert!(f.data.is_mapped());
+                seen.push(f.data.device_address(0));
+                assert_eq!(f.data, expected[f.seq as usize].data, "frame {}", f.seq);
+                a.recycle(f);
+            }
+        }
+        assert_eq!(seen.len(), expected.len());
+        assert!(seen.iter().all(|&d| d == seen[0]));
+        assert_eq!(made.load(Ordering::Relaxed), 1);
+        // Frames held at once: the second is mapped, the third on the heap.
+        let mut b = FrameAssembler::new(vec![2, 0], 3, 8, 3, 100.0, 0);
+        b.set_allocator(a.alloc.clone());
+        b.push(&input);
+        let held: Vec<Frame> = std::iter::from_fn(|| b.pop()).collect();
+        assert!(held[0].data.is_mapped() && !held[1].data.is_mapped());
+        for (g, e) in held.iter().zip(&expected) {
+            assert_eq!(g.data, e.data);
         }
     }
 

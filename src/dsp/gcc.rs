@@ -303,6 +303,11 @@ pub trait Correlator: Send {
     fn device_peaks(&self) -> Option<DevicePeaks> {
         None
     }
+    /// Memory for frames that this correlator's device reads where it lies (a live frame then
+    /// goes to the device without a copy), for the frame assembler; None: frames on the heap.
+    fn frame_allocator(&self) -> Option<crate::frame::FrameAlloc> {
+        None
+    }
     /// How many frames a call should carry in replay (1: no gain from batching).
     fn preferred_batch(&self) -> usize {
         1

@@ -24,13 +24,11 @@ use std::sync::Arc;
 use cudarc::cufft::{result as fft, sys as fft_sys};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use super::host::{
-    DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
-};
+use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
 use super::{Gpu, dptr, err};
 use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
-use crate::frame::Frame;
+use crate::frame::{Frame, FrameAlloc, MappedSamples, Samples, copy_for_device};
 
 /// Most threads per block of gcc_cross (kernels/gcc.cu: GCC_CROSS_BLOCK).
 const GCC_CROSS_BLOCK: u32 = 1024;
@@ -158,6 +156,9 @@ pub struct CudaCorrelator {
     plans: HashMap<usize, Plans>,
     /// Captured sequences by (frames, curves wanted); None where capture failed.
     graphs: HashMap<(usize, bool), Option<Graph>>,
+    /// Captured one-frame sequences that read the frame where it lies, by (the frame's device
+    /// address, curves wanted): see [`Self::frame_allocator`]. At most [`FRAME_GRAPHS_MAX`].
+    frame_graphs: HashMap<(u64, bool), Option<Graph>>,
     host_in: Pinned<f32>,
     host_peaks: Pinned<f32>,
     host_curves: Option<Pinned<f32>>,
@@ -198,6 +199,50 @@ struct Single {
 /// one-frame call (a copy node costs a few microseconds whatever its size; larger frames read
 /// faster by the copy engine).
 const MAPPED_INPUT_BYTES: usize = 256 << 10;
+
+/// Frame buffers with a graph of their own (a live source's assembler cycles through a few: it
+/// keeps at most 8, and reuses the same one while frames come one at a time); frames in other
+/// buffers are copied as heap frames are.
+const FRAME_GRAPHS_MAX: usize = 16;
+
+/// A live frame's samples in page-locked host memory mapped into the device, made by
+/// [`CudaCorrelator::frame_allocator`]'s allocator for the frame assembler: `gcc_window` reads
+/// them where the assembler wrote them, instead of from a copy in `host_in`.
+struct MappedFrame {
+    buf: Pinned<f32>,
+    dev: u64,
+    /// The context the memory belongs to, kept alive as long as the frame (which may outlive
+    /// the correlator: a frame in the assembler's pool after a switch to the CPU).
+    gpu: Arc<Gpu>,
+}
+
+// SAFETY: shared references to a MappedFrame only read: the samples (as a slice, like a
+// Vec's), the device address and the context's identity.
+unsafe impl Sync for MappedFrame {}
+
+impl MappedSamples for MappedFrame {
+    fn as_slice(&self) -> &[f32] {
+        self.buf.as_slice()
+    }
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        self.buf.as_mut_slice()
+    }
+    fn device_address(&self, owner: usize) -> Option<u64> {
+        (owner == owner_token(&self.gpu)).then_some(self.dev)
+    }
+}
+
+impl Drop for MappedFrame {
+    fn drop(&mut self) {
+        // The memory is freed (next, by `buf`) with its context current on this thread.
+        let _ = self.gpu.ctx.bind_to_thread();
+    }
+}
+
+/// Which device a frame's mapped memory belongs to (see [`MappedSamples::device_address`]).
+fn owner_token(gpu: &Arc<Gpu>) -> usize {
+    Arc::as_ptr(&gpu.ctx) as usize
+}
 
 /// What the host writes into the flag before a one-frame call, and what `gcc_peaks` raises it
 /// to.
@@ -267,6 +312,7 @@ impl CudaCorrelator {
             stream: s.clone(),
             plans: HashMap::new(),
             graphs: HashMap::new(),
+            frame_graphs: HashMap::new(),
             host_in: mapped_or_not(batch * c * params.frame_len)?,
             host_peaks: mapped_or_not(batch * p * params.peaks_per_pair * 3)?,
             host_curves: None,
@@ -373,14 +419,25 @@ impl CudaCorrelator {
     /// stream transforms part i (each part's kernels wait on its upload by an event), so that
     /// the bus and the kernels work at the same time (the upload of a batch of 16 16-channel
     /// frames alone is 81 us on the H200).
-    fn enqueue(&mut self, b: usize, want_curves: bool) -> Result<(), BackendError> {
+    ///
+    /// `frame`: the device address of a one-frame call's frame where it lies (a
+    /// [`MappedFrame`]) instead of in `host_in`.
+    fn enqueue(
+        &mut self,
+        b: usize,
+        want_curves: bool,
+        frame: Option<u64>,
+    ) -> Result<(), BackendError> {
         let p = self.params.clone();
         let (c, np, k) = (p.channels, p.pairs.len(), p.peaks_per_pair);
         let s = self.stream.clone();
         let row = c * p.frame_len;
         // One frame: no copies where the host buffers map (see `Single`).
         let single = (b == 1)
-            .then(|| self.single.as_ref().map(|m| (m.input, m.peaks, m.flag_dev)))
+            .then(|| {
+                let m = self.single.as_ref()?;
+                Some((frame.or(m.input), m.peaks, m.flag_dev))
+            })
             .flatten();
         for (i, (f0, n)) in parts(b, row * 4).enumerate() {
             if let Some((Some(_), _, _)) = single {
@@ -591,10 +648,37 @@ impl CudaCorrelator {
         }
         if !self.graphs.contains_key(&(b, want_curves)) {
             let s = self.stream.clone();
-            let g = capture(&s, || self.enqueue(b, want_curves))?;
+            let g = capture(&s, || self.enqueue(b, want_curves, None))?;
             self.graphs.insert((b, want_curves), g);
         }
         Ok(())
+    }
+
+    /// The device address of `f`'s samples if a one-frame call can read them where they lie
+    /// (a [`MappedFrame`] of this context, while a one-frame call reads its frame from host
+    /// memory), with its graph made; None: the frame is copied.
+    fn frame_in_place(
+        &mut self,
+        f: &Frame,
+        want_curves: bool,
+    ) -> Result<Option<u64>, BackendError> {
+        let Some(addr) = f.data.device_address(owner_token(&self.gpu)) else {
+            return Ok(None);
+        };
+        if self.single.as_ref().is_none_or(|m| m.input.is_none()) {
+            return Ok(None);
+        }
+        let key = (addr, want_curves);
+        if !self.frame_graphs.contains_key(&key) {
+            if self.frame_graphs.len() >= FRAME_GRAPHS_MAX {
+                return Ok(None);
+            }
+            self.prepare(1, want_curves)?;
+            let s = self.stream.clone();
+            let g = capture(&s, || self.enqueue(1, want_curves, Some(addr)))?;
+            self.frame_graphs.insert(key, g);
+        }
+        Ok(Some(addr))
     }
 
     /// Make the context current on the calling thread: a replay calls from a second thread
@@ -616,10 +700,9 @@ impl CudaCorrelator {
         self.collect(frames, out, want_curves)
     }
 
-    /// Stage up to `batch` frames into the page-locked buffer and queue their correlation
-    /// (without waiting for it: see [`Self::collect`]).
+    /// Stage up to `batch` frames into the page-locked buffer (unless one frame lies in mapped
+    /// memory) and queue their correlation (without waiting for it: see [`Self::collect`]).
     fn launch(&mut self, frames: &[&Frame], want_curves: bool) -> Result<(), BackendError> {
-        let b = frames.len();
         // The sizes only (this runs for every frame on the live path: no clone of the params).
         let p = &self.params;
         let (c, frame_len) = (p.channels, p.frame_len);
@@ -635,7 +718,41 @@ impl CudaCorrelator {
                 ),
             ));
         }
-        let row = c * frame_len;
+        // A live frame in memory the device reads (see `frame_allocator`) goes without a copy.
+        let in_place = match frames {
+            [f] => self.frame_in_place(f, want_curves)?,
+            _ => None,
+        };
+        let run = match in_place {
+            Some(_) => 1,
+            None => self.stage(frames, want_curves)?,
+        };
+        if run == 1 {
+            if let Some(m) = self.single.as_mut() {
+                m.flag.as_mut_slice()[0] = FLAG_PENDING;
+                let blocks = self.params.pairs.len() as u32;
+                self.single_blocks = self.single_blocks.wrapping_add(blocks);
+            }
+        }
+        let s = self.stream.clone();
+        self.timer.start(&s)?;
+        let graph = match in_place {
+            Some(a) => self.frame_graphs.get_mut(&(a, want_curves)),
+            None => self.graphs.get_mut(&(run, want_curves)),
+        };
+        match graph {
+            Some(Some(g)) => g.launch()?,
+            _ => self.enqueue(run, want_curves, in_place)?,
+        }
+        self.timer.stop(&s)?;
+        Ok(())
+    }
+
+    /// Copy `frames` (sizes checked) into the page-locked buffer and make what a call of their
+    /// run size needs; returns the run size (see [`run_size`]).
+    fn stage(&mut self, frames: &[&Frame], want_curves: bool) -> Result<usize, BackendError> {
+        let b = frames.len();
+        let row = self.params.channels * self.params.frame_len;
         let host = &mut self.host_in.as_mut_slice()[..b * row];
         if b > 1 {
             // The staging copy of a batch on the rayon pool (one core moved 5 MB in 650 us),
@@ -657,21 +774,7 @@ impl CudaCorrelator {
         }
         self.filled = self.filled.max(run);
         self.prepare(run, want_curves)?;
-        if run == 1 {
-            if let Some(m) = self.single.as_mut() {
-                m.flag.as_mut_slice()[0] = FLAG_PENDING;
-                let blocks = self.params.pairs.len() as u32;
-                self.single_blocks = self.single_blocks.wrapping_add(blocks);
-            }
-        }
-        let s = self.stream.clone();
-        self.timer.start(&s)?;
-        match self.graphs.get_mut(&(run, want_curves)) {
-            Some(Some(g)) => g.launch()?,
-            _ => self.enqueue(run, want_curves)?,
-        }
-        self.timer.stop(&s)?;
-        Ok(())
+        Ok(run)
     }
 
     /// Wait for the correlation [`Self::launch`] queued for `frames` and fill `out`.
@@ -810,6 +913,42 @@ impl Correlator for CudaCorrelator {
         }
     }
 
+    fn frame_allocator(&self) -> Option<FrameAlloc> {
+        // Only where a one-frame call reads its frame from host memory (small frames, mapped
+        // memory), and unless switched off (for comparisons).
+        self.single.as_ref()?.input?;
+        if std::env::var_os("SONOTRACK_NO_MAPPED_FRAMES").is_some_and(|v| v == "1") {
+            return None;
+        }
+        let gpu = self.gpu.clone();
+        let n_frame = self.params.channels * self.params.frame_len;
+        Some(Arc::new(move |n: usize| {
+            if n != n_frame {
+                return None;
+            }
+            let made = gpu
+                .ctx
+                .bind_to_thread()
+                .map_err(err("making the CUDA context current"))
+                .and_then(|()| {
+                    let buf = Pinned::<f32>::mapped(n)?;
+                    let dev = buf.device_ptr()?;
+                    Ok(MappedFrame {
+                        buf,
+                        dev,
+                        gpu: gpu.clone(),
+                    })
+                });
+            match made {
+                Ok(m) => Some(Samples::mapped(Box::new(m))),
+                Err(e) => {
+                    log::debug!("a frame on the heap instead of in mapped memory: {e}");
+                    None
+                }
+            }
+        }))
+    }
+
     fn preferred_batch(&self) -> usize {
         self.batch
     }
@@ -834,6 +973,7 @@ impl Drop for CudaCorrelator {
         drain_before_drop(&self.stream, "the GCC kernels");
         // Graphs that use the plans go first.
         self.graphs.clear();
+        self.frame_graphs.clear();
         for (_, p) in self.plans.drain() {
             // SAFETY: each plan was created by plan_many and is destroyed once.
             unsafe {
