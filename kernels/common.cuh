@@ -15,6 +15,16 @@ typedef unsigned long long u64;
 #define PAIR_GROUP 4
 #define STATE_DIM 7
 
+// Wait until the previous kernel on the stream has finished and its writes are visible, when
+// this kernel was launched early (programmatic dependent launch, sm_90 and later:
+// src/gpu/cuda/mod.rs, launch_early); a kernel launched as usual returns at once, as its
+// previous kernel has finished before it starts.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------
 // Philox4x32-10 (Salmon et al., SC'11), keyed as in src/philox.rs.
 

@@ -63,6 +63,8 @@ __device__ __forceinline__ void cross_body(const float2* spectra, const u32* pai
     __shared__ float shared_reg;
     u32 p = blockIdx.x, f = blockIdx.y;
     u32 a = pairs[2 * p], b = pairs[2 * p + 1];
+    // The spectra come from the R2C before (pairs and taper never change).
+    wait_for_previous_kernel();
     const float2* xa = spectra + ((size_t)f * channels + a) * nb;
     const float2* xb = spectra + ((size_t)f * channels + b) * nb;
     float2* out = cross + ((size_t)f * n_pairs + p) * nb;
@@ -287,8 +289,11 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     u32 p = blockIdx.x, f = blockIdx.y;
     size_t row = (size_t)f * n_pairs + p;
     const float* c = corr + row * fft_len;
-    float nrm = norms[row];
     const float ml = max_lag[p];
+    // The curves come from the C2R before, the norms from gcc_cross before it (the lag bounds
+    // never change).
+    wait_for_previous_kernel();
+    float nrm = norms[row];
     const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
     float inv = nrm_ok ? 1.0f / nrm : 0.0f;
     int ch = (int)curve_half;

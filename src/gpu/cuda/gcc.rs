@@ -25,7 +25,7 @@ use cudarc::cufft::{result as fft, sys as fft_sys};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
-use super::{Gpu, dptr, err};
+use super::{Gpu, PdlFunction, dptr, err, launch_early};
 use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
 use crate::frame::{Frame, FrameAlloc, MappedSamples, Samples, copy_for_device};
@@ -115,6 +115,26 @@ fn peaks_few_bytes(curve_half: usize, k: usize) -> Option<u32> {
     (base > 0 && total <= PEAK_FEW_SHARED_MAX).then_some(total as u32)
 }
 
+/// Launch a kernel with the arguments listed (each a reference to its value, in the kernel's
+/// order): early (`launch_early`) when `$early` holds its [`PdlFunction`], else through cudarc's
+/// launcher. Evaluates to a `Result<(), BackendError>`; to be used inside `unsafe` (the
+/// arguments must match the kernel's signature).
+macro_rules! launch {
+    ($s:expr, $f:expr, $early:expr, $cfg:expr, $what:expr; $($a:expr),* $(,)?) => {
+        match $early {
+            Some(ef) => {
+                let mut args = [$(std::ptr::from_ref($a).cast_mut().cast::<std::ffi::c_void>()),*];
+                launch_early(ef, $cfg, &$s, &mut args)
+            }
+            None => {
+                let mut b = $s.launch_builder($f);
+                $(b.arg($a);)*
+                b.launch($cfg).map(|_| ()).map_err(err($what))
+            }
+        }
+    };
+}
+
 /// Page-locked memory mapped into the device when the driver allows it, else plain
 /// page-locked memory (the one-frame call then copies as a batch does).
 fn mapped_or_not<T: bytemuck::Pod>(len: usize) -> Result<Pinned<T>, BackendError> {
@@ -137,6 +157,9 @@ pub struct CudaCorrelator {
     /// gcc_cross for a few pairs (one frame), which holds each thread's bins in registers.
     f_cross_few: CudaFunction,
     f_peaks: CudaFunction,
+    /// gcc_cross_few and gcc_peaks for launches before the transform they follow has finished
+    /// (sm_90 and later: see [`launch_early`]); None elsewhere.
+    early: Option<[PdlFunction; 2]>,
     d_in: CudaSlice<f32>,
     d_window: CudaSlice<f32>,
     d_fft_in: CudaSlice<f32>,
@@ -295,6 +318,10 @@ impl CudaCorrelator {
             f_cross: gpu.function("gcc_cross")?,
             f_cross_few: gpu.function("gcc_cross_few")?,
             f_peaks: gpu.function("gcc_peaks")?,
+            early: match &gpu.pdl {
+                Some(m) => Some([m.function("gcc_cross_few")?, m.function("gcc_peaks")?]),
+                None => None,
+            },
             d_in: alloc(batch * c * params.frame_len)?,
             d_fft_in: alloc(batch * c * params.fft_len)?,
             d_spec: alloc(batch * c * nb * 2)?,
@@ -572,28 +599,23 @@ impl CudaCorrelator {
         } else {
             &self.f_cross
         };
+        // A few pairs' kernels after the transforms are launched early where the device can
+        // (see `launch_early`): their blocks are in place when the transform's last block ends.
+        let (early_cross, early_peaks) = match (few, &self.early) {
+            (true, Some([c, pk])) => (Some(*c), Some(*pk)),
+            _ => (None, None),
+        };
+        let (d_pairs, d_taper) = (dptr(&self.d_pairs, &s), dptr(&self.d_taper, &s));
+        let cross_cfg = LaunchConfig {
+            grid_dim: (n_pairs, n as u32, 1),
+            block_dim: (cross_threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
         // SAFETY: as for the launches above.
         unsafe {
-            s.launch_builder(f_cross)
-                .arg(&d_spec)
-                .arg(&self.d_pairs)
-                .arg(&self.d_taper)
-                .arg(&channels)
-                .arg(&n_pairs)
-                .arg(&nbu)
-                .arg(&lo)
-                .arg(&hi)
-                .arg(&phat)
-                .arg(&p.beta)
-                .arg(&p.regularisation)
-                .arg(&d_cross)
-                .arg(&d_norms)
-                .launch(LaunchConfig {
-                    grid_dim: (n_pairs, n as u32, 1),
-                    block_dim: (cross_threads, 1, 1),
-                    shared_mem_bytes: 0,
-                })
-                .map_err(err("gcc_cross"))?;
+            launch!(s, f_cross, early_cross, cross_cfg, "gcc_cross";
+                &d_spec, &d_pairs, &d_taper, &channels, &n_pairs, &nbu, &lo, &hi, &phat,
+                &p.beta, &p.regularisation, &d_cross, &d_norms)?;
         }
         // SAFETY: the plan was made for n x pairs inverse transforms matching the buffers.
         unsafe {
@@ -605,32 +627,18 @@ impl CudaCorrelator {
         }
         .map_err(err("cuFFT C2R"))?;
         let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
+        let (d_maxlag, d_taps) = (dptr(&self.d_maxlag, &s), dptr(&self.d_taps, &s));
+        let peaks_cfg = LaunchConfig {
+            grid_dim: (n_pairs, n as u32, 1),
+            block_dim: (peak_threads, 1, 1),
+            shared_mem_bytes: peak_shared,
+        };
         // SAFETY: as for the launches above.
         unsafe {
-            s.launch_builder(&self.f_peaks)
-                .arg(&d_corr)
-                .arg(&d_norms)
-                .arg(&self.d_maxlag)
-                .arg(&self.d_taps)
-                .arg(&n_pairs)
-                .arg(&fft_len)
-                .arg(&ch)
-                .arg(&ku)
-                .arg(&p.min_separation_samples)
-                .arg(&wc)
-                .arg(&d_curves)
-                .arg(&d_peaks)
-                .arg(&d_ticket)
-                .arg(&blocks)
-                .arg(&flag)
-                .arg(&few_search)
-                .arg(&peaks_dev)
-                .launch(LaunchConfig {
-                    grid_dim: (n_pairs, n as u32, 1),
-                    block_dim: (peak_threads, 1, 1),
-                    shared_mem_bytes: peak_shared,
-                })
-                .map_err(err("gcc_peaks"))?;
+            launch!(s, &self.f_peaks, early_peaks, peaks_cfg, "gcc_peaks";
+                &d_corr, &d_norms, &d_maxlag, &d_taps, &n_pairs, &fft_len, &ch, &ku,
+                &p.min_separation_samples, &wc, &d_curves, &d_peaks, &d_ticket, &blocks, &flag,
+                &few_search, &peaks_dev)?;
         }
         Ok(())
     }

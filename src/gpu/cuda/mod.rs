@@ -51,6 +51,9 @@ const OPTIONS: &[&str] = &[
 
 /// A started CUDA device.
 pub struct Gpu {
+    /// The kernels again, for launches that cudarc's launcher cannot make (programmatic
+    /// dependent launch, sm_90 and later); None elsewhere or with `SONOTRACK_NO_PDL=1`.
+    pub pdl: Option<PdlModule>,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub module: Arc<CudaModule>,
@@ -135,8 +138,19 @@ fn start() -> Result<Arc<Gpu>, String> {
     let memory_bus_bits = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
     let (image, how) =
         kernels_for(cc, cache_dir().as_deref()).map_err(|e| format!("{name}: {e}"))?;
+    let pdl = if cc.0 >= 9 && !env_is_one("SONOTRACK_NO_PDL") {
+        match PdlModule::load(&ctx, &image) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                log::info!("{name}: kernels launched without early launch ({e})");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let module = ctx
-        .load_module(image)
+        .load_module(Ptx::from_binary(image))
         .map_err(|e| format!("{name}: cannot load the compiled kernels: {e}"))?;
     // SAFETY: the filter's device work runs on this one stream and the correlator's on a stream
     // of its own (forked from this one when it is made, so after anything queued here before);
@@ -151,6 +165,7 @@ fn start() -> Result<Arc<Gpu>, String> {
         .new_stream()
         .map_err(|e| format!("{name}: cannot create a stream: {e}"))?;
     Ok(Arc::new(Gpu {
+        pdl,
         ctx,
         stream,
         module,
@@ -162,6 +177,115 @@ fn start() -> Result<Arc<Gpu>, String> {
         memory_bus_bits,
         kernels: how,
     }))
+}
+
+fn env_is_one(k: &str) -> bool {
+    std::env::var_os(k).is_some_and(|v| v == "1")
+}
+
+/// A second instance of the kernel module, loaded through the driver API so that its functions'
+/// handles are ours: `launch_early` launches them with programmatic stream serialisation
+/// (programmatic dependent launch, sm_90 and later), which cudarc's launcher cannot. The kernels
+/// keep no device globals, so the two instances share nothing.
+pub struct PdlModule {
+    module: cudarc::driver::sys::CUmodule,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: a CUmodule handle may be used from any thread with its context current (every use
+// binds it first); the module is only unloaded by Drop.
+unsafe impl Send for PdlModule {}
+// SAFETY: as above; &PdlModule only looks functions up, which the driver allows concurrently.
+unsafe impl Sync for PdlModule {}
+
+/// A kernel of a [`PdlModule`].
+#[derive(Clone, Copy)]
+pub struct PdlFunction(cudarc::driver::sys::CUfunction);
+
+// SAFETY: a CUfunction is a handle into a module that outlives its users (the correlator holds
+// the Gpu that holds the module); launching from any thread with the context current is allowed.
+unsafe impl Send for PdlFunction {}
+// SAFETY: as above (copies of the handle are only passed to the driver).
+unsafe impl Sync for PdlFunction {}
+
+impl PdlModule {
+    fn load(ctx: &Arc<CudaContext>, image: &[u8]) -> Result<Self, String> {
+        use cudarc::driver::sys;
+        ctx.bind_to_thread().map_err(|e| e.to_string())?;
+        // PTX must end with a NUL; a CUBIN ignores what follows its last section.
+        let mut bytes = image.to_vec();
+        bytes.push(0);
+        let mut module = std::ptr::null_mut();
+        // SAFETY: `bytes` is a complete image (CUBIN or NUL-terminated PTX) that lives through
+        // the call; the driver copies it.
+        unsafe { sys::cuModuleLoadData(&mut module, bytes.as_ptr().cast()) }
+            .result()
+            .map_err(|e| format!("loading the kernels a second time: {e}"))?;
+        Ok(Self {
+            module,
+            ctx: ctx.clone(),
+        })
+    }
+
+    pub fn function(&self, name: &str) -> Result<PdlFunction, BackendError> {
+        let c = CString::new(name).map_err(|e| BackendError::new("cuda", e.to_string()))?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: the module is loaded; `c` is a NUL-terminated name that lives through the call.
+        unsafe { cudarc::driver::sys::cuModuleGetFunction(&mut f, self.module, c.as_ptr()) }
+            .result()
+            .map_err(|e| BackendError::new("cuda", format!("kernel `{name}`: {e}")))?;
+        Ok(PdlFunction(f))
+    }
+}
+
+impl Drop for PdlModule {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: loaded by `load`, unloaded once; its users (the correlator) are gone, as they
+        // hold the Gpu that holds this.
+        unsafe {
+            let _ = cudarc::driver::sys::cuModuleUnload(self.module);
+        }
+    }
+}
+
+/// Launch `f` on `stream` allowed to start before the previous kernel on the stream has finished
+/// (programmatic stream serialisation): its blocks are scheduled as the previous kernel's blocks
+/// finish, and the kernel itself waits for that kernel's results with `griddepcontrol.wait`
+/// (kernels/common.cuh: `wait_for_previous_kernel`) before reading them.
+///
+/// # Safety
+/// `args` holds a pointer to each of the kernel's arguments, of the kernel's types and in its
+/// order, and every buffer they name is live until the kernel has run; the kernel must wait
+/// before it reads anything the previous kernel writes.
+pub unsafe fn launch_early(
+    f: PdlFunction,
+    cfg: cudarc::driver::LaunchConfig,
+    stream: &CudaStream,
+    args: &mut [*mut std::ffi::c_void],
+) -> Result<(), BackendError> {
+    use cudarc::driver::sys;
+    // SAFETY: an all-zero attribute is a valid value of this plain C struct; its id and value
+    // are set next.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let lc = sys::CUlaunchConfig {
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller's contract for `args`; `lc` and `attr` live through the call.
+    unsafe { sys::cuLaunchKernelEx(&lc, f.0, args.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(|e| BackendError::new("cuda", format!("launching a kernel early: {e}")))
 }
 
 /// Where compiled kernels are kept (None: compile at every start).
@@ -226,7 +350,7 @@ const CACHE_MAGIC: &str = "sonotrack-kernel-cache 1\n";
 
 /// The kernel image for a device: from the cache when its key matches, else compiled (and
 /// cached). Returns the image and how it was obtained.
-pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Ptx, String), String> {
+pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Vec<u8>, String), String> {
     let key = cache_key(cc);
     let file = cache.map(|d| d.join(format!("kernels-{:016x}.bin", fnv1a(key.as_bytes()))));
     if let Some(f) = &file {
@@ -234,10 +358,7 @@ pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Ptx, String)
             let header = format!("{CACHE_MAGIC}{key}\n");
             if bytes.starts_with(header.as_bytes()) {
                 let image = bytes[header.len()..].to_vec();
-                return Ok((
-                    Ptx::from_binary(image),
-                    format!("loaded from {}", f.display()),
-                ));
+                return Ok((image, format!("loaded from {}", f.display())));
             }
             log::info!(
                 "kernel cache {} is for another build or device; recompiling",
@@ -265,7 +386,7 @@ pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Ptx, String)
             ),
         }
     }
-    Ok((Ptx::from_binary(image), how))
+    Ok((image, how))
 }
 
 /// Compile the kernels: a CUBIN for sm_XY, or, if this NVRTC does not know the device's
