@@ -405,10 +405,10 @@ const CAPTURE_PERIOD: usize = 1024;
 /// 4-channel, 4096-sample frame (the `tetra` scene), the measurement, and one step of
 /// a 2000-particle, one-model filter, plus the track bookkeeping. As in capture, the samples go
 /// into the frame assembler a period at a time and each frame is processed as soon as it is
-/// complete (so it is where the assembler just wrote it: in the CPU's cache, or, with a GPU
-/// that reads mapped host memory, in the correlator's page-locked frame memory, written with
-/// non-temporal stores, as the daemon has it; `SONOTRACK_NO_MAPPED_FRAMES=1` puts frames on
-/// the heap, from where the correlator copies them). Returns the median
+/// complete (so it is in the CPU's cache, as the assembler just wrote it: with a GPU that reads
+/// mapped host memory, into the correlator's page-locked frame memory, as the daemon has it;
+/// `SONOTRACK_NO_MAPPED_FRAMES=1` puts frames on the heap, from where the correlator copies
+/// them). Returns the median
 /// wall-clock time per frame over the frames after the track is established (and the medians
 /// of the input checks, GCC-PHAT and filter stages), and the frames timed.
 pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveTiming> {

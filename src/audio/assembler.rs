@@ -132,7 +132,7 @@ impl FrameAssembler {
                 None => Frame::new(sensors, n, self.sample_rate_hz),
             }
         });
-        frame.data.fill_from(&self.buf);
+        frame.data.copy_from_slice(&self.buf);
         frame.start_sample = self.buf_start;
         frame.seq = (self.buf_start - self.origin) / self.hop as u64;
         frame.wall_clock = None;

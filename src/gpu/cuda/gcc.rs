@@ -24,11 +24,13 @@ use std::sync::Arc;
 use cudarc::cufft::{result as fft, sys as fft_sys};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
-use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
+use super::host::{
+    DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
+};
 use super::{Gpu, PdlFunction, dptr, err, launch_early};
 use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
-use crate::frame::{Frame, FrameAlloc, MappedSamples, Samples, copy_for_device};
+use crate::frame::{Frame, FrameAlloc, MappedSamples, Samples};
 
 /// Most threads per block of gcc_cross (kernels/gcc.cu: GCC_CROSS_BLOCK).
 const GCC_CROSS_BLOCK: u32 = 1024;
