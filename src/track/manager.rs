@@ -907,13 +907,8 @@ mod tests {
     /// gives, bit for bit, through fills, evictions, repeated values and clears.
     #[test]
     fn residual_window_median_matches_a_selection() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::philox::PhiloxStream::new(11, 0, crate::philox::Stream::Simulate);
+        let mut next = || (u64::from(rng.next_u32()) << 32) | u64::from(rng.next_u32());
         let mut w = ResidualWindow::default();
         let mut all: Vec<f32> = Vec::new();
         for i in 0..3000 {
