@@ -225,9 +225,10 @@ struct Single {
 /// faster by the copy engine).
 const MAPPED_INPUT_BYTES: usize = 256 << 10;
 
-/// Frame buffers with a graph of their own (a live source's assembler cycles through a few: it
-/// keeps at most 8, and reuses the same one while frames come one at a time); frames in other
-/// buffers are copied as heap frames are.
+/// Frame buffers with a graph of their own. A live source's assembler cycles through a few: the
+/// frames being filled side by side (two with a hop of half a frame) and the one being
+/// processed, and its pool keeps at most 8. Frames in other buffers are copied as heap frames
+/// are.
 const FRAME_GRAPHS_MAX: usize = 16;
 
 /// A live frame's samples in page-locked host memory mapped into the device, made by
