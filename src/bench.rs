@@ -408,9 +408,9 @@ const CAPTURE_PERIOD: usize = 1024;
 /// complete (so it is in the CPU's cache, as the assembler just wrote it: with a GPU that reads
 /// mapped host memory, into the correlator's page-locked frame memory, as the daemon has it;
 /// `SONOTRACK_NO_MAPPED_FRAMES=1` puts frames on the heap, from where the correlator copies
-/// them). Returns the median
-/// wall-clock time per frame over the frames after the track is established (and the medians
-/// of the input checks, GCC-PHAT and filter stages), and the frames timed.
+/// them). Returns the median wall-clock time per frame over the frames after the track is
+/// established (and the medians of the input checks, GCC-PHAT and filter stages, and of the
+/// assembler's push that completed each frame), and the frames timed.
 pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveTiming> {
     use crate::audio::assembler::FrameAssembler;
     let (cfg, mut pipe, rec) = tetra_workload(backend, particles, 8.0, true)?;

@@ -4,9 +4,9 @@
 //! sits in the stream. Each incoming sample is written straight into every frame that contains
 //! it (overlapping frames are filled side by side), so a frame leaves as soon as its last sample
 //! is written, without a copy; with a backend's allocator (`set_allocator`) it is then already
-//! in the memory the GPU reads. After a gap (lost audio), the partial frames are discarded and assembly
-//! resumes at the first grid position after the gap: a frame never spans missing audio, and the
-//! frames that could not be formed are counted.
+//! in the memory the GPU reads. After a gap (lost audio), the partial frames are discarded and
+//! assembly resumes at the first grid position after the gap: a frame never spans missing
+//! audio, and the frames that could not be formed are counted.
 
 use std::collections::VecDeque;
 

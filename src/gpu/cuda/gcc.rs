@@ -27,7 +27,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKern
 use super::host::{
     DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
 };
-use super::{Gpu, PdlFunction, dptr, err, launch_early};
+use super::{Gpu, PdlFunction, dptr, env_is_one, err, launch_early};
 use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
 use crate::frame::{Frame, FrameAlloc, MappedSamples, Samples};
@@ -928,7 +928,7 @@ impl Correlator for CudaCorrelator {
         // Only where a one-frame call reads its frame from host memory (small frames, mapped
         // memory), and unless switched off (for comparisons).
         self.single.as_ref()?.input?;
-        if std::env::var_os("SONOTRACK_NO_MAPPED_FRAMES").is_some_and(|v| v == "1") {
+        if env_is_one("SONOTRACK_NO_MAPPED_FRAMES") {
             return None;
         }
         let gpu = self.gpu.clone();

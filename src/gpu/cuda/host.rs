@@ -8,7 +8,7 @@ use bytemuck::Pod;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream, result};
 
-use super::err;
+use super::{env_is_one, err};
 use crate::error::BackendError;
 
 /// Copy `src` into `dst` (the same length) for a GPU to read next: on x86_64 with
@@ -274,7 +274,7 @@ pub fn capture(
     stream: &std::sync::Arc<CudaStream>,
     enqueue: impl FnOnce() -> Result<(), BackendError>,
 ) -> Result<Option<Graph>, BackendError> {
-    if std::env::var_os("SONOTRACK_NO_GRAPHS").is_some_and(|v| v == "1") {
+    if env_is_one("SONOTRACK_NO_GRAPHS") {
         return Ok(None);
     }
     if let Err(e) = stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) {

@@ -179,7 +179,9 @@ fn start() -> Result<Arc<Gpu>, String> {
     }))
 }
 
-fn env_is_one(k: &str) -> bool {
+/// Whether environment variable `k` is set to "1" (the backend's on/off switches, such as
+/// `SONOTRACK_NO_GRAPHS`).
+pub(crate) fn env_is_one(k: &str) -> bool {
     std::env::var_os(k).is_some_and(|v| v == "1")
 }
 

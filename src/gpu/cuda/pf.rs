@@ -36,7 +36,7 @@ use bytemuck::{Pod, Zeroable};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg, result};
 
 use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
-use super::{Gpu, dptr, err};
+use super::{Gpu, dptr, env_is_one, err};
 use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
 use crate::philox::{self, Stream};
@@ -659,7 +659,7 @@ impl CudaParticleFilter {
         let (up, up_mapped) = mapped_or_not(lay.up_len)?;
         // Live steps need the parameters and results in mapped memory, and a small filter;
         // `SONOTRACK_NO_LIVE_STEP=1` turns them off (for comparison).
-        let live_off = std::env::var_os("SONOTRACK_NO_LIVE_STEP").is_some_and(|v| v == "1");
+        let live_off = env_is_one("SONOTRACK_NO_LIVE_STEP");
         let stamp = if small_filter(n) && mirror.is_some() && up_mapped.is_some() && !live_off {
             Stamp::new(&gpu)
                 .map_err(|e| log::debug!("no live filter steps: {e}"))
