@@ -37,6 +37,83 @@ extern "C" __global__ void gcc_window(const float* in, const float* window, floa
     out[(size_t)row * fft_len + i] = i < frame_len ? in[(size_t)row * frame_len + i] * window[i] : 0.0f;
 }
 
+// A one-frame call queued before its frame is complete (src/gpu/cuda/gcc.rs, `Bell`): the host
+// writes `want` before it launches the call, and, once the frame is complete, the frame's
+// device address and then `have` = want (or want | BELL_CANCEL to call it off). In page-locked
+// host memory mapped into the device.
+struct Bell {
+    u32 want, have;
+    u64 frame;
+};
+#define BELL_CANCEL 0x80000000u
+// How long gcc_window_bell waits for its frame before it gives up as if called off (the host
+// gives up after half of it: BELL_GIVE_UP in gcc.rs).
+#define BELL_TIMEOUT_NS 1000000000ull
+
+__device__ __forceinline__ u32 load_acquire_sys(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ u32 load_acquire_gpu(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store_release_gpu(u32* p, u32 v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// gcc_window of a call queued ahead of its frame: block 0's thread 0 reads the bell in host
+// memory (the only reads over the bus: 128 blocks reading the same host word at once took
+// 50 us on the H100, as the reads went one after the other) and passes the answer on through
+// `go` in device memory ([0] 0 while none, 1 go on, 2 called off; [1] blocks done with it;
+// [2..3] the frame's address), which the other blocks poll with pauses. The last block done
+// resets [0] and [1] for the next call (which starts after this one has finished). Called off,
+// it writes nothing: the kernels after it run on what their buffers hold, and the host throws
+// their peaks away.
+extern "C" __global__ void gcc_window_bell(const Bell* bell, u32* go, const float* window,
+                                           float* out, u32 frame_len, u32 fft_len) {
+    __shared__ const float* frame;
+    if (threadIdx.x == 0) {
+        const u64 t0 = global_ns();
+        const float* at = nullptr;
+        if (blockIdx.x == 0 && blockIdx.y == 0) {
+            const u32 want = *(volatile const u32*)&bell->want;
+            u32 answer = 2u;
+            for (;;) {
+                const u32 have = load_acquire_sys(&bell->have);
+                if (have == want) answer = 1u;
+                if (have == want || have == (want | BELL_CANCEL)) break;
+                if (global_ns() - t0 > BELL_TIMEOUT_NS) break;
+                poll_pause(64);
+            }
+            if (answer == 1u) at = (const float*)*(volatile const u64*)&bell->frame;
+            *(volatile u64*)(go + 2) = (u64)at;
+            store_release_gpu(go, answer);
+        } else {
+            for (;;) {
+                const u32 answer = load_acquire_gpu(go);
+                if (answer == 1u) at = (const float*)*(volatile const u64*)(go + 2);
+                // (Block 0 answers within BELL_TIMEOUT_NS; this is for a block 0 that never ran.)
+                if (answer != 0u || global_ns() - t0 > 2 * BELL_TIMEOUT_NS) break;
+                poll_pause(128);
+            }
+        }
+        frame = at;
+    }
+    __syncthreads();
+    const float* in = frame;
+    const u32 row = blockIdx.y;
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (in != nullptr && i < fft_len)
+        out[(size_t)row * fft_len + i] = i < frame_len ? in[(size_t)row * frame_len + i] * window[i] : 0.0f;
+    if (threadIdx.x == 0 && atomicAdd(go + 1, 1u) == gridDim.x * gridDim.y - 1) {
+        go[0] = 0u;
+        go[1] = 0u;
+    }
+}
+
 __device__ __forceinline__ float mag(float2 x, float beta) {
     float a = sqrtf(x.x * x.x + x.y * x.y);
     return beta == 1.0f ? a : powf(a, beta);
