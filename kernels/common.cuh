@@ -25,20 +25,6 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #endif
 }
 
-// The device's clock in nanoseconds (steps of about 0.26 us on the H100), for time-outs.
-__device__ __forceinline__ u64 global_ns() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-// A pause between two polls of a word another agent writes (none before sm_70).
-__device__ __forceinline__ void poll_pause(u32 ns) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    __nanosleep(ns);
-#endif
-}
-
 // ---------------------------------------------------------------------------------------------
 // Philox4x32-10 (Salmon et al., SC'11), keyed as in src/philox.rs.
 

@@ -289,6 +289,12 @@ __device__ __forceinline__ void predict_particle(const StepParams* sp, const Tra
     advance(cf, sp->mode, m, tp.dt, s, z);
 }
 
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
 // pf_step_live, launched before the frame's measurement exists: whether it can go on, rather
 // than the host having withdrawn the step (the stamp, a word in device memory the host sets,
 // reads sp->live | LIVE_CANCEL) or no answer having come for LIVE_TIMEOUT_NS (the block then

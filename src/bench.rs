@@ -434,9 +434,6 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
     // The push that completes each timed frame (the period's copy and the frame's assembly,
     // which the frame's latency includes too: it is not in `process`).
     let mut assemble = Vec::new();
-    // Queuing the next frame's correlation between frames (`Pipeline::arm_next`, as the
-    // daemon does once no complete frame waits): host time per frame outside `process`.
-    let mut arm = Vec::new();
     let mut run = || -> Result<()> {
         for period in audio.chunks(CAPTURE_PERIOD * ch) {
             let t = Instant::now();
@@ -449,8 +446,7 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
                 let dt = t.elapsed().as_secs_f64();
                 let after = stage_clocks(&pipe);
                 // Time the steady state: a confirmed track, after the first two seconds.
-                let timed = tracked && f.centre_time_s() > 2.0;
-                if timed {
+                if tracked && f.centre_time_s() > 2.0 {
                     times.push(dt);
                     assemble.push(pushed);
                     for k in 0..3 {
@@ -458,11 +454,6 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
                     }
                 }
                 asm.recycle(f);
-                let t = Instant::now();
-                pipe.arm_next()?;
-                if timed {
-                    arm.push(t.elapsed().as_secs_f64());
-                }
             }
         }
         Ok(())
@@ -483,7 +474,6 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
     let [mut c, mut g, mut p] = parts;
     Ok(LiveTiming {
         assemble_s: median(&mut assemble),
-        arm_s: median(&mut arm),
         median_s: median(&mut times),
         checks_s: median(&mut c),
         gcc_s: median(&mut g),
@@ -496,7 +486,6 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
 /// frame assembler's push that completed the frame (outside the frame's time).
 pub struct LiveTiming {
     pub assemble_s: f64,
-    pub arm_s: f64,
     pub median_s: f64,
     pub checks_s: f64,
     pub gcc_s: f64,
@@ -692,12 +681,11 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                 stage: "live".into(),
                 backend: b.into(),
                 params: format!(
-                    "tetra 4 ch x 4096 at 96 kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us; after it, queuing the next {:.1} us)",
+                    "tetra 4 ch x 4096 at 96 kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us)",
                     lt.checks_s * 1e6,
                     lt.gcc_s * 1e6,
                     lt.filter_s * 1e6,
-                    lt.assemble_s * 1e6,
-                    lt.arm_s * 1e6
+                    lt.assemble_s * 1e6
                 ),
                 median_us: s * 1e6,
                 per_unit: s * 1e6,

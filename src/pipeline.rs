@@ -80,10 +80,6 @@ pub struct PipelineOptions {
     pub live: bool,
 }
 
-/// Frames that come further apart than this are not correlated ahead ([`Pipeline::arm_next`]):
-/// the GPU gives a call queued ahead up after half a second.
-pub const ARM_HOP_MAX_S: f64 = 0.25;
-
 pub struct Pipeline {
     cfg: Config,
     opts: PipelineOptions,
@@ -152,27 +148,6 @@ impl Pipeline {
     /// [`Correlator::frame_allocator`]): memory the GPU reads directly, or None.
     pub fn frame_allocator(&self) -> Option<crate::frame::FrameAlloc> {
         self.correlator.as_ref()?.frame_allocator()
-    }
-
-    /// Live, between frames (when no complete frame is waiting): queue the next frame's
-    /// correlation now, on a GPU that can (see [`Correlator::arm`]), so that the frame's own
-    /// time holds none of its launch. Not where frames come further apart than
-    /// [`ARM_HOP_MAX_S`] (the device would wait for them). A failing backend moves to the CPU;
-    /// no frame is lost, as none is in flight.
-    pub fn arm_next(&mut self) -> Result<()> {
-        let hop_s = self.cfg.hop_samples() as f64 / self.cfg.sample_rate_hz();
-        if !self.opts.live || self.opts.want_curves || hop_s > ARM_HOP_MAX_S {
-            return Ok(());
-        }
-        let Some(mut cor) = self.correlator.take() else {
-            return Ok(());
-        };
-        let armed = match cor.arm() {
-            Ok(_) => Ok(()),
-            Err(e) => self.switch_to_cpu(Some(&mut cor), &e),
-        };
-        self.correlator = Some(cor);
-        armed
     }
 
     /// Replace the correlator or filter by test doubles (fault injection).

@@ -146,47 +146,6 @@ fn check_gcc_one_by_one(params: &GccParams, frames: &[Frame], batch: usize) {
         if i == 1 {
             assert!(want.peaks.iter().all(|p| !p.is_some()), "silent: no peaks");
         }
-        // Queued before the frame (`arm`): the same peaks, to the last bit, whether the frame
-        // is then started, correlated, or comes after the GPU gave the call up (once, as it
-        // takes half a second); and a call with the curves calls it off first.
-        let armed = g.arm().unwrap();
-        if !armed {
-            // (Where a one-frame call copies its frame, or with SONOTRACK_NO_ARM=1.)
-            eprintln!("frame {i}: the GPU does not queue calls ahead");
-            continue;
-        }
-        assert!(g.arm().unwrap(), "armed twice: still one call");
-        if i == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(600));
-        }
-        let mut rung = GccFrame::new(params);
-        assert!(g.start(&[f], false).unwrap());
-        g.finish(&[f], std::slice::from_mut(&mut rung), false)
-            .unwrap();
-        assert_eq!(
-            rung.peaks, ahead.peaks,
-            "frame {i}: queued ahead and started"
-        );
-        assert!(g.arm().unwrap());
-        let mut rung = GccFrame::new(params);
-        g.correlate(&[f], std::slice::from_mut(&mut rung), false)
-            .unwrap();
-        assert_eq!(
-            rung.peaks, ahead.peaks,
-            "frame {i}: queued ahead and correlated"
-        );
-        assert!(g.arm().unwrap());
-        let mut with_curves = GccFrame::new(params);
-        g.correlate(&[f], std::slice::from_mut(&mut with_curves), true)
-            .unwrap();
-        assert_eq!(with_curves.curves, got_c.curves, "frame {i}: called off");
-        assert_eq!(with_curves.peaks, got_c.peaks, "frame {i}: called off");
-    }
-    // Dropped with a call queued: called off, not waited out.
-    if g.arm().unwrap() {
-        let t = std::time::Instant::now();
-        drop(g);
-        assert!(t.elapsed() < std::time::Duration::from_millis(400));
     }
 }
 
@@ -640,8 +599,7 @@ impl Correlator for NotAhead {
 /// the last bit (frames with a NaN sample, which are correlated again and stepped plainly,
 /// and a dead channel, whose pairs the device leaves out as the host does, included). The same
 /// again with the frames in the correlator's mapped memory, which the device reads where the
-/// assembler wrote them (and where the checks zero a NaN while the first correlation runs),
-/// and with each frame's correlation queued before the frame is complete (`arm_next`).
+/// assembler wrote them (and where the checks zero a NaN while the first correlation runs).
 #[test]
 fn live_pipeline_agrees_with_plain_steps() {
     use sonotrack::audio::assembler::FrameAssembler;
@@ -666,15 +624,7 @@ fn live_pipeline_agrees_with_plain_steps() {
         audio.extend_from_slice(&buf[..n * ch]);
     }
     let mut runs = Vec::new();
-    // (ahead, mapped, queued): the correlation queued between frames (`arm_next`), with the
-    // frames in mapped memory and on the heap (copied by the host when the bell rings).
-    for (ahead, mapped, queued) in [
-        (true, false, false),
-        (false, false, false),
-        (true, true, false),
-        (true, true, true),
-        (true, false, true),
-    ] {
+    for (ahead, mapped) in [(true, false), (false, false), (true, true)] {
         let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
         let cor: Box<dyn Correlator> = if ahead { cor } else { Box::new(NotAhead(cor)) };
         let pf = gpu::particle_filter(FilterParams::from_config(&cfg)).unwrap();
@@ -718,14 +668,11 @@ fn live_pipeline_agrees_with_plain_steps() {
                     ));
                 }
                 asm.recycle(f);
-                if queued {
-                    pipe.arm_next().unwrap();
-                }
             }
         }
         let t = pipe.tracker();
         eprintln!(
-            "ahead {ahead}, frames in mapped memory {with_alloc}, queued {queued}: {} reports, {} steps prepared ({} built on the device), backend {}",
+            "ahead {ahead}, frames in mapped memory {with_alloc}: {} reports, {} steps prepared ({} built on the device), backend {}",
             out.len(),
             t.prepared_steps,
             t.device_built_steps,
@@ -741,7 +688,6 @@ fn live_pipeline_agrees_with_plain_steps() {
         }
         runs.push(out);
     }
-    for r in &runs[1..] {
-        assert_eq!(&runs[0], r);
-    }
+    assert_eq!(runs[0], runs[1]);
+    assert_eq!(runs[2], runs[1]);
 }

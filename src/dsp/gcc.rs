@@ -284,14 +284,6 @@ pub trait Correlator: Send {
     fn start(&mut self, _frames: &[&Frame], _want_curves: bool) -> Result<bool, BackendError> {
         Ok(false)
     }
-    /// Queue the correlation of the next one-frame [`Self::start`] (without curves) now,
-    /// before its frame is complete: a GPU launches its work, which waits on the device for
-    /// the frame, so that `start` only has to say where the frame is (the launch's cost and
-    /// latency come off the frame's time). Any other call, or a frame that comes too late,
-    /// calls it off first. Returns false when the backend does not (the CPU).
-    fn arm(&mut self) -> Result<bool, BackendError> {
-        Ok(false)
-    }
     /// Wait for the work [`Self::start`] queued for `frames` (the same frames, in number) and
     /// fill `out` as [`Self::correlate`] would have.
     fn finish(

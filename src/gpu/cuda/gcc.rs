@@ -155,7 +155,6 @@ pub struct CudaCorrelator {
     params: GccParams,
     batch: usize,
     f_window: CudaFunction,
-    f_window_bell: CudaFunction,
     f_cross: CudaFunction,
     /// gcc_cross for a few pairs (one frame), which holds each thread's bins in registers.
     f_cross_few: CudaFunction,
@@ -206,46 +205,6 @@ pub struct CudaCorrelator {
     /// Blocks of the one-frame calls launched with the flag, a block per pair (what
     /// `d_ticket[0]` reads once they are done).
     single_blocks: u32,
-    /// One-frame calls queued before their frame is complete (see [`Correlator::arm`]); None
-    /// where a one-frame call copies its frame, or with `SONOTRACK_NO_ARM=1`.
-    armer: Option<Armer>,
-}
-
-/// A one-frame call queued ahead of its frame ([`Correlator::arm`]): `gcc_window_bell` waits on
-/// the device until the host rings the bell with the frame's address (kernels/gcc.cu, `Bell`).
-struct Armer {
-    /// The bell, in mapped host memory: want, have, and the frame's device address in two
-    /// words.
-    bell: Pinned<u32>,
-    bell_dev: u64,
-    /// Where block 0 of `gcc_window_bell` passes the answer on to the others.
-    d_go: CudaSlice<u32>,
-    /// The call's captured graph; None until first armed, or where capture failed (then
-    /// enqueued directly).
-    graph: Option<Option<Graph>>,
-    /// The last call's number (kernels/gcc.cu: want; never has BELL_CANCEL's bit).
-    number: u32,
-    /// The call queued now: its number and when it was queued.
-    queued: Option<(u32, std::time::Instant)>,
-}
-
-/// kernels/gcc.cu: what the host writes into `have` to call a queued call off.
-const BELL_CANCEL: u32 = 0x8000_0000;
-/// A queued call whose frame comes later than this is called off and the frame launched as
-/// usual. Half of kernels/gcc.cu's BELL_TIMEOUT_NS, after which the device gives up by itself:
-/// the device's clock starts when the kernel does, after the host's, so the host never rings a
-/// bell that the device has stopped listening to.
-const BELL_GIVE_UP: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Where a one-frame call's `gcc_window` reads the frame.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum FrameAt {
-    /// In `host_in` (copied there, or, for a batch, uploaded from there).
-    Staged,
-    /// At this device address (a [`MappedFrame`]).
-    Mapped(u64),
-    /// Where the bell says, once rung (`gcc_window_bell`, an armed call).
-    Bell,
 }
 
 /// A one-frame call (the live path) without copies: the frame is read from the page-locked
@@ -359,7 +318,6 @@ impl CudaCorrelator {
             .map_err(err("uploading interpolator taps"))?;
         let mut me = Self {
             f_window: gpu.function("gcc_window")?,
-            f_window_bell: gpu.function("gcc_window_bell")?,
             f_cross: gpu.function("gcc_cross")?,
             f_cross_few: gpu.function("gcc_cross_few")?,
             f_peaks: gpu.function("gcc_peaks")?,
@@ -398,26 +356,11 @@ impl CudaCorrelator {
                 .alloc_zeros::<u32>(2)
                 .map_err(err("allocating GCC buffers"))?,
             single_blocks: 0,
-            armer: None,
             batch,
             params,
             gpu,
         };
         me.single = me.single_io();
-        if me.single.as_ref().is_some_and(|m| m.input.is_some()) && !env_is_one("SONOTRACK_NO_ARM")
-        {
-            let bell = Pinned::<u32>::mapped(4)?;
-            me.armer = Some(Armer {
-                bell_dev: bell.device_ptr()?,
-                bell,
-                d_go: s
-                    .alloc_zeros::<u32>(4)
-                    .map_err(err("allocating GCC buffers"))?,
-                graph: None,
-                number: 0,
-                queued: None,
-            });
-        }
         // Plans and graphs for the two sizes calls come in (one frame live, whole batches in
         // replay) are made now, so that the first frames do not pay for them.
         me.prepare(1, false)?;
@@ -507,8 +450,14 @@ impl CudaCorrelator {
     /// the bus and the kernels work at the same time (the upload of a batch of 16 16-channel
     /// frames alone is 81 us on the H200).
     ///
-    /// `frame`: where a one-frame call's frame is read (see [`FrameAt`]).
-    fn enqueue(&mut self, b: usize, want_curves: bool, frame: FrameAt) -> Result<(), BackendError> {
+    /// `frame`: the device address of a one-frame call's frame where it lies (a
+    /// [`MappedFrame`]) instead of in `host_in`.
+    fn enqueue(
+        &mut self,
+        b: usize,
+        want_curves: bool,
+        frame: Option<u64>,
+    ) -> Result<(), BackendError> {
         let p = self.params.clone();
         let (c, np, k) = (p.channels, p.pairs.len(), p.peaks_per_pair);
         let s = self.stream.clone();
@@ -517,12 +466,7 @@ impl CudaCorrelator {
         let single = (b == 1)
             .then(|| {
                 let m = self.single.as_ref()?;
-                let input = match frame {
-                    FrameAt::Mapped(a) => Some(a),
-                    // (The bell's frame is in host memory too: nothing to upload.)
-                    FrameAt::Staged | FrameAt::Bell => m.input,
-                };
-                Some((input, m.peaks, m.flag_dev))
+                Some((frame.or(m.input), m.peaks, m.flag_dev))
             })
             .flatten();
         for (i, (f0, n)) in parts(b, row * 4).enumerate() {
@@ -554,10 +498,7 @@ impl CudaCorrelator {
                 }
                 s.join(&cs).map_err(err("ordering the upload"))?;
             }
-            let bell = (frame == FrameAt::Bell)
-                .then(|| self.armer.as_ref().map(|a| (a.bell_dev, dptr(&a.d_go, &s))))
-                .flatten();
-            self.enqueue_part(f0, n, b, want_curves, single, bell)?;
+            self.enqueue_part(f0, n, b, want_curves, single)?;
         }
         // SAFETY: both device buffers hold `batch` frames of results; the host reads them only
         // after synchronising.
@@ -578,8 +519,7 @@ impl CudaCorrelator {
 
     /// The kernels for frames `f0..f0 + n` of a batch of `b` (already on the device), on the
     /// main stream: window, R2C, cross-spectra, C2R, peaks. `single`: a one-frame call's
-    /// mapped frame (when read from the host), peaks and flag (see [`Single`]); `bell`: an
-    /// armed call's bell and answer (see [`Armer`]), whose window kernel waits for the frame.
+    /// mapped frame (when read from the host), peaks and flag (see [`Single`]).
     fn enqueue_part(
         &mut self,
         f0: usize,
@@ -587,7 +527,6 @@ impl CudaCorrelator {
         b: usize,
         want_curves: bool,
         single: Option<(Option<u64>, u64, u64)>,
-        bell: Option<(u64, u64)>,
     ) -> Result<(), BackendError> {
         let p = self.params.clone();
         let (c, np, nb, k) = (p.channels, p.pairs.len(), p.n_bins(), p.peaks_per_pair);
@@ -628,33 +567,19 @@ impl CudaCorrelator {
         // SAFETY (all launches below): argument types and order match the kernel signatures in
         // kernels/gcc.cu, and every address is inside its buffer, allocated for `batch` >=
         // f0 + n frames.
-        let window_cfg = LaunchConfig {
-            grid_dim: (fft_len.div_ceil(256), (n * c) as u32, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
         unsafe {
-            match bell {
-                Some((bell, go)) => s
-                    .launch_builder(&self.f_window_bell)
-                    .arg(&bell)
-                    .arg(&go)
-                    .arg(&self.d_window)
-                    .arg(&d_fft_in)
-                    .arg(&frame_len)
-                    .arg(&fft_len)
-                    .launch(window_cfg)
-                    .map_err(err("gcc_window_bell"))?,
-                None => s
-                    .launch_builder(&self.f_window)
-                    .arg(&d_in)
-                    .arg(&self.d_window)
-                    .arg(&d_fft_in)
-                    .arg(&frame_len)
-                    .arg(&fft_len)
-                    .launch(window_cfg)
-                    .map_err(err("gcc_window"))?,
-            };
+            s.launch_builder(&self.f_window)
+                .arg(&d_in)
+                .arg(&self.d_window)
+                .arg(&d_fft_in)
+                .arg(&frame_len)
+                .arg(&fft_len)
+                .launch(LaunchConfig {
+                    grid_dim: (fft_len.div_ceil(256), (n * c) as u32, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                })
+                .map_err(err("gcc_window"))?;
         }
         // SAFETY: the plan was made for n x channels transforms of fft_len reals into
         // fft_len/2+1 complex values, which is what the two parts of the buffers hold.
@@ -734,7 +659,7 @@ impl CudaCorrelator {
         }
         if !self.graphs.contains_key(&(b, want_curves)) {
             let s = self.stream.clone();
-            let g = capture(&s, || self.enqueue(b, want_curves, FrameAt::Staged))?;
+            let g = capture(&s, || self.enqueue(b, want_curves, None))?;
             self.graphs.insert((b, want_curves), g);
         }
         Ok(())
@@ -761,70 +686,10 @@ impl CudaCorrelator {
             }
             self.prepare(1, want_curves)?;
             let s = self.stream.clone();
-            let g = capture(&s, || self.enqueue(1, want_curves, FrameAt::Mapped(addr)))?;
+            let g = capture(&s, || self.enqueue(1, want_curves, Some(addr)))?;
             self.frame_graphs.insert(key, g);
         }
         Ok(Some(addr))
-    }
-
-    /// Ring the bell of the call queued ahead (see [`Correlator::arm`]) for frame `f` (sizes
-    /// checked): the frame's address (where it lies in this context's mapped memory, else in
-    /// `host_in`, copied there), then the call's number. Returns false when none is queued, or
-    /// when it was queued too long ago (see [`BELL_GIVE_UP`]): it is then called off.
-    fn ring(&mut self, f: &Frame) -> Result<bool, BackendError> {
-        let Some((number, at)) = self.armer.as_ref().and_then(|a| a.queued) else {
-            return Ok(false);
-        };
-        let input = self.single.as_ref().and_then(|m| m.input);
-        let (Some(input), true) = (input, at.elapsed() <= BELL_GIVE_UP) else {
-            self.disarm()?;
-            return Ok(false);
-        };
-        let addr = match f.data.device_address(owner_token(&self.gpu)) {
-            Some(a) => a,
-            None => {
-                let row = self.params.channels * self.params.frame_len;
-                copy_for_device(&mut self.host_in.as_mut_slice()[..row], &f.data);
-                input
-            }
-        };
-        let Some(a) = self.armer.as_mut() else {
-            return Ok(false);
-        };
-        let bell = a.bell.as_mut_slice().as_mut_ptr();
-        // SAFETY: the bell holds four words; the device reads them while the host writes, so
-        // through raw pointers. The frame (written before, by this thread or the one that
-        // handed it over) and its address are visible before the number: the fence orders
-        // every store before it, streamed ones included, ahead of the number's.
-        unsafe {
-            std::ptr::write_volatile(bell.add(2), addr as u32);
-            std::ptr::write_volatile(bell.add(3), (addr >> 32) as u32);
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            std::ptr::write_volatile(bell.add(1), number);
-        }
-        a.queued = None;
-        Ok(true)
-    }
-
-    /// Call off the call queued ahead, if any, and wait until it has run through (on what its
-    /// buffers held: its peaks are never read).
-    fn disarm(&mut self) -> Result<(), BackendError> {
-        let Some(a) = self.armer.as_mut() else {
-            return Ok(());
-        };
-        let Some((number, _)) = a.queued.take() else {
-            return Ok(());
-        };
-        let bell = a.bell.as_mut_slice().as_mut_ptr();
-        // SAFETY: as in `ring`.
-        unsafe { std::ptr::write_volatile(bell.add(1), number | BELL_CANCEL) };
-        let Some(flag) = self.single.as_ref().map(|m| m.flag.as_ptr()) else {
-            return Ok(());
-        };
-        wait_until(&self.stream, "a GCC call called off", || {
-            // SAFETY: as in `collect`.
-            unsafe { std::ptr::read_volatile(flag) == FLAG_DONE }
-        })
     }
 
     /// Make the context current on the calling thread: a replay calls from a second thread
@@ -864,13 +729,6 @@ impl CudaCorrelator {
                 ),
             ));
         }
-        // A call queued ahead for this frame only needs to know where it is.
-        if let ([f], false) = (frames, want_curves) {
-            if self.ring(f)? {
-                return Ok(());
-            }
-        }
-        self.disarm()?;
         // A live frame in memory the device reads (see `frame_allocator`) goes without a copy.
         let in_place = match frames {
             [f] => self.frame_in_place(f, want_curves)?,
@@ -895,11 +753,7 @@ impl CudaCorrelator {
         };
         match graph {
             Some(Some(g)) => g.launch()?,
-            _ => self.enqueue(
-                run,
-                want_curves,
-                in_place.map_or(FrameAt::Staged, FrameAt::Mapped),
-            )?,
+            _ => self.enqueue(run, want_curves, in_place)?,
         }
         self.timer.stop(&s)?;
         Ok(())
@@ -1058,58 +912,6 @@ impl Correlator for CudaCorrelator {
         self.collect(frames, out, want_curves)
     }
 
-    fn arm(&mut self) -> Result<bool, BackendError> {
-        let Some(a) = self.armer.as_ref() else {
-            return Ok(false);
-        };
-        if a.queued.is_some() {
-            return Ok(true);
-        }
-        // (Device timing brackets each call with events; a started call is still using the
-        // flag.)
-        if self.timer.is_on() || self.started.is_some() {
-            return Ok(false);
-        }
-        self.bind()?;
-        if a.graph.is_none() {
-            self.prepare(1, false)?;
-            let s = self.stream.clone();
-            let g = capture(&s, || self.enqueue(1, false, FrameAt::Bell))?;
-            if let Some(a) = self.armer.as_mut() {
-                a.graph = Some(g);
-            }
-        }
-        // As for any one-frame call: the flag down, and its blocks counted.
-        let blocks = self.params.pairs.len() as u32;
-        if let Some(m) = self.single.as_mut() {
-            m.flag.as_mut_slice()[0] = FLAG_PENDING;
-            self.single_blocks = self.single_blocks.wrapping_add(blocks);
-        }
-        let (number, mut graph) = match self.armer.as_mut() {
-            Some(a) => {
-                a.number = match (a.number + 1) & !BELL_CANCEL {
-                    0 => 1,
-                    n => n,
-                };
-                // SAFETY: as in `ring` (the device reads `want` once the call starts).
-                unsafe { std::ptr::write_volatile(a.bell.as_mut_slice().as_mut_ptr(), a.number) };
-                (a.number, a.graph.take().flatten())
-            }
-            None => return Ok(false),
-        };
-        let launched = match graph.as_mut() {
-            Some(g) => g.launch(),
-            None => self.enqueue(1, false, FrameAt::Bell),
-        };
-        if let Some(a) = self.armer.as_mut() {
-            a.graph = Some(graph);
-            if launched.is_ok() {
-                a.queued = Some((number, std::time::Instant::now()));
-            }
-        }
-        launched.map(|()| true)
-    }
-
     fn device_peaks(&self) -> Option<DevicePeaks> {
         self.single.as_ref()?;
         match self.started {
@@ -1163,11 +965,6 @@ impl Correlator for CudaCorrelator {
     }
 
     fn set_device_timing(&mut self, on: bool) {
-        if on {
-            if let Err(e) = self.disarm() {
-                log::warn!("calling off the GCC call queued ahead: {e}");
-            }
-        }
         self.timer.set(on);
     }
 
@@ -1183,11 +980,7 @@ impl Correlator for CudaCorrelator {
 impl Drop for CudaCorrelator {
     fn drop(&mut self) {
         // A one-frame call returns when its peaks are in, perhaps before its stream has
-        // finished; so does a started call that was never collected. A call queued ahead is
-        // called off first, or it would wait for its frame until it gives up.
-        if let Err(e) = self.disarm() {
-            log::warn!("calling off the GCC call queued ahead: {e}");
-        }
+        // finished; so does a started call that was never collected.
         drain_before_drop(&self.stream, "the GCC kernels");
         // Graphs that use the plans go first.
         self.graphs.clear();
@@ -1219,11 +1012,6 @@ mod tests {
                 crate::dsp::gcc::PEAK_INTERP_HALF_WIDTH
             ),
             format!("#define PEAK_GRID {}", crate::dsp::gcc::PEAK_GRID),
-            format!("#define BELL_CANCEL 0x{:x}u", super::BELL_CANCEL),
-            format!(
-                "#define BELL_TIMEOUT_NS {}ull",
-                2 * super::BELL_GIVE_UP.as_nanos()
-            ),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
