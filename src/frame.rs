@@ -77,9 +77,6 @@ pub trait MappedSamples: Send + Sync {
     /// The device's address of the samples, if the memory is mapped into the device that
     /// `owner` identifies (each backend knows its own token; any other owner gets None).
     fn device_address(&self, owner: usize) -> Option<u64>;
-    /// The host has just written samples `from..to` (a backend may push them towards where
-    /// its device reads them).
-    fn written(&self, _from: usize, _to: usize) {}
 }
 
 /// Makes the memory of a frame of `n` samples, or None (the frame then lives on the heap).
@@ -95,13 +92,6 @@ enum Repr {
 }
 
 impl Samples {
-    /// The host has just written samples `from..to` (see [`MappedSamples::written`]).
-    pub fn written(&self, from: usize, to: usize) {
-        if let Repr::Mapped(m) = &self.0 {
-            m.written(from, to);
-        }
-    }
-
     pub fn zeros(n: usize) -> Self {
         Self(Repr::Heap(vec![0.0; n]))
     }

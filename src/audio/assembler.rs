@@ -203,7 +203,6 @@ fn write_rows(f: &mut Frame, map: &[usize], ch: usize, at: usize, chunk: &[f32])
         for (d, r) in row.iter_mut().zip(chunk.chunks_exact(ch)) {
             *d = r[c];
         }
-        f.data.written(s * n + at, s * n + at + take);
     }
 }
 

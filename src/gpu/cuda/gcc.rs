@@ -256,32 +256,6 @@ impl MappedSamples for MappedFrame {
     fn device_address(&self, owner: usize) -> Option<u64> {
         (owner == owner_token(&self.gpu)).then_some(self.dev)
     }
-    fn written(&self, from: usize, to: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            static CLWB: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-            let on = *CLWB.get_or_init(|| {
-                let l7 = std::arch::x86_64::__cpuid_count(7, 0);
-                env_is_one("SONOTRACK_CLWB") && l7.ebx & (1 << 24) != 0
-            });
-            if !on || from >= to {
-                return;
-            }
-            let s = self.buf.as_slice();
-            let to = to.min(s.len());
-            let base = s.as_ptr() as usize;
-            let mut p = (base + from * 4) & !63;
-            let end = base + to * 4;
-            while p < end {
-                // SAFETY: p lies in the buffer's cache lines; clwb writes a line back without
-                // changing its contents.
-                unsafe {
-                    std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack, preserves_flags))
-                };
-                p += 64;
-            }
-        }
-    }
 }
 
 impl Drop for MappedFrame {
