@@ -434,17 +434,12 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
     // The push that completes each timed frame (the period's copy and the frame's assembly,
     // which the frame's latency includes too: it is not in `process`).
     let mut assemble = Vec::new();
-    // Pushes that complete no frame (between frames: there the assembler writes back what
-    // it wrote into frames in the GPU's mapped memory).
-    let mut between = Vec::new();
     let mut run = || -> Result<()> {
         for period in audio.chunks(CAPTURE_PERIOD * ch) {
             let t = Instant::now();
             asm.push(period);
             let pushed = t.elapsed().as_secs_f64();
-            let mut any = false;
             while let Some(mut f) = asm.pop() {
-                any = true;
                 let before = stage_clocks(&pipe);
                 let t = Instant::now();
                 let tracked = !pipe.process(&mut f)?.is_empty();
@@ -459,9 +454,6 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
                     }
                 }
                 asm.recycle(f);
-            }
-            if !any && !times.is_empty() {
-                between.push(pushed);
             }
         }
         Ok(())
@@ -480,12 +472,8 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
         v[v.len() / 2]
     };
     let [mut c, mut g, mut p] = parts;
-    if between.is_empty() {
-        between.push(0.0);
-    }
     Ok(LiveTiming {
         assemble_s: median(&mut assemble),
-        between_s: median(&mut between),
         median_s: median(&mut times),
         checks_s: median(&mut c),
         gcc_s: median(&mut g),
@@ -498,8 +486,6 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
 /// frame assembler's push that completed the frame (outside the frame's time).
 pub struct LiveTiming {
     pub assemble_s: f64,
-    /// The median push that completed no frame (after the first timed frame).
-    pub between_s: f64,
     pub median_s: f64,
     pub checks_s: f64,
     pub gcc_s: f64,
@@ -695,12 +681,11 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                 stage: "live".into(),
                 backend: b.into(),
                 params: format!(
-                    "tetra 4 ch x 4096 at 96 kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us; between frames, assembly {:.1} us)",
+                    "tetra 4 ch x 4096 at 96 kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us)",
                     lt.checks_s * 1e6,
                     lt.gcc_s * 1e6,
                     lt.filter_s * 1e6,
-                    lt.assemble_s * 1e6,
-                    lt.between_s * 1e6
+                    lt.assemble_s * 1e6
                 ),
                 median_us: s * 1e6,
                 per_unit: s * 1e6,

@@ -77,10 +77,6 @@ pub trait MappedSamples: Send + Sync {
     /// The device's address of the samples, if the memory is mapped into the device that
     /// `owner` identifies (each backend knows its own token; any other owner gets None).
     fn device_address(&self, owner: usize) -> Option<u64>;
-    /// The host is done writing samples `from..to` for now: a backend may push them out of
-    /// the writing core's cache, towards where its device reads them (the frame assembler
-    /// calls this between frames, for what it wrote since).
-    fn write_back(&self, _from: usize, _to: usize) {}
 }
 
 /// Makes the memory of a frame of `n` samples, or None (the frame then lives on the heap).
@@ -96,13 +92,6 @@ enum Repr {
 }
 
 impl Samples {
-    /// Samples `from..to` are written for now (see [`MappedSamples::write_back`]).
-    pub fn write_back(&self, from: usize, to: usize) {
-        if let Repr::Mapped(m) = &self.0 {
-            m.write_back(from, to);
-        }
-    }
-
     pub fn zeros(n: usize) -> Self {
         Self(Repr::Heap(vec![0.0; n]))
     }

@@ -23,9 +23,6 @@ pub struct FrameAssembler {
     /// Samples go straight into every frame they belong to (with overlapping frames, into
     /// several), so a frame is complete, without a copy, when its last sample arrives.
     open: VecDeque<Frame>,
-    /// For each frame of `open`: its samples before this index are written back (see
-    /// [`Self::push`]).
-    open_clean: VecDeque<usize>,
     /// Start of the next frame to open (a grid position).
     next_start: u64,
     /// Sample index of the next incoming sample.
@@ -70,7 +67,6 @@ impl FrameAssembler {
             sample_rate_hz,
             origin,
             open: VecDeque::new(),
-            open_clean: VecDeque::new(),
             next_start: origin,
             clock: origin,
             ready: VecDeque::new(),
@@ -93,35 +89,7 @@ impl FrameAssembler {
     }
 
     /// Push whole interleaved sample frames; completed frames become available from `pop`.
-    ///
-    /// A push that completes no frame then writes back what the open frames hold so far (see
-    /// `Samples::write_back`: frames in memory a GPU reads are pushed out of this core's
-    /// cache); a push that completes one leaves that for the next, so that the frame goes
-    /// out at once.
     pub fn push(&mut self, interleaved: &[f32]) {
-        let completed = self.ready.len();
-        self.fill(interleaved);
-        if self.ready.len() == completed {
-            self.write_back();
-        }
-    }
-
-    /// Write back the open frames' samples written since the last write-back.
-    fn write_back(&mut self) {
-        let n = self.frame_len;
-        for (f, clean) in self.open.iter().zip(self.open_clean.iter_mut()) {
-            if !f.data.is_mapped() {
-                continue;
-            }
-            let filled = (self.clock - f.start_sample).min(n as u64) as usize;
-            for s in 0..f.channels {
-                f.data.write_back(s * n + *clean, s * n + filled);
-            }
-            *clean = filled;
-        }
-    }
-
-    fn fill(&mut self, interleaved: &[f32]) {
         let ch = self.in_channels.max(1);
         let n = self.frame_len as u64;
         // Whole sample frames only (a partial one at the end is ignored).
@@ -158,7 +126,6 @@ impl FrameAssembler {
                 if let Some(f) = self.open.pop_front() {
                     self.ready.push_back(f);
                 }
-                self.open_clean.pop_front();
             }
         }
     }
@@ -176,7 +143,6 @@ impl FrameAssembler {
         frame.seq = (self.next_start - self.origin) / self.hop as u64;
         frame.wall_clock = None;
         self.open.push_back(frame);
-        self.open_clean.push_back(0);
         self.next_start += self.hop as u64;
     }
 
@@ -200,7 +166,6 @@ impl FrameAssembler {
         while let Some(f) = self.open.pop_front() {
             self.recycle(f);
         }
-        self.open_clean.clear();
         self.lost_frames += lost_frames;
         lost_frames
     }
@@ -411,82 +376,5 @@ mod tests {
         assert_eq!((f.seq, f.start_sample), (4, 16));
         assert_eq!(f.channel(0)[0], 16.0);
         assert_eq!(a.lost_frames, 3);
-    }
-
-    /// Frame memory that logs its write-backs: (its first sample's address, from, to).
-    struct Logged {
-        data: Vec<f32>,
-        log: std::sync::Arc<std::sync::Mutex<Vec<(usize, usize, usize)>>>,
-    }
-
-    impl crate::frame::MappedSamples for Logged {
-        fn as_slice(&self) -> &[f32] {
-            &self.data
-        }
-        fn as_mut_slice(&mut self) -> &mut [f32] {
-            &mut self.data
-        }
-        fn device_address(&self, _owner: usize) -> Option<u64> {
-            None
-        }
-        fn write_back(&self, from: usize, to: usize) {
-            let at = self.data.as_ptr() as usize;
-            self.log.lock().unwrap().push((at, from, to));
-        }
-    }
-
-    /// Pushes that complete no frame write back what the open frames hold since the last
-    /// write-back, each sensor's row once; pushes that complete one write back nothing. So a
-    /// frame leaves with all but its last push's samples written back, with the samples
-    /// unchanged. Heap frames are never written back.
-    #[test]
-    fn frames_are_written_back_between_frames() {
-        use crate::frame::Samples;
-        use std::sync::{Arc, Mutex};
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let made = log.clone();
-        // Two sensors (input channels 1 and 0 of 2), frames of 8, hop 4, pushes of 2.
-        let mut a = FrameAssembler::new(vec![1, 0], 2, 8, 4, 100.0, 0);
-        a.set_allocator(Some(Arc::new(move |n| {
-            Some(Samples::mapped(Box::new(Logged {
-                data: vec![0.0; n],
-                log: made.clone(),
-            })))
-        })));
-        // Per frame (by address): the rows' clean prefix, from the log.
-        let mut clean: std::collections::HashMap<usize, [usize; 2]> = Default::default();
-        let mut frames = 0;
-        for p in 0..20u64 {
-            a.push(&ramp(2, 2 * p, 2));
-            let entries: Vec<_> = log.lock().unwrap().drain(..).collect();
-            let mut completed = false;
-            while let Some(f) = a.pop() {
-                completed = true;
-                let at = f.data.as_ptr() as usize;
-                let c = clean.remove(&at).unwrap_or([0, 0]);
-                // Everything but the last push's two samples, in both rows.
-                assert_eq!(c, [6, 6], "frame {}", f.seq);
-                assert_eq!(f.channel(0)[0], (1000 + f.start_sample) as f32);
-                assert_eq!(f.channel(1)[7], (f.start_sample + 7) as f32);
-                frames += 1;
-                a.recycle(f);
-            }
-            if completed {
-                assert!(entries.is_empty(), "push {p}: {entries:?}");
-            }
-            for (at, from, to) in entries {
-                let row = from / 8;
-                let c = clean.entry(at).or_insert([0, 0]);
-                // Contiguous with what was written back before, within one row.
-                assert_eq!(from, row * 8 + c[row], "push {p}");
-                assert!(to > from && to <= row * 8 + 8, "push {p}");
-                c[row] = to - row * 8;
-            }
-        }
-        assert!(frames >= 8, "{frames} frames");
-        // Heap frames: nothing to write back (and nothing breaks).
-        let mut h = FrameAssembler::new(vec![0], 1, 8, 4, 100.0, 0);
-        h.push(&ramp(1, 0, 30));
-        assert!(h.pop().is_some());
     }
 }

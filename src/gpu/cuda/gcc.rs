@@ -256,39 +256,6 @@ impl MappedSamples for MappedFrame {
     fn device_address(&self, owner: usize) -> Option<u64> {
         (owner == owner_token(&self.gpu)).then_some(self.dev)
     }
-    fn write_back(&self, from: usize, to: usize) {
-        // A frame that the assembler wrote sits modified in the writing core's cache, and the
-        // GPU's reads of it over the bus then wait for that core (H100 host: the live path's
-        // correlation 7 us longer, BENCHMARKS.md). x86's clwb writes the lines back. Elsewhere
-        // (the boards' memory is shared) nothing to do.
-        #[cfg(target_arch = "x86_64")]
-        {
-            static CLWB: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-            let on = *CLWB.get_or_init(|| {
-                let l7 = std::arch::x86_64::__cpuid_count(7, 0);
-                l7.ebx & (1 << 24) != 0 && !env_is_one("SONOTRACK_NO_WRITE_BACK")
-            });
-            let s = self.buf.as_slice();
-            let to = to.min(s.len());
-            if !on || from >= to {
-                return;
-            }
-            let base = s.as_ptr() as usize;
-            let mut p = (base + from * 4) & !63;
-            let end = base + to * 4;
-            while p < end {
-                // SAFETY: the CPU has clwb (CPUID leaf 7, EBX bit 24), and p lies in the
-                // buffer's cache lines (from its first sample's line to its last's); clwb
-                // writes a line back to memory without changing what it holds.
-                unsafe {
-                    std::arch::asm!("clwb [{0}]", in(reg) p, options(nostack, preserves_flags))
-                };
-                p += 64;
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (from, to);
-    }
 }
 
 impl Drop for MappedFrame {
