@@ -60,8 +60,10 @@ __device__ __forceinline__ u32* slot_model(u32* m0, u32* m1, u32 cur, u32 slot, 
 // Small filters (the live path: a few thousand particles) would occupy only a few SMs with
 // those tiles, each thread working through its particles one after the other: pf_step_small
 // and pf_sums_small take one particle per thread in blocks of PF_SMALL_BLOCK, spreading the
-// same work over many more SMs (src/gpu/cuda/pf.rs picks by the particle count).
-#define PF_SMALL_BLOCK 64
+// same work over many more SMs (src/gpu/cuda/pf.rs picks by the particle count). 256 threads
+// (64 before the sixteenth session): the live step's 2,000 particles then fit the eight blocks
+// of one portable thread-block cluster (pf_step_live_cluster).
+#define PF_SMALL_BLOCK 256
 
 // This thread's weights summed per model, for models 0..NM.
 template <int NM, int P>
@@ -83,7 +85,8 @@ template <int B, int P>
 __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st)[P][STATE_DIM],
                                           const u32 (&model)[P], u32 valid_mask,
                                           const float* ref, float* e_out, float* out,
-                                          u32 n_models, bool write = true) {
+                                          u32 n_models, bool write = true,
+                                          float* out2 = nullptr) {
     __shared__ float scratch[32];
     __shared__ float warp_parts[B / 32][PART];
     float mine_max = NEG_INF;
@@ -151,9 +154,13 @@ __device__ __forceinline__ void tile_sums(const float (&lw)[P], const float (&st
         float acc = 0.0f;
         for (int w = 0; w < B / 32; ++w) acc += warp_parts[w][threadIdx.x];
         if (write) out[threadIdx.x] = acc;
+        if (write && out2) out2[threadIdx.x] = acc;
     }
     if (write && threadIdx.x == 0) out[0] = mx;
     if (write && threadIdx.x == PART - 1) out[PART - 1] = 0.0f; // the unused slot
+    // (out2: the same row again, in a cluster's leader block: pf_step_live_cluster.)
+    if (write && out2 && threadIdx.x == 0) out2[0] = mx;
+    if (write && out2 && threadIdx.x == PART - 1) out2[PART - 1] = 0.0f;
     // (warp_parts is read above and written again by a second call only after that call's
     // barriers.)
 }
@@ -436,7 +443,8 @@ __device__ __forceinline__ void put_pair_rest(float* meas, u32 a, u32 b, u32 q, 
 // live_wait). Returns false when a live step was withdrawn or timed out, having written nothing.
 template <int B, int P>
 __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* stamp,
-                                             const LiveMeas* lm, u32* flags) {
+                                             const LiveMeas* lm, u32* flags,
+                                             float* row_copy = nullptr) {
     __shared__ float rr[2 * RR_SHARED * B];
     // The measurement and geometry in shared memory when they fit (every thread reads all of
     // it, in the innermost loop).
@@ -602,7 +610,8 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
             lwv[q] = valid ? lds_f32(kq + (STATE_DIM + 1) * (4 * B)) : NEG_INF;
         }
         tile_sums<B, P>(lwv, sv, mv, valid_mask, ref + t * 8, e_out + base + i0,
-                        partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models, real);
+                        partials + ((size_t)t * n_tiles + blockIdx.x) * PART, sp->n_models, real,
+                        row_copy);
     }
     return true;
 }
@@ -730,16 +739,17 @@ __device__ __forceinline__ void combine_from(At at, u32 n_rows, double* fin, flo
 // weight at column 0) relative to their largest log weight, into fin[0..PART) (fin[0] = that
 // maximum). T is float for tile rows and double for group rows. Every thread of the block calls
 // it.
-template <typename T, int NT>
+template <typename T, int NT, bool STAGE>
 __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scratch,
                              double (*red)[PART], double* fac) {
-    // A block of one row group (the small filter's, 64 threads) and at most PRE rows (its 32 tile
-    // rows for 2,000 particles): the rows are first staged in shared memory with 16-byte loads
-    // that are all in flight at once, so that they cost one wait for L2 instead of one for the
-    // maxima, one for the factors and several for the columns (2.8 us of the small filter's
-    // finalize on the H100, by the device's clock). The sums are the same either way.
+    // The small filter's blocks (STAGE) with at most PRE rows (its 8 tile rows for 2,000
+    // particles): the rows are first staged in shared memory with 16-byte loads that are all in
+    // flight at once, so that they cost one wait for L2 instead of one for the maxima, one for
+    // the factors and several for the columns (2.8 us of the small filter's finalize on the
+    // H100, by the device's clock, with 32 rows of 64-thread tiles). The sums are the same
+    // either way. (pf_step's blocks do not stage: the buffer would cost them occupancy.)
     constexpr u32 PRE = COMBINE_STAGE_BYTES / (PART * sizeof(T));
-    if constexpr (NT / PART == 1) {
+    if constexpr (STAGE) {
         if (n_rows <= PRE) {
             T* stage = reinterpret_cast<T*>(combine_stage());
             constexpr u32 VEC = 16 / sizeof(T), MAX_ITER = PRE * PART / VEC / NT;
@@ -878,7 +888,7 @@ __device__ __forceinline__ bool last_to_arrive(u32* c, u32 n, bool* last) {
 // groups, [1 + g] group g's tiles. NT is the kernel's block size; `before`, `after_slow` and
 // `chol`: the flag before the slow path, whether this is it, and where a tempered resampling's
 // roughening factor goes (the step passes FLAG_KEEP, 0 and no factor).
-template <int NT>
+template <int NT, bool STAGE>
 __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n_blocks,
                               double* groups, u32* tickets, double* out, u32* flags, u32 before,
                               u32 after_slow, float* chol) {
@@ -893,13 +903,13 @@ __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n
     u32 rows = min((u32)FIN_ROWS, n_blocks - r0);
     u32* tk = tickets + (size_t)t * (n_groups + 1);
     if (!last_to_arrive(&tk[1 + grp], rows, &last)) return;
-    combine_rows<float, NT>(partials + ((size_t)t * n_blocks + r0) * PART, rows, fin, scratch,
+    combine_rows<float, NT, STAGE>(partials + ((size_t)t * n_blocks + r0) * PART, rows, fin, scratch,
                             red, fac);
     if (n_groups > 1) {
         double* grow = groups + ((size_t)t * n_groups + grp) * PART;
         if (threadIdx.x < PART) grow[threadIdx.x] = fin[threadIdx.x];
         if (!last_to_arrive(&tk[0], n_groups, &last)) return;
-        combine_rows<double, NT>((const double*)(groups + (size_t)t * n_groups * PART), n_groups,
+        combine_rows<double, NT, STAGE>((const double*)(groups + (size_t)t * n_groups * PART), n_groups,
                                  fin, scratch, red, fac);
     }
     u32 flag = finalize_write(sp, fin, t, before, after_slow, out, flags);
@@ -911,14 +921,14 @@ __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n
 // Both end with the finalize (step_finalize): one launch less per step.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS, PF_FIN_ARGS) {
     pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS, nullptr, nullptr, flags);
-    step_finalize<PF_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
+    step_finalize<PF_BLOCK, false>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
                             FLAG_KEEP, 0, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
 pf_step_small(PF_STEP_ARGS, PF_FIN_ARGS) {
     pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, nullptr, nullptr, flags);
-    step_finalize<PF_SMALL_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
+    step_finalize<PF_SMALL_BLOCK, true>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
                                   flags, FLAG_KEEP, 0, nullptr);
 }
 
@@ -928,8 +938,85 @@ pf_step_small(PF_STEP_ARGS, PF_FIN_ARGS) {
 extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
 pf_step_live(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp, const LiveMeas* lm) {
     if (!pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, stamp, lm, flags)) return;
-    step_finalize<PF_SMALL_BLOCK>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
+    step_finalize<PF_SMALL_BLOCK, true>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out,
                                   flags, FLAG_KEEP, 0, nullptr);
+}
+
+// Thread-block clusters (compute capability 9.0 and later): the block's rank in its cluster,
+// the cluster's size, a generic address of `p` (this block's shared memory) in block `rank`'s
+// shared memory, and the cluster's barrier (release on arrival, acquire on the wait; every
+// thread of the block takes part, as the .aligned forms require).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_blocks() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+template <typename T>
+__device__ __forceinline__ T* cluster_map(T* p, u32 rank) {
+    u64 out;
+    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"((u64)p), "r"(rank));
+    return (T*)out;
+}
+__device__ __forceinline__ void cluster_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+#endif
+
+// Blocks of a pf_step_live_cluster cluster at most (the portable cluster size).
+#define LIVE_CLUSTER_MAX 8
+
+// pf_step_live for a track whose tiles make one thread-block cluster (launched with the
+// cluster's size equal to the grid's width, at most LIVE_CLUSTER_MAX; src/gpu/cuda/pf.rs picks
+// it on compute capability 9.0 and later). Each block writes its tile row into the leader's
+// (rank 0's) shared memory as well as to `partials`; the cluster's barrier replaces
+// step_finalize's fence, ticket and last block, and the leader combines the rows from its own
+// shared memory (the same sums, in the same order, as step_finalize's: its results agree to
+// the last bit). A block that was withdrawn or timed out (live_wait) still arrives, without its
+// mark: the leader then combines nothing, as no last block would have.
+extern "C" __global__ void __launch_bounds__(PF_SMALL_BLOCK)
+pf_step_live_cluster(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp, const LiveMeas* lm) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    __shared__ float rows[LIVE_CLUSTER_MAX][PART];
+    __shared__ u32 marks[LIVE_CLUSTER_MAX];
+    __shared__ float scratch[32];
+    __shared__ double red[PF_SMALL_BLOCK / PART][PART];
+    __shared__ double fin[PART];
+    __shared__ double fac[PF_SMALL_BLOCK];
+    __shared__ bool all_in;
+    const u32 rank = cluster_rank(), nr = cluster_blocks();
+    if (threadIdx.x < LIVE_CLUSTER_MAX) marks[threadIdx.x] = 0u;
+    // Every block of the cluster is running, and the leader's marks are cleared, before any
+    // block writes into the leader's shared memory. (The kernel starts long before its frame's
+    // peaks: this costs the frame nothing.)
+    cluster_arrive();
+    cluster_wait();
+    const bool ran = pf_step_body<PF_SMALL_BLOCK, 1>(PF_STEP_PASS, stamp, lm, flags,
+                                                     cluster_map(&rows[rank][0], 0));
+    if (ran && threadIdx.x == 0) *cluster_map(&marks[rank], 0) = 1u;
+    cluster_arrive();
+    // The others are done: the leader's shared memory, which they wrote, lives until it leaves.
+    if (rank != 0) return;
+    cluster_wait();
+    if (threadIdx.x == 0) {
+        bool a = true;
+        for (u32 r = 0; r < nr; ++r) a = a && marks[r] != 0u;
+        all_in = a;
+    }
+    __syncthreads();
+    if (!all_in) return;
+    combine_from<PF_SMALL_BLOCK>([&](u32 r, u32 c) { return (double)rows[r][c]; }, nr, fin,
+                                 scratch, red, fac);
+    finalize_write(sp, fin, blockIdx.y, FLAG_KEEP, 0, sums_out, flags);
+#endif
 }
 
 // What pf_sums' own finalize writes besides the flags: as pf_step's, and the roughening factors.
@@ -944,7 +1031,8 @@ __device__ __forceinline__ void pf_sums_fin(PF_SUMS_ARGS, PF_SUMS_FIN_ARGS) {
     u32 before = flags[blockIdx.y];
     if (!IS_SLOW(before)) return; // uniform over the track's blocks
     pf_sums_body<B, P>(PF_SUMS_PASS);
-    step_finalize<B>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags, before, 1,
+    step_finalize<B, P == 1>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
+                             before, 1,
                      chol);
 }
 

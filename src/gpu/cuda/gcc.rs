@@ -27,7 +27,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKern
 use super::host::{
     DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
 };
-use super::{Gpu, PdlFunction, dptr, env_is_one, err, launch_early};
+use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_early};
 use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
 use crate::frame::{Frame, FrameAlloc, MappedSamples, Samples};
@@ -118,7 +118,7 @@ fn peaks_few_bytes(curve_half: usize, k: usize) -> Option<u32> {
 }
 
 /// Launch a kernel with the arguments listed (each a reference to its value, in the kernel's
-/// order): early (`launch_early`) when `$early` holds its [`PdlFunction`], else through cudarc's
+/// order): early (`launch_early`) when `$early` holds its [`DriverFunction`], else through cudarc's
 /// launcher. Evaluates to a `Result<(), BackendError>`; to be used inside `unsafe` (the
 /// arguments must match the kernel's signature).
 macro_rules! launch {
@@ -161,7 +161,7 @@ pub struct CudaCorrelator {
     f_peaks: CudaFunction,
     /// gcc_cross_few and gcc_peaks for launches before the transform they follow has finished
     /// (sm_90 and later: see [`launch_early`]); None elsewhere.
-    early: Option<[PdlFunction; 2]>,
+    early: Option<[DriverFunction; 2]>,
     d_in: CudaSlice<f32>,
     d_window: CudaSlice<f32>,
     d_fft_in: CudaSlice<f32>,
@@ -321,9 +321,11 @@ impl CudaCorrelator {
             f_cross: gpu.function("gcc_cross")?,
             f_cross_few: gpu.function("gcc_cross_few")?,
             f_peaks: gpu.function("gcc_peaks")?,
-            early: match &gpu.pdl {
-                Some(m) => Some([m.function("gcc_cross_few")?, m.function("gcc_peaks")?]),
-                None => None,
+            early: match &gpu.ex {
+                Some(m) if gpu.early_launch => {
+                    Some([m.function("gcc_cross_few")?, m.function("gcc_peaks")?])
+                }
+                _ => None,
             },
             d_in: alloc(batch * c * params.frame_len)?,
             d_fft_in: alloc(batch * c * params.fft_len)?,

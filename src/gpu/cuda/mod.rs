@@ -51,9 +51,16 @@ const OPTIONS: &[&str] = &[
 
 /// A started CUDA device.
 pub struct Gpu {
-    /// The kernels again, for launches that cudarc's launcher cannot make (programmatic
-    /// dependent launch, sm_90 and later); None elsewhere or with `SONOTRACK_NO_PDL=1`.
-    pub pdl: Option<PdlModule>,
+    /// The kernels again, for launches that cudarc's launcher cannot make (launch attributes:
+    /// programmatic dependent launch and thread-block clusters, sm_90 and later); None
+    /// elsewhere, or with both `SONOTRACK_NO_PDL=1` and `SONOTRACK_NO_CLUSTER=1`.
+    pub ex: Option<DriverModule>,
+    /// Whether a one-frame correlation launches its kernels after the transforms early
+    /// (`launch_early`; off with `SONOTRACK_NO_PDL=1`).
+    pub early_launch: bool,
+    /// Whether a live filter step whose tiles fit one cluster runs as a thread-block cluster
+    /// (`launch_cluster`; off with `SONOTRACK_NO_CLUSTER=1`).
+    pub clusters: bool,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub module: Arc<CudaModule>,
@@ -76,13 +83,16 @@ impl Gpu {
     }
 
     pub fn describe(&self) -> String {
+        let on = |b: bool| if b { "on" } else { "off" };
         format!(
-            "CUDA backend: {} (sm_{}{}, {} SMs); kernels {}",
+            "CUDA backend: {} (sm_{}{}, {} SMs); kernels {}; early launch {}, live-step clusters {}",
             self.name,
             self.compute_capability.0,
             self.compute_capability.1,
             self.multiprocessors,
-            self.kernels
+            self.kernels,
+            on(self.early_launch),
+            on(self.clusters)
         )
     }
 }
@@ -138,11 +148,13 @@ fn start() -> Result<Arc<Gpu>, String> {
     let memory_bus_bits = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
     let (image, how) =
         kernels_for(cc, cache_dir().as_deref()).map_err(|e| format!("{name}: {e}"))?;
-    let pdl = if cc.0 >= 9 && !env_is_one("SONOTRACK_NO_PDL") {
-        match PdlModule::load(&ctx, &image) {
+    let early_launch = cc.0 >= 9 && !env_is_one("SONOTRACK_NO_PDL");
+    let clusters = cc.0 >= 9 && !env_is_one("SONOTRACK_NO_CLUSTER");
+    let ex = if early_launch || clusters {
+        match DriverModule::load(&ctx, &image) {
             Ok(m) => Some(m),
             Err(e) => {
-                log::info!("{name}: kernels launched without early launch ({e})");
+                log::info!("{name}: kernels launched without early launch or clusters ({e})");
                 None
             }
         }
@@ -165,7 +177,9 @@ fn start() -> Result<Arc<Gpu>, String> {
         .new_stream()
         .map_err(|e| format!("{name}: cannot create a stream: {e}"))?;
     Ok(Arc::new(Gpu {
-        pdl,
+        early_launch: early_launch && ex.is_some(),
+        clusters: clusters && ex.is_some(),
+        ex,
         ctx,
         stream,
         module,
@@ -187,30 +201,31 @@ pub(crate) fn env_is_one(k: &str) -> bool {
 
 /// A second instance of the kernel module, loaded through the driver API so that its functions'
 /// handles are ours: `launch_early` launches them with programmatic stream serialisation
-/// (programmatic dependent launch, sm_90 and later), which cudarc's launcher cannot. The kernels
-/// keep no device globals, so the two instances share nothing.
-pub struct PdlModule {
+/// (programmatic dependent launch) and `launch_cluster` as thread-block clusters (both sm_90
+/// and later), which cudarc's launcher cannot. The kernels keep no device globals, so the two
+/// instances share nothing.
+pub struct DriverModule {
     module: cudarc::driver::sys::CUmodule,
     ctx: Arc<CudaContext>,
 }
 
 // SAFETY: a CUmodule handle may be used from any thread with its context current (every use
 // binds it first); the module is only unloaded by Drop.
-unsafe impl Send for PdlModule {}
-// SAFETY: as above; &PdlModule only looks functions up, which the driver allows concurrently.
-unsafe impl Sync for PdlModule {}
+unsafe impl Send for DriverModule {}
+// SAFETY: as above; &DriverModule only looks functions up, which the driver allows concurrently.
+unsafe impl Sync for DriverModule {}
 
-/// A kernel of a [`PdlModule`].
+/// A kernel of a [`DriverModule`].
 #[derive(Clone, Copy)]
-pub struct PdlFunction(cudarc::driver::sys::CUfunction);
+pub struct DriverFunction(cudarc::driver::sys::CUfunction);
 
 // SAFETY: a CUfunction is a handle into a module that outlives its users (the correlator holds
 // the Gpu that holds the module); launching from any thread with the context current is allowed.
-unsafe impl Send for PdlFunction {}
+unsafe impl Send for DriverFunction {}
 // SAFETY: as above (copies of the handle are only passed to the driver).
-unsafe impl Sync for PdlFunction {}
+unsafe impl Sync for DriverFunction {}
 
-impl PdlModule {
+impl DriverModule {
     fn load(ctx: &Arc<CudaContext>, image: &[u8]) -> Result<Self, String> {
         use cudarc::driver::sys;
         ctx.bind_to_thread().map_err(|e| e.to_string())?;
@@ -229,18 +244,18 @@ impl PdlModule {
         })
     }
 
-    pub fn function(&self, name: &str) -> Result<PdlFunction, BackendError> {
+    pub fn function(&self, name: &str) -> Result<DriverFunction, BackendError> {
         let c = CString::new(name).map_err(|e| BackendError::new("cuda", e.to_string()))?;
         let mut f = std::ptr::null_mut();
         // SAFETY: the module is loaded; `c` is a NUL-terminated name that lives through the call.
         unsafe { cudarc::driver::sys::cuModuleGetFunction(&mut f, self.module, c.as_ptr()) }
             .result()
             .map_err(|e| BackendError::new("cuda", format!("kernel `{name}`: {e}")))?;
-        Ok(PdlFunction(f))
+        Ok(DriverFunction(f))
     }
 }
 
-impl Drop for PdlModule {
+impl Drop for DriverModule {
     fn drop(&mut self) {
         let _ = self.ctx.bind_to_thread();
         // SAFETY: loaded by `load`, unloaded once; its users (the correlator) are gone, as they
@@ -261,7 +276,7 @@ impl Drop for PdlModule {
 /// order, and every buffer they name is live until the kernel has run; the kernel must wait
 /// before it reads anything the previous kernel writes.
 pub unsafe fn launch_early(
-    f: PdlFunction,
+    f: DriverFunction,
     cfg: cudarc::driver::LaunchConfig,
     stream: &CudaStream,
     args: &mut [*mut std::ffi::c_void],
@@ -272,6 +287,47 @@ pub unsafe fn launch_early(
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
     attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;
+    // SAFETY: the caller's contract.
+    unsafe { launch_with(f, cfg, stream, args, attr, "launching a kernel early") }
+}
+
+/// Launch `f` on `stream` as thread-block clusters of `cluster_x` blocks along x (sm_90 and
+/// later; the grid's width a multiple of it, at most 8: the portable size).
+///
+/// # Safety
+/// `args` holds a pointer to each of the kernel's arguments, of the kernel's types and in its
+/// order, and every buffer they name is live until the kernel has run.
+pub unsafe fn launch_cluster(
+    f: DriverFunction,
+    cfg: cudarc::driver::LaunchConfig,
+    cluster_x: u32,
+    stream: &CudaStream,
+    args: &mut [*mut std::ffi::c_void],
+) -> Result<(), BackendError> {
+    use cudarc::driver::sys;
+    // SAFETY: as in `launch_early`.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster_x;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    // SAFETY: the caller's contract.
+    unsafe { launch_with(f, cfg, stream, args, attr, "launching a kernel as clusters") }
+}
+
+/// `cuLaunchKernelEx` with one launch attribute.
+///
+/// # Safety
+/// As `launch_early`'s.
+unsafe fn launch_with(
+    f: DriverFunction,
+    cfg: cudarc::driver::LaunchConfig,
+    stream: &CudaStream,
+    args: &mut [*mut std::ffi::c_void],
+    mut attr: cudarc::driver::sys::CUlaunchAttribute,
+    what: &str,
+) -> Result<(), BackendError> {
+    use cudarc::driver::sys;
     let lc = sys::CUlaunchConfig {
         gridDimX: cfg.grid_dim.0,
         gridDimY: cfg.grid_dim.1,
@@ -287,7 +343,7 @@ pub unsafe fn launch_early(
     // SAFETY: the caller's contract for `args`; `lc` and `attr` live through the call.
     unsafe { sys::cuLaunchKernelEx(&lc, f.0, args.as_mut_ptr(), std::ptr::null_mut()) }
         .result()
-        .map_err(|e| BackendError::new("cuda", format!("launching a kernel early: {e}")))
+        .map_err(|e| BackendError::new("cuda", format!("{what}: {e}")))
 }
 
 /// Where compiled kernels are kept (None: compile at every start).

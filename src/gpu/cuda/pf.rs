@@ -36,7 +36,7 @@ use bytemuck::{Pod, Zeroable};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg, result};
 
 use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
-use super::{Gpu, dptr, env_is_one, err};
+use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_cluster};
 use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
 use crate::philox::{self, Stream};
@@ -55,7 +55,11 @@ const PF_TILE: u32 = 512;
 /// per thread in blocks of PF_SMALL_BLOCK (kernels/pf.cu), so that a small step spreads over
 /// many SMs instead of running a few long threads on a few.
 const SMALL_FILTER: usize = 131_072;
-const PF_SMALL_BLOCK: u32 = 64;
+const PF_SMALL_BLOCK: u32 = 256;
+/// A live step whose tiles are at most this many (2,048 particles) runs as one thread-block
+/// cluster per track where the device has them (kernels/pf.cu: pf_step_live_cluster,
+/// LIVE_CLUSTER_MAX).
+const LIVE_CLUSTER_MAX: usize = 8;
 const SCAN_BLOCK: u32 = 1024;
 const PART: usize = 48;
 /// Tile rows the finalize at the end of pf_step and pf_sums combines per group (kernels/pf.cu).
@@ -208,6 +212,9 @@ struct Kernels {
     fetch: CudaFunction,
     /// pf_step_small launched ahead of its measurement (`prepare_step`).
     live: CudaFunction,
+    /// The same as one thread-block cluster per track (`launch_cluster`), where the device has
+    /// clusters and the filter's tiles fit one.
+    live_cluster: Option<DriverFunction>,
 }
 
 /// Page-locked host memory mapped into the device (with its device address), or, where that
@@ -631,6 +638,12 @@ impl CudaParticleFilter {
             init: gpu.function("pf_init")?,
             fetch: gpu.function("pf_fetch")?,
             live: gpu.function("pf_step_live")?,
+            live_cluster: match &gpu.ex {
+                Some(m) if gpu.clusters && small_filter(n) && n_tiles(n) <= LIVE_CLUSTER_MAX => {
+                    Some(m.function("pf_step_live_cluster")?)
+                }
+                _ => None,
+            },
         };
         let lay = Layout::new(slots, p.pairs.len());
         let d_up = u8s(lay.up_len)?;
@@ -900,6 +913,48 @@ impl CudaParticleFilter {
             (&self.k.step, "pf_step")
         };
         let stamp = self.stamp.as_ref().map_or(0, |st| st.at);
+        if let (true, Some(fc)) = (live, self.k.live_cluster) {
+            let (sensors, pairs) = (dptr(&self.sensors, s), dptr(&self.pairs, s));
+            let (s0, s1) = (dptr(&self.s0, s), dptr(&self.s1, s));
+            let (m0, m1) = (dptr(&self.m0, s), dptr(&self.m1, s));
+            let (log_w, ll, e) = (dptr(&self.log_w, s), dptr(&self.ll, s), dptr(&self.e, s));
+            let (partials, groups) = (dptr(&self.partials, s), dptr(&self.fin_groups, s));
+            let tickets = dptr(&self.step_tickets, s);
+            let p = &self.ptr;
+            let a = |v: &u64| std::ptr::from_ref(v).cast_mut().cast::<std::ffi::c_void>();
+            let mut args = [
+                a(&p.step),
+                a(&p.tracks),
+                a(&p.coeffs),
+                a(&sensors),
+                a(&pairs),
+                a(&p.tdoa),
+                a(&p.amp),
+                a(&p.floor),
+                a(&s0),
+                a(&s1),
+                a(&m0),
+                a(&m1),
+                a(&log_w),
+                a(&ll),
+                a(&e),
+                a(&p.reference),
+                a(&partials),
+                std::ptr::from_ref(&nb).cast_mut().cast(),
+                a(&groups),
+                a(&tickets),
+                a(&p.sums),
+                a(&p.flags),
+                a(&stamp),
+                a(&p.live),
+            ];
+            let cfg = tiles(self.n, t);
+            // SAFETY: the arguments are pf_step_live's (kernels/pf.cu: pf_step_live_cluster has
+            // its signature), each a pointer to a value of the kernel's type (device addresses as
+            // u64, the tile count as u32) that lives through the call; the buffers are those of
+            // the cudarc launch below, sized for all slots; the grid is one cluster per track.
+            return unsafe { launch_cluster(fc, cfg, cfg.grid_dim.0, s, &mut args) };
+        }
         let mut b = s.launch_builder(f);
         b.arg(&self.ptr.step)
             .arg(&self.ptr.tracks)
