@@ -27,6 +27,9 @@
 //! Filters of fewer than `SMALL_FILTER` particles (the live path) use `pf_step_small` and
 //! `pf_sums_small`: one particle per thread in small blocks, so that a step of a few thousand
 //! particles runs on many SMs at once rather than on a few threads each working through two.
+//! A live step (`pf_step_live`) of at most 2,048 particles runs, on compute capability 9.0 and
+//! later, as one thread-block cluster per track (`pf_step_live_cluster`), whose blocks hand
+//! their tile sums to the leader through its shared memory instead of a last block's tickets.
 //! Filters of at most `RS_SMALL_MAX` particles resample with `pf_resample_small`, the scan and
 //! the resampling in one block per track, instead of `pf_scan_local` and `pf_resample`.
 
