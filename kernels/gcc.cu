@@ -390,7 +390,7 @@ __device__ __forceinline__ void peaks_body(const float* c, float nrm, float ml, 
         // over, each accepted one is refined on the 17-point grid (a warp: lane g evaluates
         // grid point g) and a parabola.
         int nc = n_cand;
-        if (!few || (int)blockDim.x < nc) {
+        if (!few || (int)blockDim.x < nc || nc > PEAK_THREADS_MAX) {
             // A warp per pair (a batch), or more candidates than threads, or no shared memory
             // for the search below: one warp takes them one at a time, each the best of those
             // left, and stops as soon as it has k.
@@ -659,7 +659,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
 // The small transforms (64 and N2 = 8 B points) run in groups of eight threads of a warp:
 // dft_group. Twiddles come from `tw`, e^(-2 pi i j / fft_len) made on the host in f64.
 #define GL_BLOCKS 8
-#define GL_THREADS 256
+#define GL_THREADS 512
 #define GL_MAX_CHANNELS 8
 #define GL_MAX_PAIRS 16
 // At most this many q2 values (GL_MAX_Q): src/gpu/cuda/gcc.rs checks the lags fit.
@@ -730,10 +730,11 @@ __device__ __forceinline__ void dft_regs(float (&re)[R], float (&im)[R]) {
     dft_stage<R, 2, INV>(re, im);
 }
 
-// e^(-+2 pi i j / twn) from the table (twn = fft_len entries), conjugated for INV.
+// e^(-+2 pi i j / twn) from the table (twn = fft_len entries, in shared memory), conjugated for
+// INV.
 template <bool INV>
 __device__ __forceinline__ float2 gl_tw(const float2* tw, int j) {
-    const float2 w = __ldg(&tw[j]);
+    const float2 w = tw[j];
     return INV ? make_float2(w.x, -w.y) : w;
 }
 
@@ -835,13 +836,18 @@ __device__ __forceinline__ void gcc_live_body(
     // packed inverse input and its first step [P][NB]), Z (the spectra [C][NB + 1]), G (the
     // weighted cross-spectra [P][NB + 1]), D (the parts of the inverse sums received for this
     // block's pairs [PL][GL_BLOCKS][nq][N2], and of their norms [PL][GL_BLOCKS]) and the
-    // block's regulariser parts [GL_MAX_PAIRS] (gcc_live_bytes in src/gpu/cuda/gcc.rs).
+    // block's regulariser parts [GL_MAX_PAIRS], then the spectra's magnitudes [C][NB + 1]
+    // (live_shape in src/gpu/cuda/gcc.rs).
     float2* A = (float2*)((char*)dyn_shared + ((peak_bytes + 15) & ~15));
     float2* Z = A + (C > P ? C : P) * NB;
     float2* G = Z + C * (NB + 1);
     float2* D = G + P * (NB + 1);
     float* Dn = (float*)(D + PL * GL_BLOCKS * nq * N2);
     float* regpart = Dn + PL * GL_BLOCKS;
+    float* Zm = regpart + GL_MAX_PAIRS; // the spectra's magnitudes [C][NB + 1]
+    // The twiddles, copied while the frame's loads are on their way (every small transform
+    // reads them, and from L2 their latency held up each pass).
+    float2* tws = (float2*)(Zm + ((C * (NB + 1) + 1) & ~1));
     if ((int)threadIdx.x < P) {
         pa[threadIdx.x] = (int)pairs[2 * threadIdx.x];
         pb[threadIdx.x] = (int)pairs[2 * threadIdx.x + 1];
@@ -869,6 +875,7 @@ __device__ __forceinline__ void gcc_live_body(
             xs[u] = ok ? *(const float4*)(in + (size_t)c * frame_len + n) : make_float4(0.f, 0.f, 0.f, 0.f);
             ws[u] = ok ? __ldg((const float4*)(window + n)) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
+        for (int i = threadIdx.x; i < twn; i += GL_THREADS) tws[i] = __ldg(&tw[i]);
 #pragma unroll
         for (int u = 0; u < MAX_LOADS; ++u) {
             const int q = threadIdx.x + u * GL_THREADS;
@@ -886,24 +893,36 @@ __device__ __forceinline__ void gcc_live_body(
         const int task = t0 + group;
         const bool act = task < C * R;
         const int m2 = b * R + (act ? task : 0) % R;
-        dft_group<8, false>(A + (act ? task : 0) * 64, t8, act, tw, twn, [&](int k1, float2 v) {
-            return gl_mul(v, gl_tw<false>(tw, 2 * m2 * k1));
+        dft_group<8, false>(A + (act ? task : 0) * 64, t8, act, tws, twn, [&](int k1, float2 v) {
+            return gl_mul(v, gl_tw<false>(tws, 2 * m2 * k1));
         });
     }
     cluster_arrive();
     cluster_wait();
     // Gather every column's value at the block's k1, then the N2-point step over m2.
-    for (int q = threadIdx.x; q < C * NB; q += GL_THREADS) {
-        const int c = q / NB, i = q % NB, j = i / N2, m2 = i % N2;
-        const float2* src = cluster_map(A + (c * R + m2 % R) * 64 + gl_k1(b, j), (u32)(m2 / R));
-        Z[c * (NB + 1) + i] = *src;
+    {
+        // (All of a thread's loads from the other blocks issued before the first is used.)
+        constexpr int MAX_GATHER = (GL_MAX_CHANNELS * NB + GL_THREADS - 1) / GL_THREADS;
+        float2 v[MAX_GATHER];
+#pragma unroll
+        for (int u = 0; u < MAX_GATHER; ++u) {
+            const int q = threadIdx.x + u * GL_THREADS;
+            const int c = q / NB, i = q % NB, j = i / N2, m2 = i % N2;
+            if (q < C * NB)
+                v[u] = *cluster_map(A + (c * R + m2 % R) * 64 + gl_k1(b, j), (u32)(m2 / R));
+        }
+#pragma unroll
+        for (int u = 0; u < MAX_GATHER; ++u) {
+            const int q = threadIdx.x + u * GL_THREADS;
+            if (q < C * NB) Z[q / NB * (NB + 1) + q % NB] = v[u];
+        }
     }
     __syncthreads();
     for (int t0 = 0; t0 < C * 8; t0 += GROUPS) {
         const int task = t0 + group;
         const bool act = task < C * 8;
         const int c = (act ? task : 0) / 8, j = (act ? task : 0) % 8;
-        dft_group<B2, false>(Z + c * (NB + 1) + j * N2, t8, act, tw, twn,
+        dft_group<B2, false>(Z + c * (NB + 1) + j * N2, t8, act, tws, twn,
                              [](int, float2 v) { return v; });
     }
     __syncthreads();
@@ -918,30 +937,42 @@ __device__ __forceinline__ void gcc_live_body(
         auto bin = [&](float2 a, float2 bb, int k) {
             const float2 e = make_float2(0.5f * (a.x + bb.x), 0.5f * (a.y - bb.y));
             const float2 d = make_float2(0.5f * (a.y + bb.y), -0.5f * (a.x - bb.x));
-            const float2 w = gl_tw<false>(tw, k);
+            const float2 w = gl_tw<false>(tws, k);
             return make_float2(e.x + d.x * w.x - d.y * w.y, e.y + d.x * w.y + d.y * w.x);
         };
         const int k = gl_k1(b, i / N2) + 64 * (i % N2);
-        zc[i] = bin(zk, zm, k);
-        if (ip != i) zc[ip] = bin(zm, zk, M - k);
-        if (k == 0) zc[NB] = make_float2(zk.x - zk.y, 0.0f);
+        float* mc = Zm + c * (NB + 1);
+        const float2 xk = bin(zk, zm, k);
+        zc[i] = xk;
+        mc[i] = mag(xk, beta);
+        if (ip != i) {
+            const float2 xm = bin(zm, zk, M - k);
+            zc[ip] = xm;
+            mc[ip] = mag(xm, beta);
+        }
+        if (k == 0) {
+            zc[NB] = make_float2(zk.x - zk.y, 0.0f);
+            mc[NB] = mag(zc[NB], beta);
+        }
     }
     __syncthreads();
     const int nbo = NB + (b == 0 ? 1 : 0);
     // The global bin of local bin i (the Nyquist bin at NB).
     auto bin_k = [&](int i) { return i == NB ? M : gl_k1(b, i / N2) + 64 * (i % N2); };
-    // Each pair's part of its regulariser: the magnitudes' products over the band.
+    // Each pair's part of its regulariser: the magnitudes' products over the band (a thread
+    // per pair and bin; each thread's sums by pair).
     float sums[GL_MAX_PAIRS];
 #pragma unroll
     for (int p = 0; p < GL_MAX_PAIRS; ++p) sums[p] = 0.0f;
     if (phat)
-        for (int i = threadIdx.x; i < nbo; i += GL_THREADS) {
+        for (int q = threadIdx.x; q < P * nbo; q += GL_THREADS) {
+            const int p = q / nbo, i = q % nbo;
             const int k = bin_k(i);
-            if (k < (int)lo || k > (int)hi) continue;
+            const float v = k >= (int)lo && k <= (int)hi
+                                ? Zm[pa[p] * (NB + 1) + i] * Zm[pb[p] * (NB + 1) + i]
+                                : 0.0f;
 #pragma unroll
-            for (int p = 0; p < GL_MAX_PAIRS; ++p)
-                if (p < P)
-                    sums[p] += mag(Z[pa[p] * (NB + 1) + i], beta) * mag(Z[pb[p] * (NB + 1) + i], beta);
+            for (int pp = 0; pp < GL_MAX_PAIRS; ++pp) sums[pp] += pp == p ? v : 0.0f;
         }
     {
         const float s = warp_reduce_scatter16(sums);
@@ -965,25 +996,26 @@ __device__ __forceinline__ void gcc_live_body(
     // Weighted cross-spectra (as gcc_cross) and each pair's part of its norm.
 #pragma unroll
     for (int p = 0; p < GL_MAX_PAIRS; ++p) sums[p] = 0.0f;
-    for (int i = threadIdx.x; i < nbo; i += GL_THREADS) {
+    // (A weighted bin's magnitude is the magnitudes' product times its weight.)
+    for (int q = threadIdx.x; q < P * nbo; q += GL_THREADS) {
+        const int p = q / nbo, i = q % nbo;
         const int k = bin_k(i);
-        const bool in_band = k >= (int)lo && k <= (int)hi;
         const bool end = k == 0 || k == M;
-        const float t = taper[k];
-#pragma unroll
-        for (int p = 0; p < GL_MAX_PAIRS; ++p) {
-            if (p >= P) continue;
-            float2 gw = make_float2(0.0f, 0.0f);
-            if (in_band) {
-                const float2 x = Z[pa[p] * (NB + 1) + i], y = Z[pb[p] * (NB + 1) + i];
-                const float2 g = make_float2(x.x * y.x + x.y * y.y, x.y * y.x - x.x * y.y);
-                const float w = phat ? t / (mag(x, beta) * mag(y, beta) + reg_sh[p]) : t;
-                gw = make_float2(g.x * w, g.y * w);
-                sums[p] += (end ? 1.0f : 2.0f) * sqrtf(gw.x * gw.x + gw.y * gw.y);
-            }
-            if (end) gw.y = 0.0f;
-            G[p * (NB + 1) + i] = gw;
+        float2 gw = make_float2(0.0f, 0.0f);
+        float v = 0.0f;
+        if (k >= (int)lo && k <= (int)hi) {
+            const int ia = pa[p] * (NB + 1) + i, ib = pb[p] * (NB + 1) + i;
+            const float2 x = Z[ia], y = Z[ib];
+            const float2 g = make_float2(x.x * y.x + x.y * y.y, x.y * y.x - x.x * y.y);
+            const float m = Zm[ia] * Zm[ib], t = taper[k];
+            const float w = phat ? t / (m + reg_sh[p]) : t;
+            gw = make_float2(g.x * w, g.y * w);
+            v = (end ? 1.0f : 2.0f) * (beta == 1.0f ? m * w : sqrtf(gw.x * gw.x + gw.y * gw.y));
         }
+        if (end) gw.y = 0.0f;
+        G[p * (NB + 1) + i] = gw;
+#pragma unroll
+        for (int pp = 0; pp < GL_MAX_PAIRS; ++pp) sums[pp] += pp == p ? v : 0.0f;
     }
     {
         const float s = warp_reduce_scatter16(sums);
@@ -999,7 +1031,7 @@ __device__ __forceinline__ void gcc_live_body(
         const float2 gk = gp[i], gm0 = gp[k == 0 ? NB : gl_partner<N2>(b, i)];
         const float2 gm = make_float2(gm0.x, -gm0.y);
         const float2 e = make_float2(gk.x + gm.x, gk.y + gm.y);
-        const float2 o = gl_mul(make_float2(gk.x - gm.x, gk.y - gm.y), gl_tw<true>(tw, k));
+        const float2 o = gl_mul(make_float2(gk.x - gm.x, gk.y - gm.y), gl_tw<true>(tws, k));
         A[p * NB + i] = make_float2(e.x - o.y, e.y + o.x);
     }
     __syncthreads();
@@ -1008,8 +1040,8 @@ __device__ __forceinline__ void gcc_live_body(
         const int task = t0 + group;
         const bool act = task < P * 8;
         const int k1 = gl_k1(b, (act ? task : 0) % 8);
-        dft_group<B2, true>(A + (act ? task : 0) * N2, t8, act, tw, twn, [&](int q1, float2 v) {
-            return gl_mul(v, gl_tw<true>(tw, 2 * k1 * q1));
+        dft_group<B2, true>(A + (act ? task : 0) * N2, t8, act, tws, twn, [&](int q1, float2 v) {
+            return gl_mul(v, gl_tw<true>(tws, 2 * k1 * q1));
         });
     }
     __syncthreads();
@@ -1022,7 +1054,7 @@ __device__ __forceinline__ void gcc_live_body(
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const float2 u = A[p * NB + j * N2 + q1];
-            const float2 w = gl_tw<true>(tw, ((gl_k1(b, j) * q2) & 63) * (twn / 64));
+            const float2 w = gl_tw<true>(tws, ((gl_k1(b, j) * q2) & 63) * (twn / 64));
             s.x += u.x * w.x - u.y * w.y;
             s.y += u.x * w.y + u.y * w.x;
         }

@@ -172,7 +172,7 @@ fn gcc_curves_and_peaks_agree() {
         // 4096 above, 8192), with one pair, and with more pairs than the cluster's blocks (the
         // 5-channel case above: 10).
         (4, 2048, 11, 3, 4),
-        (6, 8192, 12, 2, 2),
+        (4, 8192, 12, 2, 2),
         (2, 4096, 13, 3, 4),
     ] {
         let params = gcc_params(channels, frame);
