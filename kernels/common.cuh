@@ -25,35 +25,6 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #endif
 }
 
-// Thread-block clusters (compute capability 9.0 and later): the block's rank in its cluster,
-// the cluster's size, a generic address of `p` (this block's shared memory) in block `rank`'s
-// shared memory, and the cluster's barrier (release on arrival, acquire on the wait; every
-// thread of the block takes part, as the .aligned forms require).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ u32 cluster_rank() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ u32 cluster_blocks() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
-    return r;
-}
-template <typename T>
-__device__ __forceinline__ T* cluster_map(T* p, u32 rank) {
-    u64 out;
-    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"((u64)p), "r"(rank));
-    return (T*)out;
-}
-__device__ __forceinline__ void cluster_arrive() {
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-#endif
-
 // ---------------------------------------------------------------------------------------------
 // Philox4x32-10 (Salmon et al., SC'11), keyed as in src/philox.rs.
 

@@ -267,29 +267,11 @@ __device__ __forceinline__ void no_peaks(PeakOut* po, PeakOut* pd, u32 k_peaks, 
     peaks_signal(ticket, n_blocks, flag);
 }
 
-// Where a frame's few pairs' search keeps what it converts once (with `few`), past the curve
-// (`dyn`, 2 ch + 1 floats) and its list of maxima (ch + 2 shorts) from a 16-byte boundary:
-// the interpolation taps in f64 (PEAK_TAP_STRIDE a phase), then the curve in f64
-// (peaks_few_bytes in src/gpu/cuda/gcc.rs).
-__device__ __forceinline__ double* peaks_taps_d(float* dyn, int ch) {
-    return (double*)((char*)dyn + ((((2 * ch + 1 + 3) & ~3) * 4 + (ch + 2) * 2 + 15) & ~15));
-}
-__device__ __forceinline__ double* peaks_curve_d(float* dyn, int ch) {
-    return peaks_taps_d(dyn, ch) + (PEAK_GRID + 1) * PEAK_TAP_STRIDE;
-}
-
-// One pair's peaks (gcc_peaks, gcc_live): curve `c` of the circular correlation (fft_len
-// values, normalised by `nrm`), lag bound `ml`; curve out to `curve_out` when `want_curves`,
-// peaks to `po` (and `pd` when not null), then the signal (peaks_signal). PRELOADED: the
-// caller has put the normalised curve in shared memory already (the dynamic shared memory's
-// curve, and with `few` its f64 copy and the taps: peaks_taps_d, peaks_curve_d) and synchronised;
-// `c` is not read. Every thread of the block calls it.
-template <bool PRELOADED>
-__device__ __forceinline__ void peaks_body(const float* c, float nrm, float ml, const float* taps,
-                                           u32 fft_len, u32 curve_half, u32 k_peaks,
-                                           float min_sep, u32 want_curves, float* curve_out,
-                                           PeakOut* po, PeakOut* pd, u32* ticket, u32 n_blocks,
-                                           u32* flag, u32 few) {
+extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
+gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
+          u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
+          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag, u32 few,
+          PeakOut* peaks_dev) {
     __shared__ float2 scratch2[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
@@ -304,6 +286,14 @@ __device__ __forceinline__ void peaks_body(const float* c, float nrm, float ml, 
     __shared__ int stop;
     extern __shared__ float dyn_shared[];
     __shared__ int n_cand;
+    u32 p = blockIdx.x, f = blockIdx.y;
+    size_t row = (size_t)f * n_pairs + p;
+    const float* c = corr + row * fft_len;
+    const float ml = max_lag[p];
+    // The curves come from the C2R before, the norms from gcc_cross before it (the lag bounds
+    // never change).
+    wait_for_previous_kernel();
+    float nrm = norms[row];
     const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
     float inv = nrm_ok ? 1.0f / nrm : 0.0f;
     int ch = (int)curve_half;
@@ -323,8 +313,10 @@ __device__ __forceinline__ void peaks_body(const float* c, float nrm, float ml, 
     // interpolation taps and the curve in f64, each candidate's (value, lag), the refinement
     // grids of the first PEAK_AHEAD candidates, and the refined peaks of the first `cap`
     // (peaks_few_bytes in src/gpu/cuda/gcc.rs).
-    double* taps_d = peaks_taps_d(dyn_shared, ch);
-    double* sc_d = peaks_curve_d(dyn_shared, ch);
+    char* extra =
+        (char*)dyn_shared + ((((2 * ch + 1 + 3) & ~3) * 4 + cand_cap * 2 + 15) & ~15);
+    double* taps_d = (double*)extra;
+    double* sc_d = taps_d + (PEAK_GRID + 1) * PEAK_TAP_STRIDE;
     int2* kv = (int2*)(sc_d + ((2 * ch + 1 + 1) & ~1));
     double* gridv = (double*)(kv + PEAK_THREADS_MAX);
     PeakOut* refined = (PeakOut*)(gridv + PEAK_AHEAD * (PEAK_GRID + 1));
@@ -336,10 +328,7 @@ __device__ __forceinline__ void peaks_body(const float* c, float nrm, float ml, 
         n_cand = 0;
         stop = 0;
     }
-    if (PRELOADED) {
-        // (The counts' resets before any thread lists a maximum.)
-        __syncthreads();
-    } else if (use_sh) {
+    if (use_sh) {
         for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) {
             float v = curve_g(i - ch);
             sc[i] = v;
@@ -351,8 +340,13 @@ __device__ __forceinline__ void peaks_body(const float* c, float nrm, float ml, 
                     (double)taps[i];
         __syncthreads();
     }
-    if (want_curves)
-        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) curve_out[i] = CURVE(i - ch);
+    if (want_curves) {
+        float* out = curves + row * (2 * curve_half + 1);
+        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) out[i] = CURVE(i - ch);
+    }
+    PeakOut* po = peaks + row * k_peaks;
+    // (A one-frame call's peaks in device memory too, for a live filter step: pf_step_live.)
+    PeakOut* pd = peaks_dev ? peaks_dev + row * k_peaks : nullptr;
     int bound = min((int)floorf(ml), ch);
     if (bound < 0) {
         no_peaks(po, pd, k_peaks, ticket, n_blocks, flag);
@@ -390,7 +384,7 @@ __device__ __forceinline__ void peaks_body(const float* c, float nrm, float ml, 
         // over, each accepted one is refined on the 17-point grid (a warp: lane g evaluates
         // grid point g) and a parabola.
         int nc = n_cand;
-        if (!few || (int)blockDim.x < nc || nc > PEAK_THREADS_MAX) {
+        if (!few || (int)blockDim.x < nc) {
             // A warp per pair (a batch), or more candidates than threads, or no shared memory
             // for the search below: one warp takes them one at a time, each the best of those
             // left, and stops as soon as it has k.
@@ -612,514 +606,4 @@ done:
     }
     peaks_signal(ticket, n_blocks, flag);
 #undef CURVE
-}
-
-extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
-gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
-          u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
-          float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag, u32 few,
-          PeakOut* peaks_dev) {
-    u32 p = blockIdx.x, f = blockIdx.y;
-    size_t row = (size_t)f * n_pairs + p;
-    const float ml = max_lag[p];
-    // The curves come from the C2R before, the norms from gcc_cross before it (the lag bounds
-    // never change). A one-frame call's peaks go to device memory too, for a live filter step
-    // (pf_step_live).
-    wait_for_previous_kernel();
-    peaks_body<false>(corr + row * fft_len, norms[row], ml, taps, fft_len, curve_half, k_peaks,
-                      min_sep, want_curves, curves + row * (2 * curve_half + 1),
-                      peaks + row * k_peaks, peaks_dev ? peaks_dev + row * k_peaks : nullptr,
-                      ticket, n_blocks, flag, few);
-}
-
-// ---------------------------------------------------------------------------------------------
-// One frame in one kernel (the live path, sm_90 and later): gcc_live_<N2> runs the whole
-// correlation of a frame (window, the forward real transforms of every channel, every pair's
-// weighted cross-spectrum, the inverse transforms at the lags searched, and the peaks) as one
-// thread-block cluster of GL_BLOCKS blocks that exchange their parts through each other's
-// shared memory, in place of the five kernels (window, cuFFT R2C, gcc_cross, cuFFT C2R,
-// gcc_peaks) whose boundaries cost a one-frame call about half its time.
-//
-// Each channel's fft_len real samples are transformed as M = fft_len / 2 complex points
-// z[m] = x[2m] + i x[2m+1] (then split into the fft_len / 2 + 1 bins of the real transform),
-// and M = 64 N2 is taken in two steps (the "four-step" FFT): m = m2 + N2 m1, k = k1 + 64 k2,
-//   Z[k1 + 64 k2] = sum_m2 W_N2^(m2 k2) [W_M^(m2 k1) sum_m1 z[m2 + N2 m1] W_64^(m1 k1)].
-// Block b transforms the columns m2 of its own (N2 / GL_BLOCKS of them, reading only their
-// samples from the frame), and after the cluster's barrier gathers, for the 64 / GL_BLOCKS
-// values of k1 it owns, every column's value (gl_k1: each owned k1 with 64 - k1, so that bins
-// k and M - k, which the real split and the inverse's packing combine, are in one block). The
-// inverse transform of each pair (a C2R of fft_len points, as cuFFT's, unnormalised) packs its
-// bins the same way, takes the N2-point step over k2 in the block that owns k1, and sums over
-// k1 only for the outputs m = q1 + N2 q2 that the peak search reads (a few q2 near 0 and near
-// 64): each block sends its part of those sums, and of the pair's norm, to the pair's block
-// (pair p: block p mod GL_BLOCKS), which adds them in block order, forms the curve and
-// searches it (peaks_body, as gcc_peaks does for a frame's few pairs). Three cluster barriers
-// in all: after the first step, after the regularisers' parts, after the inverse's parts.
-//
-// The small transforms (64 and N2 = 8 B points) run in groups of eight threads of a warp:
-// dft_group. Twiddles come from `tw`, e^(-2 pi i j / fft_len) made on the host in f64.
-#define GL_BLOCKS 8
-#define GL_THREADS 512
-#define GL_MAX_CHANNELS 8
-#define GL_MAX_PAIRS 16
-// At most this many q2 values (GL_MAX_Q): src/gpu/cuda/gcc.rs checks the lags fit.
-#define GL_MAX_Q 16
-
-// cos(2 pi m / 16) (a constant once m is).
-__device__ __forceinline__ float cos16(int m) {
-    m &= 15;
-    int a = m <= 8 ? m : 16 - m;
-    int b = a > 4 ? 8 - a : a;
-    float v = b == 0 ? 1.0f
-            : b == 1 ? 0.923879532511286756f
-            : b == 2 ? 0.707106781186547524f
-            : b == 3 ? 0.382683432365089772f
-                     : 0.0f;
-    return a > 4 ? -v : v;
-}
-
-__device__ constexpr int log2_const(int r) { return r <= 1 ? 0 : 1 + log2_const(r / 2); }
-
-// i (at most 4 bits) with its `bits` low bits reversed (a constant once i is).
-__device__ __forceinline__ int bit_reverse(int i, int bits) {
-    int r4 = ((i & 1) << 3) | ((i & 2) << 1) | ((i & 4) >> 1) | ((i & 8) >> 3);
-    return r4 >> (4 - bits);
-}
-
-// The radix-2 steps of dft_regs from sub-transforms of LEN / 2 points on.
-template <int R, int LEN, bool INV>
-__device__ __forceinline__ void dft_stage(float (&re)[R], float (&im)[R]) {
-    if constexpr (LEN <= R) {
-#pragma unroll
-        for (int i = 0; i < R; i += LEN) {
-#pragma unroll
-            for (int k = 0; k < LEN / 2; ++k) {
-                constexpr int step = 16 / LEN;
-                const int m = k * step;
-                const float wr = cos16(m), ws = cos16((m + 12) & 15); // sin(2 pi m / 16)
-                const float wi = INV ? ws : -ws;
-                const int a = i + k, b = i + k + LEN / 2;
-                const float br = re[b] * wr - im[b] * wi, bi = re[b] * wi + im[b] * wr;
-                re[b] = re[a] - br;
-                im[b] = im[a] - bi;
-                re[a] = re[a] + br;
-                im[a] = im[a] + bi;
-            }
-        }
-        dft_stage<R, 2 * LEN, INV>(re, im);
-    }
-}
-
-// The R-point DFT (R a power of two, 2..=16) of (re, im) in registers: forward (e^-) or
-// inverse (e^+), unnormalised, by radix-2 steps on the values in bit-reversed order.
-template <int R, bool INV>
-__device__ __forceinline__ void dft_regs(float (&re)[R], float (&im)[R]) {
-    constexpr int bits = log2_const(R);
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-        const int j = bit_reverse(i, bits);
-        if (i < j) {
-            float t = re[i];
-            re[i] = re[j];
-            re[j] = t;
-            t = im[i];
-            im[i] = im[j];
-            im[j] = t;
-        }
-    }
-    dft_stage<R, 2, INV>(re, im);
-}
-
-// e^(-+2 pi i j / twn) from the table (twn = fft_len entries, in shared memory), conjugated for
-// INV.
-template <bool INV>
-__device__ __forceinline__ float2 gl_tw(const float2* tw, int j) {
-    const float2 w = tw[j];
-    return INV ? make_float2(w.x, -w.y) : w;
-}
-
-__device__ __forceinline__ float2 gl_mul(float2 a, float2 b) {
-    return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
-
-// The L = 8 B point DFT of x[0..L) in shared memory, in place, by the eight threads of a group
-// (t: the thread's place in it); `post(k, X[k])` gives what is stored for output k. The first
-// pass takes column b = t of x as an 8 x B array (B threads), the second row t; the group's
-// threads exchange through x. Every lane of the warp calls it (act false: computes, stores
-// nothing; x must still point into shared memory).
-template <int B, bool INV, typename Post>
-__device__ __forceinline__ void dft_group(float2* x, int t, bool act, const float2* tw, int twn,
-                                          Post post) {
-    constexpr int L = 8 * B;
-    float re[8], im[8];
-    const bool col = act && t < B;
-    const int b = t < B ? t : 0;
-#pragma unroll
-    for (int a = 0; a < 8; ++a) {
-        const float2 v = x[B * a + b];
-        re[a] = v.x;
-        im[a] = v.y;
-    }
-    dft_regs<8, INV>(re, im);
-#pragma unroll
-    for (int c = 1; c < 8; ++c) {
-        const float2 w = gl_tw<INV>(tw, b * c * (twn / L));
-        const float r = re[c] * w.x - im[c] * w.y;
-        im[c] = re[c] * w.y + im[c] * w.x;
-        re[c] = r;
-    }
-    // (Each thread writes the places it read.)
-    if (col)
-#pragma unroll
-        for (int c = 0; c < 8; ++c) x[B * c + b] = make_float2(re[c], im[c]);
-    __syncwarp();
-    float r2[B], i2[B];
-#pragma unroll
-    for (int q = 0; q < B; ++q) {
-        const float2 v = x[B * t + q];
-        r2[q] = v.x;
-        i2[q] = v.y;
-    }
-    __syncwarp();
-    dft_regs<B, INV>(r2, i2);
-    if (act)
-#pragma unroll
-        for (int d = 0; d < B; ++d) x[t + 8 * d] = post(t + 8 * d, make_float2(r2[d], i2[d]));
-    __syncwarp();
-}
-
-// The j-th value of k1 (of 8) that block b owns: 0 and 32 in block 0, then u and 64 - u for
-// u = 4 b + j / 2.
-__device__ __forceinline__ int gl_k1(int b, int j) {
-    const int u = 4 * b + (j >> 1);
-    return u == 0 ? (j == 0 ? 0 : 32) : ((j & 1) ? 64 - u : u);
-}
-
-// The block's bin (j, k2) at local index i = j N2 + k2 (k = gl_k1(b, j) + 64 k2), and the
-// local index of bin M - k (mod M).
-template <int N2>
-__device__ __forceinline__ int gl_partner(int b, int i) {
-    const int j = i / N2, k2 = i % N2;
-    const int k1 = gl_k1(b, j);
-    if (k1 == 0) return j * N2 + ((N2 - k2) & (N2 - 1));
-    const int jp = (b == 0 && j < 2) ? j : (j ^ 1);
-    return jp * N2 + (N2 - 1 - k2);
-}
-
-template <int N2>
-__device__ __forceinline__ void gcc_live_body(
-    const float* in, const float* window, const float2* tw, const u32* pairs, const float* taper,
-    u32 channels, u32 n_pairs, u32 frame_len, u32 lo, u32 hi, u32 phat, float beta,
-    float regularisation, const float* max_lag, const float* taps, u32 curve_half, u32 k_peaks,
-    float min_sep, u32 want_curves, float* curves, PeakOut* peaks, PeakOut* peaks_dev,
-    u32* ticket, u32* flag, u32 peak_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int M = 64 * N2;         // complex points per channel
-    constexpr int R = N2 / GL_BLOCKS;  // columns m2 per block
-    constexpr int NB = 8 * N2;         // bins per block (block 0 has the Nyquist bin too)
-    constexpr int B2 = N2 / 8;         // the N2-point transforms' second radix
-    constexpr int GROUPS = GL_THREADS / 8;
-    const int twn = 2 * M;
-    const int b = (int)cluster_rank();
-    const int C = (int)channels, P = (int)n_pairs;
-    const int PL = (P + GL_BLOCKS - 1) / GL_BLOCKS; // pairs per block at most
-    const int ch = (int)curve_half;
-    const int qlo = (ch >> 1) / N2, qhi = (((int)twn - ch) >> 1) / N2;
-    const int nq = qlo + 1 + (64 - qhi);
-    const int t8 = threadIdx.x & 7, group = threadIdx.x >> 3;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __shared__ int pa[GL_MAX_PAIRS], pb[GL_MAX_PAIRS];
-    __shared__ float red[GL_MAX_PAIRS][GL_THREADS / 32], red_norm[GL_MAX_PAIRS][GL_THREADS / 32];
-    __shared__ float reg_sh[GL_MAX_PAIRS];
-    extern __shared__ float dyn_shared[];
-    // Past the peak search's part: A (the first step's columns [C][R][64], then each pair's
-    // packed inverse input and its first step [P][NB]), Z (the spectra [C][NB + 1]), G (the
-    // weighted cross-spectra [P][NB + 1]), D (the parts of the inverse sums received for this
-    // block's pairs [PL][GL_BLOCKS][nq][N2], and of their norms [PL][GL_BLOCKS]) and the
-    // block's regulariser parts [GL_MAX_PAIRS], then the spectra's magnitudes [C][NB + 1]
-    // (live_shape in src/gpu/cuda/gcc.rs).
-    float2* A = (float2*)((char*)dyn_shared + ((peak_bytes + 15) & ~15));
-    float2* Z = A + (C > P ? C : P) * NB;
-    float2* G = Z + C * (NB + 1);
-    float2* D = G + P * (NB + 1);
-    float* Dn = (float*)(D + PL * GL_BLOCKS * nq * N2);
-    float* regpart = Dn + PL * GL_BLOCKS;
-    float* Zm = regpart + GL_MAX_PAIRS; // the spectra's magnitudes [C][NB + 1]
-    // The twiddles, copied while the frame's loads are on their way (every small transform
-    // reads them, and from L2 their latency held up each pass).
-    float2* tws = (float2*)(Zm + ((C * (NB + 1) + 1) & ~1));
-    if ((int)threadIdx.x < P) {
-        pa[threadIdx.x] = (int)pairs[2 * threadIdx.x];
-        pb[threadIdx.x] = (int)pairs[2 * threadIdx.x + 1];
-    }
-    // The peak search's taps in f64 (peaks_body, PRELOADED), once for all this block's pairs.
-    double* taps_d = peaks_taps_d(dyn_shared, ch);
-    for (int i = threadIdx.x; i < PEAK_TAPS; i += GL_THREADS)
-        taps_d[i / (2 * PEAK_HALF) * PEAK_TAP_STRIDE + i % (2 * PEAK_HALF)] = (double)taps[i];
-
-    // The block's columns of every channel, windowed: four samples (two points of adjacent
-    // columns) per load, all of a thread's loads issued before the first is used (the frame
-    // may be read over the bus from host memory).
-    {
-        constexpr int PER_ROW = R / 2; // float4 per channel and row m1
-        constexpr int MAX_LOADS = (GL_MAX_CHANNELS * 64 * PER_ROW + GL_THREADS - 1) / GL_THREADS;
-        const int n_loads = C * 64 * PER_ROW;
-        float4 xs[MAX_LOADS], ws[MAX_LOADS];
-#pragma unroll
-        for (int u = 0; u < MAX_LOADS; ++u) {
-            const int q = threadIdx.x + u * GL_THREADS;
-            const int c = q / (64 * PER_ROW), rem = q % (64 * PER_ROW);
-            const int m1 = rem / PER_ROW, h = rem % PER_ROW;
-            const int n = 2 * N2 * m1 + 2 * b * R + 4 * h;
-            const bool ok = q < n_loads && n < (int)frame_len;
-            xs[u] = ok ? *(const float4*)(in + (size_t)c * frame_len + n) : make_float4(0.f, 0.f, 0.f, 0.f);
-            ws[u] = ok ? __ldg((const float4*)(window + n)) : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-        for (int i = threadIdx.x; i < twn; i += GL_THREADS) tws[i] = __ldg(&tw[i]);
-#pragma unroll
-        for (int u = 0; u < MAX_LOADS; ++u) {
-            const int q = threadIdx.x + u * GL_THREADS;
-            if (q >= n_loads) continue;
-            const int c = q / (64 * PER_ROW), rem = q % (64 * PER_ROW);
-            const int m1 = rem / PER_ROW, h = rem % PER_ROW;
-            float2* col = A + (c * R + 2 * h) * 64 + m1;
-            col[0] = make_float2(xs[u].x * ws[u].x, xs[u].y * ws[u].y);
-            col[64] = make_float2(xs[u].z * ws[u].z, xs[u].w * ws[u].w);
-        }
-    }
-    __syncthreads();
-    // First step: a 64-point DFT of each column, times W_M^(m2 k1).
-    for (int t0 = 0; t0 < C * R; t0 += GROUPS) {
-        const int task = t0 + group;
-        const bool act = task < C * R;
-        const int m2 = b * R + (act ? task : 0) % R;
-        dft_group<8, false>(A + (act ? task : 0) * 64, t8, act, tws, twn, [&](int k1, float2 v) {
-            return gl_mul(v, gl_tw<false>(tws, 2 * m2 * k1));
-        });
-    }
-    cluster_arrive();
-    cluster_wait();
-    // Gather every column's value at the block's k1, then the N2-point step over m2.
-    {
-        // (All of a thread's loads from the other blocks issued before the first is used.)
-        constexpr int MAX_GATHER = (GL_MAX_CHANNELS * NB + GL_THREADS - 1) / GL_THREADS;
-        float2 v[MAX_GATHER];
-#pragma unroll
-        for (int u = 0; u < MAX_GATHER; ++u) {
-            const int q = threadIdx.x + u * GL_THREADS;
-            const int c = q / NB, i = q % NB, j = i / N2, m2 = i % N2;
-            if (q < C * NB)
-                v[u] = *cluster_map(A + (c * R + m2 % R) * 64 + gl_k1(b, j), (u32)(m2 / R));
-        }
-#pragma unroll
-        for (int u = 0; u < MAX_GATHER; ++u) {
-            const int q = threadIdx.x + u * GL_THREADS;
-            if (q < C * NB) Z[q / NB * (NB + 1) + q % NB] = v[u];
-        }
-    }
-    __syncthreads();
-    for (int t0 = 0; t0 < C * 8; t0 += GROUPS) {
-        const int task = t0 + group;
-        const bool act = task < C * 8;
-        const int c = (act ? task : 0) / 8, j = (act ? task : 0) % 8;
-        dft_group<B2, false>(Z + c * (NB + 1) + j * N2, t8, act, tws, twn,
-                             [](int, float2 v) { return v; });
-    }
-    __syncthreads();
-    // The real transform's bins from Z[k] and Z[M - k]: X[k] = (Z[k] + conj Z[M-k]) / 2
-    // - i W_2M^k (Z[k] - conj Z[M-k]) / 2, both of a pair of bins by one thread (in place);
-    // bin 0 gives the Nyquist bin too.
-    for (int q = threadIdx.x; q < C * NB; q += GL_THREADS) {
-        const int c = q / NB, i = q % NB, ip = gl_partner<N2>(b, i);
-        if (ip < i) continue;
-        float2* zc = Z + c * (NB + 1);
-        const float2 zk = zc[i], zm = zc[ip];
-        auto bin = [&](float2 a, float2 bb, int k) {
-            const float2 e = make_float2(0.5f * (a.x + bb.x), 0.5f * (a.y - bb.y));
-            const float2 d = make_float2(0.5f * (a.y + bb.y), -0.5f * (a.x - bb.x));
-            const float2 w = gl_tw<false>(tws, k);
-            return make_float2(e.x + d.x * w.x - d.y * w.y, e.y + d.x * w.y + d.y * w.x);
-        };
-        const int k = gl_k1(b, i / N2) + 64 * (i % N2);
-        float* mc = Zm + c * (NB + 1);
-        const float2 xk = bin(zk, zm, k);
-        zc[i] = xk;
-        mc[i] = mag(xk, beta);
-        if (ip != i) {
-            const float2 xm = bin(zm, zk, M - k);
-            zc[ip] = xm;
-            mc[ip] = mag(xm, beta);
-        }
-        if (k == 0) {
-            zc[NB] = make_float2(zk.x - zk.y, 0.0f);
-            mc[NB] = mag(zc[NB], beta);
-        }
-    }
-    __syncthreads();
-    const int nbo = NB + (b == 0 ? 1 : 0);
-    // The global bin of local bin i (the Nyquist bin at NB).
-    auto bin_k = [&](int i) { return i == NB ? M : gl_k1(b, i / N2) + 64 * (i % N2); };
-    // Each pair's part of its regulariser: the magnitudes' products over the band (a thread
-    // per pair and bin; each thread's sums by pair).
-    float sums[GL_MAX_PAIRS];
-#pragma unroll
-    for (int p = 0; p < GL_MAX_PAIRS; ++p) sums[p] = 0.0f;
-    if (phat)
-        for (int q = threadIdx.x; q < P * nbo; q += GL_THREADS) {
-            const int p = q / nbo, i = q % nbo;
-            const int k = bin_k(i);
-            const float v = k >= (int)lo && k <= (int)hi
-                                ? Zm[pa[p] * (NB + 1) + i] * Zm[pb[p] * (NB + 1) + i]
-                                : 0.0f;
-#pragma unroll
-            for (int pp = 0; pp < GL_MAX_PAIRS; ++pp) sums[pp] += pp == p ? v : 0.0f;
-        }
-    {
-        const float s = warp_reduce_scatter16(sums);
-        if (lane < GL_MAX_PAIRS) red[lane][warp] = s;
-    }
-    __syncthreads();
-    if ((int)threadIdx.x < P) {
-        float s = 0.0f;
-        for (int w = 0; w < GL_THREADS / 32; ++w) s += red[threadIdx.x][w];
-        regpart[threadIdx.x] = s;
-    }
-    cluster_arrive();
-    cluster_wait();
-    if ((int)threadIdx.x < P) {
-        float s = 0.0f;
-        for (int r = 0; r < GL_BLOCKS; ++r) s += *cluster_map(regpart + threadIdx.x, (u32)r);
-        reg_sh[threadIdx.x] =
-            phat ? regularisation * (s / (float)(hi - lo + 1)) + 1.17549435e-38f : 1.17549435e-38f;
-    }
-    __syncthreads();
-    // Weighted cross-spectra (as gcc_cross) and each pair's part of its norm.
-#pragma unroll
-    for (int p = 0; p < GL_MAX_PAIRS; ++p) sums[p] = 0.0f;
-    // (A weighted bin's magnitude is the magnitudes' product times its weight.)
-    for (int q = threadIdx.x; q < P * nbo; q += GL_THREADS) {
-        const int p = q / nbo, i = q % nbo;
-        const int k = bin_k(i);
-        const bool end = k == 0 || k == M;
-        float2 gw = make_float2(0.0f, 0.0f);
-        float v = 0.0f;
-        if (k >= (int)lo && k <= (int)hi) {
-            const int ia = pa[p] * (NB + 1) + i, ib = pb[p] * (NB + 1) + i;
-            const float2 x = Z[ia], y = Z[ib];
-            const float2 g = make_float2(x.x * y.x + x.y * y.y, x.y * y.x - x.x * y.y);
-            const float m = Zm[ia] * Zm[ib], t = taper[k];
-            const float w = phat ? t / (m + reg_sh[p]) : t;
-            gw = make_float2(g.x * w, g.y * w);
-            v = (end ? 1.0f : 2.0f) * (beta == 1.0f ? m * w : sqrtf(gw.x * gw.x + gw.y * gw.y));
-        }
-        if (end) gw.y = 0.0f;
-        G[p * (NB + 1) + i] = gw;
-#pragma unroll
-        for (int pp = 0; pp < GL_MAX_PAIRS; ++pp) sums[pp] += pp == p ? v : 0.0f;
-    }
-    {
-        const float s = warp_reduce_scatter16(sums);
-        if (lane < GL_MAX_PAIRS) red_norm[lane][warp] = s;
-    }
-    __syncthreads();
-    // The inverse's packed input: Zc[k] = (G[k] + conj G[M-k]) + i e^(i pi k / M) (G[k] -
-    // conj G[M-k]), so that its M-point inverse DFT is y[2m] + i y[2m+1].
-    for (int q = threadIdx.x; q < P * NB; q += GL_THREADS) {
-        const int p = q / NB, i = q % NB;
-        const int k = bin_k(i);
-        const float2* gp = G + p * (NB + 1);
-        const float2 gk = gp[i], gm0 = gp[k == 0 ? NB : gl_partner<N2>(b, i)];
-        const float2 gm = make_float2(gm0.x, -gm0.y);
-        const float2 e = make_float2(gk.x + gm.x, gk.y + gm.y);
-        const float2 o = gl_mul(make_float2(gk.x - gm.x, gk.y - gm.y), gl_tw<true>(tws, k));
-        A[p * NB + i] = make_float2(e.x - o.y, e.y + o.x);
-    }
-    __syncthreads();
-    // The N2-point inverse step over k2, times e^(2 pi i k1 q1 / M).
-    for (int t0 = 0; t0 < P * 8; t0 += GROUPS) {
-        const int task = t0 + group;
-        const bool act = task < P * 8;
-        const int k1 = gl_k1(b, (act ? task : 0) % 8);
-        dft_group<B2, true>(A + (act ? task : 0) * N2, t8, act, tws, twn, [&](int q1, float2 v) {
-            return gl_mul(v, gl_tw<true>(tws, 2 * k1 * q1));
-        });
-    }
-    __syncthreads();
-    // This block's part of w[q1 + N2 q2] = sum_k1 U[k1][q1] e^(2 pi i k1 q2 / 64), for the q2
-    // the search needs, into the pair's block; and of the pair's norm.
-    for (int q = threadIdx.x; q < P * nq * N2; q += GL_THREADS) {
-        const int p = q / (nq * N2), rem = q % (nq * N2), qi = rem / N2, q1 = rem % N2;
-        const int q2 = qi <= qlo ? qi : qhi + (qi - qlo - 1);
-        float2 s = make_float2(0.0f, 0.0f);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const float2 u = A[p * NB + j * N2 + q1];
-            const float2 w = gl_tw<true>(tws, ((gl_k1(b, j) * q2) & 63) * (twn / 64));
-            s.x += u.x * w.x - u.y * w.y;
-            s.y += u.x * w.y + u.y * w.x;
-        }
-        const int owner = p % GL_BLOCKS, lp = p / GL_BLOCKS;
-        *cluster_map(D + ((lp * GL_BLOCKS + b) * nq + qi) * N2 + q1, (u32)owner) = s;
-    }
-    if ((int)threadIdx.x < P) {
-        float s = 0.0f;
-        for (int w = 0; w < GL_THREADS / 32; ++w) s += red_norm[threadIdx.x][w];
-        const int p = threadIdx.x;
-        *cluster_map(Dn + (p / GL_BLOCKS) * GL_BLOCKS + b, (u32)(p % GL_BLOCKS)) = s;
-    }
-    cluster_arrive();
-    cluster_wait();
-    // This block's pairs: the curve from the parts, then the peaks.
-    float* sc = dyn_shared;
-    double* sc_d = peaks_curve_d(dyn_shared, ch);
-    for (int p = b; p < P; p += GL_BLOCKS) {
-        const int lp = p / GL_BLOCKS;
-        float nrm = 0.0f;
-        for (int r = 0; r < GL_BLOCKS; ++r) nrm += Dn[lp * GL_BLOCKS + r];
-        const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
-        const float inv = nrm_ok ? 1.0f / nrm : 0.0f;
-        for (int i = threadIdx.x; i < 2 * ch + 1; i += GL_THREADS) {
-            const int l = i - ch;
-            const int n = l >= 0 ? l : l + twn;
-            const int m = n >> 1, q2 = m / N2, q1 = m % N2;
-            const int qi = q2 <= qlo ? q2 : qlo + 1 + (q2 - qhi);
-            float2 w = make_float2(0.0f, 0.0f);
-            for (int r = 0; r < GL_BLOCKS; ++r) {
-                const float2 v = D[((lp * GL_BLOCKS + r) * nq + qi) * N2 + q1];
-                w.x += v.x;
-                w.y += v.y;
-            }
-            const float v = nrm_ok ? ((n & 1) ? w.y : w.x) * inv : 0.0f;
-            sc[i] = v;
-            sc_d[i] = (double)v;
-        }
-        __syncthreads();
-        peaks_body<true>(nullptr, nrm, max_lag[p], taps, (u32)twn, curve_half, k_peaks, min_sep,
-                         want_curves, curves + (size_t)p * (2 * ch + 1), peaks + p * k_peaks,
-                         peaks_dev ? peaks_dev + p * k_peaks : nullptr, ticket, n_pairs, flag, 1);
-        __syncthreads();
-    }
-#endif
-}
-
-#define GCC_LIVE_ARGS                                                                          \
-    const float *in, const float *window, const float2 *tw, const u32 *pairs,                 \
-        const float *taper, u32 channels, u32 n_pairs, u32 frame_len, u32 lo, u32 hi, u32 phat, \
-        float beta, float regularisation, const float *max_lag, const float *taps,            \
-        u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves, float *curves,           \
-        PeakOut *peaks, PeakOut *peaks_dev, u32 *ticket, u32 *flag, u32 peak_bytes
-#define GCC_LIVE_PASS                                                                          \
-    in, window, tw, pairs, taper, channels, n_pairs, frame_len, lo, hi, phat, beta,            \
-        regularisation, max_lag, taps, curve_half, k_peaks, min_sep, want_curves, curves,     \
-        peaks, peaks_dev, ticket, flag, peak_bytes
-
-// fft_len 2048, 4096 and 8192 (N2 = fft_len / 128).
-extern "C" __global__ void __launch_bounds__(GL_THREADS) gcc_live_16(GCC_LIVE_ARGS) {
-    gcc_live_body<16>(GCC_LIVE_PASS);
-}
-extern "C" __global__ void __launch_bounds__(GL_THREADS) gcc_live_32(GCC_LIVE_ARGS) {
-    gcc_live_body<32>(GCC_LIVE_PASS);
-}
-extern "C" __global__ void __launch_bounds__(GL_THREADS) gcc_live_64(GCC_LIVE_ARGS) {
-    gcc_live_body<64>(GCC_LIVE_PASS);
 }

@@ -942,6 +942,35 @@ pf_step_live(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp, const LiveMea
                                   flags, FLAG_KEEP, 0, nullptr);
 }
 
+// Thread-block clusters (compute capability 9.0 and later): the block's rank in its cluster,
+// the cluster's size, a generic address of `p` (this block's shared memory) in block `rank`'s
+// shared memory, and the cluster's barrier (release on arrival, acquire on the wait; every
+// thread of the block takes part, as the .aligned forms require).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_blocks() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+template <typename T>
+__device__ __forceinline__ T* cluster_map(T* p, u32 rank) {
+    u64 out;
+    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"((u64)p), "r"(rank));
+    return (T*)out;
+}
+__device__ __forceinline__ void cluster_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+#endif
+
 // Blocks of a pf_step_live_cluster cluster at most (the portable cluster size).
 #define LIVE_CLUSTER_MAX 8
 

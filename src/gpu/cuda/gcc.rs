@@ -27,7 +27,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKern
 use super::host::{
     DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
 };
-use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_cluster, launch_early};
+use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_early};
 use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
 use crate::frame::{Frame, FrameAlloc, MappedSamples, Samples};
@@ -117,116 +117,6 @@ fn peaks_few_bytes(curve_half: usize, k: usize) -> Option<u32> {
     (base > 0 && total <= PEAK_FEW_SHARED_MAX).then_some(total as u32)
 }
 
-/// The one-frame cluster kernel (kernels/gcc.cu: gcc_live_<N2>, GL_*): blocks per cluster,
-/// threads per block, and the most channels, pairs and inverse rows (q2) it takes.
-const GL_BLOCKS: u32 = 8;
-const GL_THREADS: u32 = 512;
-const GL_MAX_CHANNELS: usize = 8;
-const GL_MAX_PAIRS: usize = 16;
-const GL_MAX_Q: usize = 16;
-
-/// How gcc_live takes `p`'s frames: (N2 = fft_len / 128, the peak search's part of its dynamic
-/// shared memory, all of it), or None where it does not (then the five kernels run): FFT
-/// lengths 2048, 4096 and 8192, frames a multiple of four samples and at most the FFT length,
-/// 1..=8 channels and 1..=16 pairs, a frame's few pairs' peak search in shared memory, and lags
-/// that need at most GL_MAX_Q of the inverse's 64 rows (kernels/gcc.cu: the regions A, Z, G, D,
-/// the regulariser's parts and the magnitudes past the search's memory).
-fn live_shape(p: &GccParams) -> Option<(usize, u32, u32)> {
-    let (c, np, ch) = (p.channels, p.pairs.len(), p.curve_half);
-    let fits = [2048, 4096, 8192].contains(&p.fft_len)
-        && p.frame_len % 4 == 0
-        && p.frame_len <= p.fft_len
-        && (1..=GL_MAX_CHANNELS).contains(&c)
-        && (1..=GL_MAX_PAIRS).contains(&np);
-    if !fits {
-        return None;
-    }
-    let peak = peaks_few_bytes(ch, p.peaks_per_pair)?;
-    let n2 = p.fft_len / 128;
-    // Rows q2 of the inverse's outputs m = q1 + N2 q2 that the curve's lags need.
-    let (qlo, qhi) = (ch / 2 / n2, p.fft_len.checked_sub(ch)? / 2 / n2);
-    let nq = qlo + 1 + 64usize.checked_sub(qhi)?;
-    if qlo >= qhi || nq > GL_MAX_Q {
-        return None;
-    }
-    let (nb, pl) = (8 * n2, np.div_ceil(GL_BLOCKS as usize));
-    let points = c.max(np) * nb + c * (nb + 1) + np * (nb + 1) + pl * GL_BLOCKS as usize * nq * n2;
-    let total = (peak as usize).div_ceil(16) * 16
-        + points * 8
-        + (pl * GL_BLOCKS as usize + GL_MAX_PAIRS + (c * (nb + 1)).next_multiple_of(2)) * 4
-        + p.fft_len * 8;
-    Some((n2, peak, u32::try_from(total).ok()?))
-}
-
-/// gcc_live's twiddles: e^(-2 pi i j / n), j < n, as (re, im), made in f64.
-fn twiddles(n: usize) -> Vec<f32> {
-    (0..n)
-        .flat_map(|j| {
-            let a = -2.0 * std::f64::consts::PI * j as f64 / n as f64;
-            [a.cos() as f32, a.sin() as f32]
-        })
-        .collect()
-}
-
-/// A one-frame correlation in one cluster of GL_BLOCKS blocks (sm_90 and later): see
-/// kernels/gcc.cu, gcc_live.
-struct LiveKernel {
-    f: DriverFunction,
-    peak_bytes: u32,
-    shared_bytes: u32,
-    d_tw: CudaSlice<f32>,
-}
-
-impl LiveKernel {
-    /// The kernel for `p`'s frames where the device runs clusters and they fit, else None
-    /// (logged).
-    fn new(gpu: &Gpu, p: &GccParams, s: &Arc<CudaStream>) -> Result<Option<Self>, BackendError> {
-        let Some(m) = gpu.ex.as_ref().filter(|_| gpu.gcc_clusters) else {
-            return Ok(None);
-        };
-        let Some((n2, peak_bytes, shared_bytes)) = live_shape(p) else {
-            log::debug!(
-                "one-frame GCC calls run as five kernels ({} channels, {} pairs, FFT of {}: \
-                 not a shape the cluster kernel takes)",
-                p.channels,
-                p.pairs.len(),
-                p.fft_len
-            );
-            return Ok(None);
-        };
-        if shared_bytes > u32::try_from(gpu.shared_optin).unwrap_or(0) {
-            log::debug!(
-                "one-frame GCC calls run as five kernels ({shared_bytes} bytes of shared memory needed)"
-            );
-            return Ok(None);
-        }
-        let f = m.function(&format!("gcc_live_{n2}"))?;
-        if let Err(e) = f.allow_shared(shared_bytes) {
-            log::info!("one-frame GCC calls run as five kernels ({e})");
-            return Ok(None);
-        }
-        let tw = twiddles(p.fft_len);
-        let mut d_tw = s
-            .alloc_zeros::<f32>(tw.len())
-            .map_err(err("allocating GCC buffers"))?;
-        s.memcpy_htod(&tw, &mut d_tw)
-            .map_err(err("uploading the FFT twiddles"))?;
-        Ok(Some(Self {
-            f,
-            peak_bytes,
-            shared_bytes,
-            d_tw,
-        }))
-    }
-}
-
-/// The driver API's argument list: a pointer to each value (each given as a reference).
-macro_rules! raw_args {
-    ($($a:expr),* $(,)?) => {
-        [$(std::ptr::from_ref($a).cast_mut().cast::<std::ffi::c_void>()),*]
-    };
-}
-
 /// Launch a kernel with the arguments listed (each a reference to its value, in the kernel's
 /// order): early (`launch_early`) when `$early` holds its [`DriverFunction`], else through cudarc's
 /// launcher. Evaluates to a `Result<(), BackendError>`; to be used inside `unsafe` (the
@@ -235,7 +125,7 @@ macro_rules! launch {
     ($s:expr, $f:expr, $early:expr, $cfg:expr, $what:expr; $($a:expr),* $(,)?) => {
         match $early {
             Some(ef) => {
-                let mut args = raw_args![$($a),*];
+                let mut args = [$(std::ptr::from_ref($a).cast_mut().cast::<std::ffi::c_void>()),*];
                 launch_early(ef, $cfg, &$s, &mut args)
             }
             None => {
@@ -315,8 +205,6 @@ pub struct CudaCorrelator {
     /// Blocks of the one-frame calls launched with the flag, a block per pair (what
     /// `d_ticket[0]` reads once they are done).
     single_blocks: u32,
-    /// One-frame calls in one kernel (None: the five kernels).
-    live: Option<LiveKernel>,
 }
 
 /// A one-frame call (the live path) without copies: the frame is read from the page-locked
@@ -470,7 +358,6 @@ impl CudaCorrelator {
                 .alloc_zeros::<u32>(2)
                 .map_err(err("allocating GCC buffers"))?,
             single_blocks: 0,
-            live: LiveKernel::new(&gpu, &params, &s)?,
             batch,
             params,
             gpu,
@@ -666,9 +553,6 @@ impl CudaCorrelator {
             None => (d_in, d_peaks, 0u64, 0u64),
         };
         let d_ticket = dptr(&self.d_ticket, &s);
-        if let (Some(lk), Some(_), 1) = (&self.live, single, n) {
-            return self.enqueue_live(lk, d_in, d_peaks, peaks_dev, flag, want_curves);
-        }
         let blocks = (np * n) as u32;
         // gcc_cross: a few pairs (one frame) get 1024 threads each, so that each thread walks few
         // bins; a grid that fills the GPU gets 256 (measured on the H200: a 4-channel frame
@@ -762,73 +646,6 @@ impl CudaCorrelator {
                 &few_search, &peaks_dev)?;
         }
         Ok(())
-    }
-
-    /// A one-frame call as one cluster (`gcc_live`): the frame at `d_in`, peaks to `d_peaks` (the
-    /// host's) and `peaks_dev`, the flag at `flag`, curves to `d_curves` when wanted.
-    fn enqueue_live(
-        &self,
-        lk: &LiveKernel,
-        d_in: u64,
-        d_peaks: u64,
-        peaks_dev: u64,
-        flag: u64,
-        want_curves: bool,
-    ) -> Result<(), BackendError> {
-        let p = &self.params;
-        let s = &self.stream;
-        let (channels, n_pairs) = (p.channels as u32, p.pairs.len() as u32);
-        let (frame_len, lo, hi) = (
-            p.frame_len as u32,
-            p.band_bins.0 as u32,
-            p.band_bins.1 as u32,
-        );
-        let phat = u32::from(p.weighting == crate::config::Weighting::Phat);
-        let (ch, k, wc) = (
-            p.curve_half as u32,
-            p.peaks_per_pair as u32,
-            u32::from(want_curves),
-        );
-        let (d_window, d_tw) = (dptr(&self.d_window, s), dptr(&lk.d_tw, s));
-        let (d_pairs, d_taper) = (dptr(&self.d_pairs, s), dptr(&self.d_taper, s));
-        let (d_maxlag, d_taps) = (dptr(&self.d_maxlag, s), dptr(&self.d_taps, s));
-        let (d_curves, d_ticket) = (dptr(&self.d_curves, s), dptr(&self.d_ticket, s));
-        let mut args = raw_args![
-            &d_in,
-            &d_window,
-            &d_tw,
-            &d_pairs,
-            &d_taper,
-            &channels,
-            &n_pairs,
-            &frame_len,
-            &lo,
-            &hi,
-            &phat,
-            &p.beta,
-            &p.regularisation,
-            &d_maxlag,
-            &d_taps,
-            &ch,
-            &k,
-            &p.min_separation_samples,
-            &wc,
-            &d_curves,
-            &d_peaks,
-            &peaks_dev,
-            &d_ticket,
-            &flag,
-            &lk.peak_bytes
-        ];
-        let cfg = LaunchConfig {
-            grid_dim: (GL_BLOCKS, 1, 1),
-            block_dim: (GL_THREADS, 1, 1),
-            shared_mem_bytes: lk.shared_bytes,
-        };
-        // SAFETY: the arguments are those of kernels/gcc.cu's GCC_LIVE_ARGS, in order and of its
-        // types (device addresses as u64, u32, f32); every buffer is the correlator's, live
-        // until its work has finished (the frame's memory: see `frame_in_place`).
-        unsafe { launch_cluster(lk.f, cfg, GL_BLOCKS, s, &mut args) }
     }
 
     /// Make what a call of `b` frames needs (the curves' host buffer, the cuFFT plans of its
@@ -1183,30 +1000,6 @@ impl Drop for CudaCorrelator {
 #[cfg(test)]
 mod tests {
     /// The kernels' constants agree with the host's.
-    /// The one-frame cluster kernel takes the live path's frames (4 channels, 4096 samples) and
-    /// the parity test's other cases for it, within the H100's 227 KiB of shared memory; not
-    /// 28 pairs, nor FFT lengths it has no transform for.
-    #[test]
-    fn live_kernel_shapes() {
-        use crate::bench::gcc_params;
-        for (c, f) in [(4, 4096), (5, 4096), (4, 2048), (4, 8192), (2, 4096)] {
-            let (n2, peak, total) = super::live_shape(&gcc_params(c, f))
-                .unwrap_or_else(|| panic!("{c} x {f} should run as a cluster"));
-            assert_eq!(n2 * 128, f);
-            assert!(
-                peak > 0 && total > peak && total <= 227 * 1024,
-                "{c} x {f}: {total}"
-            );
-        }
-        for (c, f) in [(8, 2048), (4, 1024), (4, 16384), (16, 4096)] {
-            assert!(super::live_shape(&gcc_params(c, f)).is_none(), "{c} x {f}");
-        }
-        // The twiddles: e^(-2 pi i j / n).
-        let tw = super::twiddles(8);
-        assert!((tw[2] - 0.5f32.sqrt()).abs() < 1e-7 && (tw[3] + 0.5f32.sqrt()).abs() < 1e-7);
-        assert!(tw[4].abs() < 1e-7 && (tw[5] + 1.0).abs() < 1e-7);
-    }
-
     #[test]
     fn kernel_constants_match_the_host() {
         for want in [
@@ -1221,11 +1014,6 @@ mod tests {
                 crate::dsp::gcc::PEAK_INTERP_HALF_WIDTH
             ),
             format!("#define PEAK_GRID {}", crate::dsp::gcc::PEAK_GRID),
-            format!("#define GL_BLOCKS {}", super::GL_BLOCKS),
-            format!("#define GL_THREADS {}", super::GL_THREADS),
-            format!("#define GL_MAX_CHANNELS {}", super::GL_MAX_CHANNELS),
-            format!("#define GL_MAX_PAIRS {}", super::GL_MAX_PAIRS),
-            format!("#define GL_MAX_Q {}", super::GL_MAX_Q),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }

@@ -53,8 +53,7 @@ const OPTIONS: &[&str] = &[
 pub struct Gpu {
     /// The kernels again, for launches that cudarc's launcher cannot make (launch attributes:
     /// programmatic dependent launch and thread-block clusters, sm_90 and later); None
-    /// elsewhere, or with `SONOTRACK_NO_PDL=1`, `SONOTRACK_NO_CLUSTER=1` and
-    /// `SONOTRACK_NO_GCC_CLUSTER=1` all set.
+    /// elsewhere, or with both `SONOTRACK_NO_PDL=1` and `SONOTRACK_NO_CLUSTER=1`.
     pub ex: Option<DriverModule>,
     /// Whether a one-frame correlation launches its kernels after the transforms early
     /// (`launch_early`; off with `SONOTRACK_NO_PDL=1`).
@@ -62,17 +61,12 @@ pub struct Gpu {
     /// Whether a live filter step whose tiles fit one cluster runs as a thread-block cluster
     /// (`launch_cluster`; off with `SONOTRACK_NO_CLUSTER=1`).
     pub clusters: bool,
-    /// Whether a one-frame correlation that fits runs as one thread-block cluster (`gcc_live`
-    /// in kernels/gcc.cu; off with `SONOTRACK_NO_GCC_CLUSTER=1`).
-    pub gcc_clusters: bool,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub module: Arc<CudaModule>,
     pub name: String,
     pub compute_capability: (i32, i32),
     pub multiprocessors: i32,
-    /// The most shared memory a block may take when its kernel opts in (bytes).
-    pub shared_optin: i32,
     /// Peak SM clock (kHz), and the memory's clock (kHz) and bus width (bits): for projections.
     pub clock_khz: i32,
     pub memory_clock_khz: i32,
@@ -91,15 +85,14 @@ impl Gpu {
     pub fn describe(&self) -> String {
         let on = |b: bool| if b { "on" } else { "off" };
         format!(
-            "CUDA backend: {} (sm_{}{}, {} SMs); kernels {}; early launch {}, live-step clusters {}, one-frame GCC clusters {}",
+            "CUDA backend: {} (sm_{}{}, {} SMs); kernels {}; early launch {}, live-step clusters {}",
             self.name,
             self.compute_capability.0,
             self.compute_capability.1,
             self.multiprocessors,
             self.kernels,
             on(self.early_launch),
-            on(self.clusters),
-            on(self.gcc_clusters)
+            on(self.clusters)
         )
     }
 }
@@ -153,14 +146,11 @@ fn start() -> Result<Arc<Gpu>, String> {
     let clock_khz = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
     let memory_clock_khz = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
     let memory_bus_bits = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
-    let shared_optin =
-        attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
     let (image, how) =
         kernels_for(cc, cache_dir().as_deref()).map_err(|e| format!("{name}: {e}"))?;
     let early_launch = cc.0 >= 9 && !env_is_one("SONOTRACK_NO_PDL");
     let clusters = cc.0 >= 9 && !env_is_one("SONOTRACK_NO_CLUSTER");
-    let gcc_clusters = cc.0 >= 9 && !env_is_one("SONOTRACK_NO_GCC_CLUSTER");
-    let ex = if early_launch || clusters || gcc_clusters {
+    let ex = if early_launch || clusters {
         match DriverModule::load(&ctx, &image) {
             Ok(m) => Some(m),
             Err(e) => {
@@ -189,7 +179,6 @@ fn start() -> Result<Arc<Gpu>, String> {
     Ok(Arc::new(Gpu {
         early_launch: early_launch && ex.is_some(),
         clusters: clusters && ex.is_some(),
-        gcc_clusters: gcc_clusters && ex.is_some(),
         ex,
         ctx,
         stream,
@@ -197,7 +186,6 @@ fn start() -> Result<Arc<Gpu>, String> {
         name,
         compute_capability: cc,
         multiprocessors: sms,
-        shared_optin,
         clock_khz,
         memory_clock_khz,
         memory_bus_bits,
@@ -264,25 +252,6 @@ impl DriverModule {
             .result()
             .map_err(|e| BackendError::new("cuda", format!("kernel `{name}`: {e}")))?;
         Ok(DriverFunction(f))
-    }
-}
-
-impl DriverFunction {
-    /// Let launches of the kernel take up to `bytes` of dynamic shared memory (past the 48 KiB a
-    /// launch may take without opting in).
-    pub fn allow_shared(&self, bytes: u32) -> Result<(), BackendError> {
-        use cudarc::driver::sys;
-        let v = i32::try_from(bytes).map_err(|e| BackendError::new("cuda", e.to_string()))?;
-        // SAFETY: a live function handle (see the type's Send note) and a plain attribute value.
-        unsafe {
-            sys::cuFuncSetAttribute(
-                self.0,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                v,
-            )
-        }
-        .result()
-        .map_err(|e| BackendError::new("cuda", format!("{bytes} bytes of shared memory: {e}")))
     }
 }
 
