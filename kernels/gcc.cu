@@ -147,304 +147,6 @@ extern "C" __global__ void __launch_bounds__(GCC_CROSS_BLOCK) gcc_cross_few(GCC_
     cross_body<3>(GCC_CROSS_PASS);
 }
 
-// ---------------------------------------------------------------------------------------------
-// A frame's few pairs without the C2R (one-frame calls, FFT lengths 2048, 4096 and 8192):
-// gcc_cross_inv_<N2> weighs each pair's cross-spectrum as gcc_cross does and takes the inverse
-// transform only as far as the peak search needs, in INV_PARTS blocks per pair; gcc_peaks adds
-// the parts into the curve. For the live path's frame this replaces gcc_cross, the C2R (a
-// latency-bound block per pair) and one kernel boundary.
-//
-// The curve y[n] (n < fft_len, cuFFT's unnormalised C2R of the weighted bins G[k]) is packed as
-// w[m] = y[2m] + i y[2m+1], the M-point inverse DFT (M = fft_len / 2 = 64 N2) of
-// Zc[k] = (G[k] + conj G[M-k]) + i e^(i pi k / M) (G[k] - conj G[M-k]), k < M. With
-// k = k1 + 64 k2 and m = q1 + N2 q2:
-//   w[q1 + N2 q2] = sum_k1 e^(2 pi i k1 q2 / 64) [e^(2 pi i k1 q1 / M) sum_k2 Zc[k1 + 64 k2]
-//                   e^(2 pi i k2 q1 / N2)].
-// Part b takes 8 values of k1 (gl_k1: each with 64 - k1, so that bins k and M - k are in one
-// block), their N2-point inverse DFTs over k2, and its part of the outer sum for the rows q2
-// that the search's lags need (a few near 0 and near 64: the curve's lags -curve_half..=
-// curve_half are y[n] for n <= curve_half and n >= fft_len - curve_half). Each block also
-// finds the pair's PHAT regulariser over the whole band (the same sums in the same order in
-// every block), and its part of the pair's norm.
-#define INV_PARTS 8
-#define INV_THREADS 256
-// Rows q2 at most (src/gpu/cuda/gcc.rs checks a call's lags need no more).
-#define INV_MAX_Q 16
-
-// cos(2 pi m / 16) (a constant once m is).
-__device__ __forceinline__ float cos16(int m) {
-    m &= 15;
-    int a = m <= 8 ? m : 16 - m;
-    int b = a > 4 ? 8 - a : a;
-    float v = b == 0 ? 1.0f
-            : b == 1 ? 0.923879532511286756f
-            : b == 2 ? 0.707106781186547524f
-            : b == 3 ? 0.382683432365089772f
-                     : 0.0f;
-    return a > 4 ? -v : v;
-}
-
-__device__ constexpr int log2_const(int r) { return r <= 1 ? 0 : 1 + log2_const(r / 2); }
-
-// i (at most 4 bits) with its `bits` low bits reversed (a constant once i is).
-__device__ __forceinline__ int bit_reverse(int i, int bits) {
-    int r4 = ((i & 1) << 3) | ((i & 2) << 1) | ((i & 4) >> 1) | ((i & 8) >> 3);
-    return r4 >> (4 - bits);
-}
-
-// The radix-2 steps of dft_regs from sub-transforms of LEN / 2 points on.
-template <int R, int LEN, bool INV>
-__device__ __forceinline__ void dft_stage(float (&re)[R], float (&im)[R]) {
-    if constexpr (LEN <= R) {
-#pragma unroll
-        for (int i = 0; i < R; i += LEN) {
-#pragma unroll
-            for (int k = 0; k < LEN / 2; ++k) {
-                constexpr int step = 16 / LEN;
-                const int m = k * step;
-                const float wr = cos16(m), ws = cos16((m + 12) & 15); // sin(2 pi m / 16)
-                const float wi = INV ? ws : -ws;
-                const int a = i + k, b = i + k + LEN / 2;
-                const float br = re[b] * wr - im[b] * wi, bi = re[b] * wi + im[b] * wr;
-                re[b] = re[a] - br;
-                im[b] = im[a] - bi;
-                re[a] = re[a] + br;
-                im[a] = im[a] + bi;
-            }
-        }
-        dft_stage<R, 2 * LEN, INV>(re, im);
-    }
-}
-
-// The R-point DFT (R a power of two, 2..=16) of (re, im) in registers: forward (e^-) or
-// inverse (e^+), unnormalised, by radix-2 steps on the values in bit-reversed order.
-template <int R, bool INV>
-__device__ __forceinline__ void dft_regs(float (&re)[R], float (&im)[R]) {
-    constexpr int bits = log2_const(R);
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-        const int j = bit_reverse(i, bits);
-        if (i < j) {
-            float t = re[i];
-            re[i] = re[j];
-            re[j] = t;
-            t = im[i];
-            im[i] = im[j];
-            im[j] = t;
-        }
-    }
-    dft_stage<R, 2, INV>(re, im);
-}
-
-// e^(-+2 pi i j / twn) from the table (twn = fft_len entries), conjugated for INV.
-template <bool INV>
-__device__ __forceinline__ float2 gl_tw(const float2* tw, int j) {
-    const float2 w = __ldg(&tw[j]);
-    return INV ? make_float2(w.x, -w.y) : w;
-}
-
-__device__ __forceinline__ float2 gl_mul(float2 a, float2 b) {
-    return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
-
-// The L = 8 B point DFT of x[0..L) in shared memory, in place, by the eight threads of a group
-// (t: the thread's place in it); `post(k, X[k])` gives what is stored for output k. The first
-// pass takes column b = t of x as an 8 x B array (B threads), the second row t; the group's
-// threads exchange through x. Every lane of the warp calls it (act false: computes, stores
-// nothing; x must still point into shared memory). Twiddles from `tw` (twn entries).
-template <int B, bool INV, typename Post>
-__device__ __forceinline__ void dft_group(float2* x, int t, bool act, const float2* tw, int twn,
-                                          Post post) {
-    constexpr int L = 8 * B;
-    float re[8], im[8];
-    const bool col = act && t < B;
-    const int b = t < B ? t : 0;
-#pragma unroll
-    for (int a = 0; a < 8; ++a) {
-        const float2 v = x[B * a + b];
-        re[a] = v.x;
-        im[a] = v.y;
-    }
-    dft_regs<8, INV>(re, im);
-#pragma unroll
-    for (int c = 1; c < 8; ++c) {
-        const float2 w = gl_tw<INV>(tw, b * c * (twn / L));
-        const float r = re[c] * w.x - im[c] * w.y;
-        im[c] = re[c] * w.y + im[c] * w.x;
-        re[c] = r;
-    }
-    // (Each thread writes the places it read.)
-    if (col)
-#pragma unroll
-        for (int c = 0; c < 8; ++c) x[B * c + b] = make_float2(re[c], im[c]);
-    __syncwarp();
-    float r2[B], i2[B];
-#pragma unroll
-    for (int q = 0; q < B; ++q) {
-        const float2 v = x[B * t + q];
-        r2[q] = v.x;
-        i2[q] = v.y;
-    }
-    __syncwarp();
-    dft_regs<B, INV>(r2, i2);
-    if (act)
-#pragma unroll
-        for (int d = 0; d < B; ++d) x[t + 8 * d] = post(t + 8 * d, make_float2(r2[d], i2[d]));
-    __syncwarp();
-}
-
-// The j-th value of k1 (of 8) that part b (of INV_PARTS) takes: 0 and 32 in part 0, then u and
-// 64 - u for u = 4 b + j / 2.
-__device__ __forceinline__ int gl_k1(int b, int j) {
-    const int u = 4 * b + (j >> 1);
-    return u == 0 ? (j == 0 ? 0 : 32) : ((j & 1) ? 64 - u : u);
-}
-
-// Part b's bin (j, k2) at local index i = j N2 + k2 (k = gl_k1(b, j) + 64 k2), and the local
-// index of bin M - k (mod M).
-template <int N2>
-__device__ __forceinline__ int gl_partner(int b, int i) {
-    const int j = i / N2, k2 = i % N2;
-    const int k1 = gl_k1(b, j);
-    if (k1 == 0) return j * N2 + ((N2 - k2) & (N2 - 1));
-    const int jp = (b == 0 && j < 2) ? j : (j ^ 1);
-    return jp * N2 + (N2 - 1 - k2);
-}
-
-
-// The rows q2 that lags -ch..=ch need: 0..=qlo and qhi..64 (nq in all).
-struct InvRows {
-    int qlo, qhi, nq;
-    __device__ InvRows(int ch, int n2, int fft_len)
-        : qlo((ch >> 1) / n2), qhi(((fft_len - ch) >> 1) / n2), nq(0) {
-        nq = qlo + 1 + (64 - qhi);
-    }
-    // Row index of q2, and q2 of a row index.
-    __device__ int index(int q2) const { return q2 <= qlo ? q2 : qlo + 1 + (q2 - qhi); }
-    __device__ int row(int qi) const { return qi <= qlo ? qi : qhi + (qi - qlo - 1); }
-};
-
-template <int N2>
-__device__ __forceinline__ void cross_inv_body(const float2* spectra, const u32* pairs,
-                                               const float* taper, const float2* tw, u32 nb,
-                                               u32 lo, u32 hi, u32 phat, float beta,
-                                               float regularisation, u32 curve_half,
-                                               float2* parts, float* norm_parts) {
-    constexpr int M = 64 * N2, NB = 8 * N2, B2 = N2 / 8;
-    constexpr int PER = (NB + 1 + INV_THREADS - 1) / INV_THREADS;
-    const int twn = 2 * M;
-    __shared__ float2 G[NB + 1];
-    __shared__ float2 A[NB];
-    __shared__ float scratch[32];
-    __shared__ float shared_reg;
-    const int part = blockIdx.x, p = blockIdx.y;
-    const InvRows rows((int)curve_half, N2, twn);
-    const u32 a = pairs[2 * p], b = pairs[2 * p + 1];
-    const int nbo = NB + (part == 0 ? 1 : 0);
-    // The global bin of local bin i (the Nyquist bin, M, at NB in part 0).
-    auto bin_k = [&](int i) { return i == NB ? M : gl_k1(part, i / N2) + 64 * (i % N2); };
-    // The spectra come from the R2C before (pairs and taper never change).
-    wait_for_previous_kernel();
-    const float2* xa = spectra + (size_t)a * nb;
-    const float2* xb = spectra + (size_t)b * nb;
-    // The block's own bins and their taper, loaded before the regulariser's barrier.
-    float2 xs[PER], ys[PER];
-    float ts[PER];
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int i = threadIdx.x + u * INV_THREADS;
-        const int k = i < nbo ? bin_k(i) : 0;
-        xs[u] = xa[k];
-        ys[u] = xb[k];
-        ts[u] = taper[k];
-    }
-    float reg = 1.17549435e-38f;
-    if (phat) {
-        float sum = 0.0f;
-        for (u32 k = lo + threadIdx.x; k <= hi; k += INV_THREADS)
-            sum += mag(xa[k], beta) * mag(xb[k], beta);
-        sum = block_sum(sum, scratch);
-        if (threadIdx.x == 0) shared_reg = regularisation * (sum / (float)(hi - lo + 1)) + 1.17549435e-38f;
-        __syncthreads();
-        reg = shared_reg;
-    }
-    // Weighted bins (as gcc_cross) and the block's part of the norm.
-    float norm = 0.0f;
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int i = threadIdx.x + u * INV_THREADS;
-        if (i >= nbo) continue;
-        const int k = bin_k(i);
-        const bool end = k == 0 || k == M;
-        float2 gw = make_float2(0.0f, 0.0f);
-        if (k >= (int)lo && k <= (int)hi) {
-            const float2 x = xs[u], y = ys[u];
-            const float2 g = make_float2(x.x * y.x + x.y * y.y, x.y * y.x - x.x * y.y);
-            const float w = phat ? ts[u] / (mag(x, beta) * mag(y, beta) + reg) : ts[u];
-            gw = make_float2(g.x * w, g.y * w);
-            norm += (end ? 1.0f : 2.0f) * sqrtf(gw.x * gw.x + gw.y * gw.y);
-        }
-        if (end) gw.y = 0.0f;
-        G[i] = gw;
-    }
-    // (Its barrier also completes G.)
-    norm = block_sum(norm, scratch);
-    if (threadIdx.x == 0) norm_parts[p * INV_PARTS + part] = norm;
-    // The packed inverse input.
-    for (int i = threadIdx.x; i < NB; i += INV_THREADS) {
-        const int k = bin_k(i);
-        const float2 gk = G[i], gm0 = G[k == 0 ? NB : gl_partner<N2>(part, i)];
-        const float2 gm = make_float2(gm0.x, -gm0.y);
-        const float2 e = make_float2(gk.x + gm.x, gk.y + gm.y);
-        const float2 o = gl_mul(make_float2(gk.x - gm.x, gk.y - gm.y), gl_tw<true>(tw, k));
-        A[i] = make_float2(e.x - o.y, e.y + o.x);
-    }
-    __syncthreads();
-    // The N2-point inverse DFT over k2 of each of the 8 values of k1, times
-    // e^(2 pi i k1 q1 / M) (groups of eight threads; 8 groups).
-    {
-        const int group = threadIdx.x >> 3, t8 = threadIdx.x & 7;
-        const bool act = group < 8;
-        const int j = act ? group : 0, k1 = gl_k1(part, j);
-        dft_group<B2, true>(A + j * N2, t8, act, tw, twn, [&](int q1, float2 v) {
-            return gl_mul(v, gl_tw<true>(tw, 2 * k1 * q1));
-        });
-    }
-    __syncthreads();
-    // The part's share of w[q1 + N2 q2] for the rows needed.
-    for (int q = threadIdx.x; q < rows.nq * N2; q += INV_THREADS) {
-        const int qi = q / N2, q1 = q % N2, q2 = rows.row(qi);
-        float2 s = make_float2(0.0f, 0.0f);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const float2 u = A[j * N2 + q1];
-            const float2 w = gl_tw<true>(tw, ((gl_k1(part, j) * q2) & 63) * (twn / 64));
-            s.x += u.x * w.x - u.y * w.y;
-            s.y += u.x * w.y + u.y * w.x;
-        }
-        parts[((size_t)(p * INV_PARTS + part) * rows.nq + qi) * N2 + q1] = s;
-    }
-}
-
-#define GCC_CROSS_INV_ARGS                                                                     \
-    const float2 *spectra, const u32 *pairs, const float *taper, const float2 *tw, u32 nb,     \
-        u32 lo, u32 hi, u32 phat, float beta, float regularisation, u32 curve_half,           \
-        float2 *parts, float *norm_parts
-#define GCC_CROSS_INV_PASS                                                                     \
-    spectra, pairs, taper, tw, nb, lo, hi, phat, beta, regularisation, curve_half, parts,      \
-        norm_parts
-
-// FFT lengths 2048, 4096 and 8192 (N2 = fft_len / 128).
-extern "C" __global__ void __launch_bounds__(INV_THREADS) gcc_cross_inv_16(GCC_CROSS_INV_ARGS) {
-    cross_inv_body<16>(GCC_CROSS_INV_PASS);
-}
-extern "C" __global__ void __launch_bounds__(INV_THREADS) gcc_cross_inv_32(GCC_CROSS_INV_ARGS) {
-    cross_inv_body<32>(GCC_CROSS_INV_PASS);
-}
-extern "C" __global__ void __launch_bounds__(INV_THREADS) gcc_cross_inv_64(GCC_CROSS_INV_ARGS) {
-    cross_inv_body<64>(GCC_CROSS_INV_PASS);
-}
-
 struct PeakOut {
     float lag;
     float value;
@@ -565,12 +267,11 @@ __device__ __forceinline__ void no_peaks(PeakOut* po, PeakOut* pd, u32 k_peaks, 
     peaks_signal(ticket, n_blocks, flag);
 }
 
-template <bool PARTS>
-__device__ __forceinline__ void
-peaks_kernel(const float* corr, const float* norms, const float* max_lag, const float* taps,
+extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
+gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
           float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag, u32 few,
-          PeakOut* peaks_dev, const float2* parts, const float* norm_parts, u32 inv_n2) {
+          PeakOut* peaks_dev) {
     __shared__ float2 scratch2[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
@@ -592,36 +293,15 @@ peaks_kernel(const float* corr, const float* norms, const float* max_lag, const 
     // The curves come from the C2R before, the norms from gcc_cross before it (the lag bounds
     // never change).
     wait_for_previous_kernel();
-    // With `parts` (a frame's few pairs after gcc_cross_inv: one frame, row = p), the norm and
-    // the curve are the sums of the pair's INV_PARTS parts, in order.
-    float nrm = 0.0f;
-    if (PARTS)
-        for (int q = 0; q < INV_PARTS; ++q) nrm += norm_parts[row * INV_PARTS + q];
-    else
-        nrm = norms[row];
+    float nrm = norms[row];
     const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
     float inv = nrm_ok ? 1.0f / nrm : 0.0f;
     int ch = (int)curve_half;
     int n = (int)fft_len;
-    const InvRows rows(ch, PARTS ? (int)inv_n2 : 1, n);
     // Curve value at a lag (negative lags wrap to the end of the circular correlation). The
     // load does not wait for the norm's (a load under the norm's condition did).
     auto curve_g = [&](int l) {
-        float raw;
-        if (PARTS) {
-            // y[j] is the real (j even) or imaginary part of w[j / 2] (|l| <= ch < n / 2).
-            const int j = l < 0 ? l + n : l, m = j >> 1, n2 = (int)inv_n2;
-            const float2* w = parts + ((size_t)row * INV_PARTS * rows.nq + rows.index(m / n2)) * n2 + m % n2;
-            float2 acc = w[0];
-            for (int q = 1; q < INV_PARTS; ++q) {
-                const float2 v = w[(size_t)q * rows.nq * n2];
-                acc.x += v.x;
-                acc.y += v.y;
-            }
-            raw = (j & 1) ? acc.y : acc.x;
-        } else {
-            raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
-        }
+        float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
         return nrm_ok ? raw * inv : 0.0f;
     };
     bool use_sh = 2 * ch + 1 <= PEAK_SHARED;
@@ -926,22 +606,4 @@ done:
     }
     peaks_signal(ticket, n_blocks, flag);
 #undef CURVE
-}
-
-#define GCC_PEAKS_ARGS                                                                         \
-    const float *corr, const float *norms, const float *max_lag, const float *taps,            \
-        u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves, \
-        float *curves, PeakOut *peaks, u32 *ticket, u32 n_blocks, u32 *flag, u32 few,         \
-        PeakOut *peaks_dev, const float2 *parts, const float *norm_parts, u32 inv_n2
-#define GCC_PEAKS_PASS                                                                         \
-    corr, norms, max_lag, taps, n_pairs, fft_len, curve_half, k_peaks, min_sep, want_curves,   \
-        curves, peaks, ticket, n_blocks, flag, few, peaks_dev, parts, norm_parts, inv_n2
-
-// The peaks of curves from the C2R, and (gcc_peaks_parts) of a frame's few pairs' curves from
-// gcc_cross_inv's parts (`corr` and `norms` not read).
-extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX) gcc_peaks(GCC_PEAKS_ARGS) {
-    peaks_kernel<false>(GCC_PEAKS_PASS);
-}
-extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX) gcc_peaks_parts(GCC_PEAKS_ARGS) {
-    peaks_kernel<true>(GCC_PEAKS_PASS);
 }

@@ -168,11 +168,6 @@ fn gcc_curves_and_peaks_agree() {
         (16, 4096, 8, 64, 64),
         // A frame's few pairs whose bins outnumber what gcc_cross_few holds per thread.
         (4, 16384, 10, 2, 2),
-        // One-frame calls without the C2R (gcc_cross_inv) for each FFT length it takes (2048,
-        // 4096 above, 8192), and with a single pair.
-        (4, 2048, 11, 3, 4),
-        (4, 8192, 12, 2, 2),
-        (2, 4096, 13, 3, 4),
     ] {
         let params = gcc_params(channels, frame);
         let frames = noise_frames(channels, frame, count, seed);

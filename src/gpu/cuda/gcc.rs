@@ -117,85 +117,6 @@ fn peaks_few_bytes(curve_half: usize, k: usize) -> Option<u32> {
     (base > 0 && total <= PEAK_FEW_SHARED_MAX).then_some(total as u32)
 }
 
-/// A frame's few pairs without the C2R (kernels/gcc.cu: gcc_cross_inv_<N2>, INV_*): blocks per
-/// pair, threads per block, and the most rows of the inverse's outputs a call's lags may need.
-const INV_PARTS: usize = 8;
-const INV_THREADS: u32 = 256;
-const INV_MAX_Q: usize = 16;
-
-/// The inverse's rows (kernels/gcc.cu: InvRows) that lags -curve_half..=curve_half of an FFT
-/// of `fft_len` need, with N2 = fft_len / 128 outputs each: (N2, rows), or None where
-/// gcc_cross_inv does not take the call (FFT lengths 2048, 4096 and 8192, at most INV_MAX_Q
-/// rows, curves searched in shared memory).
-fn inv_shape(p: &GccParams) -> Option<(usize, usize)> {
-    let (n, ch) = (p.fft_len, p.curve_half);
-    if ![2048, 4096, 8192].contains(&n) || 2 * ch + 1 > PEAK_SHARED || 2 * ch >= n {
-        return None;
-    }
-    let n2 = n / 128;
-    let (qlo, qhi) = (ch / 2 / n2, (n - ch) / 2 / n2);
-    let rows = qlo + 1 + 64usize.checked_sub(qhi)?;
-    (qlo < qhi && rows <= INV_MAX_Q).then_some((n2, rows))
-}
-
-/// The FFT twiddles gcc_cross_inv reads: e^(-2 pi i j / n), j < n, as (re, im), made in f64.
-fn twiddles(n: usize) -> Vec<f32> {
-    (0..n)
-        .flat_map(|j| {
-            let a = -2.0 * std::f64::consts::PI * j as f64 / n as f64;
-            [a.cos() as f32, a.sin() as f32]
-        })
-        .collect()
-}
-
-/// One-frame calls without the C2R: gcc_cross_inv_<N2> and gcc_peaks_parts (kernels/gcc.cu),
-/// with their early-launch twins (sm_90), the twiddles and the parts' buffers.
-struct Inverse {
-    n2: u32,
-    f_cross: CudaFunction,
-    f_peaks: CudaFunction,
-    early: Option<[DriverFunction; 2]>,
-    d_tw: CudaSlice<f32>,
-    /// Each pair's parts of the packed curve ([pair][part][row][N2] complex) and of its norm.
-    d_parts: CudaSlice<f32>,
-    d_norm_parts: CudaSlice<f32>,
-}
-
-impl Inverse {
-    /// For `p`'s one-frame calls, or None (they run the C2R) where the shape does not fit or
-    /// `SONOTRACK_NO_PARTIAL_INVERSE=1`.
-    fn new(gpu: &Gpu, p: &GccParams, s: &Arc<CudaStream>) -> Result<Option<Self>, BackendError> {
-        let Some((n2, rows)) = inv_shape(p).filter(|_| !env_is_one("SONOTRACK_NO_PARTIAL_INVERSE"))
-        else {
-            return Ok(None);
-        };
-        let alloc = |n: usize| {
-            s.alloc_zeros::<f32>(n.max(1))
-                .map_err(err("allocating GCC buffers"))
-        };
-        let tw = twiddles(p.fft_len);
-        let mut d_tw = alloc(tw.len())?;
-        s.memcpy_htod(&tw, &mut d_tw)
-            .map_err(err("uploading the FFT twiddles"))?;
-        let np = p.pairs.len();
-        let name = format!("gcc_cross_inv_{n2}");
-        Ok(Some(Self {
-            n2: n2 as u32,
-            f_cross: gpu.function(&name)?,
-            f_peaks: gpu.function("gcc_peaks_parts")?,
-            early: match &gpu.ex {
-                Some(m) if gpu.early_launch => {
-                    Some([m.function(&name)?, m.function("gcc_peaks_parts")?])
-                }
-                _ => None,
-            },
-            d_tw,
-            d_parts: alloc(np * INV_PARTS * rows * n2 * 2)?,
-            d_norm_parts: alloc(np * INV_PARTS)?,
-        }))
-    }
-}
-
 /// Launch a kernel with the arguments listed (each a reference to its value, in the kernel's
 /// order): early (`launch_early`) when `$early` holds its [`DriverFunction`], else through cudarc's
 /// launcher. Evaluates to a `Result<(), BackendError>`; to be used inside `unsafe` (the
@@ -284,8 +205,6 @@ pub struct CudaCorrelator {
     /// Blocks of the one-frame calls launched with the flag, a block per pair (what
     /// `d_ticket[0]` reads once they are done).
     single_blocks: u32,
-    /// One-frame calls without the C2R (None: with it).
-    inv: Option<Inverse>,
 }
 
 /// A one-frame call (the live path) without copies: the frame is read from the page-locked
@@ -439,7 +358,6 @@ impl CudaCorrelator {
                 .alloc_zeros::<u32>(2)
                 .map_err(err("allocating GCC buffers"))?,
             single_blocks: 0,
-            inv: Inverse::new(&gpu, &params, &s)?,
             batch,
             params,
             gpu,
@@ -693,50 +611,26 @@ impl CudaCorrelator {
             _ => (None, None),
         };
         let (d_pairs, d_taper) = (dptr(&self.d_pairs, &s), dptr(&self.d_taper, &s));
-        // A frame's few pairs go without the C2R where the shape allows (see `Inverse`): the
-        // cross-spectra and the inverse's parts in one kernel, which gcc_peaks_parts adds up.
-        let inv = self.inv.as_ref().filter(|_| few && n == 1);
-        let (mut d_parts, mut d_norm_parts, mut inv_n2) = (0u64, 0u64, 0u32);
-        if let Some(iv) = inv {
-            (d_parts, d_norm_parts, inv_n2) =
-                (dptr(&iv.d_parts, &s), dptr(&iv.d_norm_parts, &s), iv.n2);
-            let d_tw = dptr(&iv.d_tw, &s);
-            let ch = p.curve_half as u32;
-            let cfg = LaunchConfig {
-                grid_dim: (INV_PARTS as u32, n_pairs, 1),
-                block_dim: (INV_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let early = iv.early.map(|[c, _]| c);
-            // SAFETY: as for the launches above; the parts' buffers hold every pair's parts
-            // for `inv_shape`'s rows.
-            unsafe {
-                launch!(s, &iv.f_cross, early, cfg, "gcc_cross_inv";
-                    &d_spec, &d_pairs, &d_taper, &d_tw, &nbu, &lo, &hi, &phat, &p.beta,
-                    &p.regularisation, &ch, &d_parts, &d_norm_parts)?;
-            }
-        } else {
-            let cross_cfg = LaunchConfig {
-                grid_dim: (n_pairs, n as u32, 1),
-                block_dim: (cross_threads, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: as for the launches above.
-            unsafe {
-                launch!(s, f_cross, early_cross, cross_cfg, "gcc_cross";
-                    &d_spec, &d_pairs, &d_taper, &channels, &n_pairs, &nbu, &lo, &hi, &phat,
-                    &p.beta, &p.regularisation, &d_cross, &d_norms)?;
-            }
-            // SAFETY: the plan was made for n x pairs inverse transforms matching the buffers.
-            unsafe {
-                fft::exec_c2r(
-                    c2r,
-                    d_cross as *mut fft_sys::cufftComplex,
-                    d_corr as *mut f32,
-                )
-            }
-            .map_err(err("cuFFT C2R"))?;
+        let cross_cfg = LaunchConfig {
+            grid_dim: (n_pairs, n as u32, 1),
+            block_dim: (cross_threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as for the launches above.
+        unsafe {
+            launch!(s, f_cross, early_cross, cross_cfg, "gcc_cross";
+                &d_spec, &d_pairs, &d_taper, &channels, &n_pairs, &nbu, &lo, &hi, &phat,
+                &p.beta, &p.regularisation, &d_cross, &d_norms)?;
         }
+        // SAFETY: the plan was made for n x pairs inverse transforms matching the buffers.
+        unsafe {
+            fft::exec_c2r(
+                c2r,
+                d_cross as *mut fft_sys::cufftComplex,
+                d_corr as *mut f32,
+            )
+        }
+        .map_err(err("cuFFT C2R"))?;
         let (ch, ku, wc) = (p.curve_half as u32, k as u32, u32::from(want_curves));
         let (d_maxlag, d_taps) = (dptr(&self.d_maxlag, &s), dptr(&self.d_taps, &s));
         let peaks_cfg = LaunchConfig {
@@ -744,16 +638,12 @@ impl CudaCorrelator {
             block_dim: (peak_threads, 1, 1),
             shared_mem_bytes: peak_shared,
         };
-        let (f_peaks, early_peaks) = match inv {
-            Some(iv) => (&iv.f_peaks, iv.early.map(|[_, pk]| pk)),
-            None => (&self.f_peaks, early_peaks),
-        };
         // SAFETY: as for the launches above.
         unsafe {
-            launch!(s, f_peaks, early_peaks, peaks_cfg, "gcc_peaks";
+            launch!(s, &self.f_peaks, early_peaks, peaks_cfg, "gcc_peaks";
                 &d_corr, &d_norms, &d_maxlag, &d_taps, &n_pairs, &fft_len, &ch, &ku,
                 &p.min_separation_samples, &wc, &d_curves, &d_peaks, &d_ticket, &blocks, &flag,
-                &few_search, &peaks_dev, &d_parts, &d_norm_parts, &inv_n2)?;
+                &few_search, &peaks_dev)?;
         }
         Ok(())
     }
@@ -1110,34 +1000,6 @@ impl Drop for CudaCorrelator {
 #[cfg(test)]
 mod tests {
     /// The kernels' constants agree with the host's.
-    /// One-frame calls go without the C2R for the live path's frames (4 channels, 4096 samples)
-    /// and the parity test's cases for it; not for FFT lengths gcc_cross_inv has no transform
-    /// for, nor for lags that need more rows than it keeps.
-    #[test]
-    fn partial_inverse_shapes() {
-        use crate::bench::gcc_params;
-        for (c, f, rows) in [
-            (4, 4096, 6),
-            (5, 4096, 6),
-            (4, 2048, 10),
-            (4, 8192, 4),
-            (2, 4096, 6),
-        ] {
-            let p = gcc_params(c, f);
-            assert_eq!(super::inv_shape(&p), Some((f / 128, rows)), "{c} x {f}");
-        }
-        for (c, f) in [(4, 1024), (4, 16384)] {
-            assert_eq!(super::inv_shape(&gcc_params(c, f)), None, "{c} x {f}");
-        }
-        let mut p = gcc_params(4, 4096);
-        p.curve_half = 1100;
-        assert_eq!(super::inv_shape(&p), None, "lags up to 1100 need 36 rows");
-        // The twiddles: e^(-2 pi i j / n).
-        let tw = super::twiddles(8);
-        assert!((tw[2] - 0.5f32.sqrt()).abs() < 1e-7 && (tw[3] + 0.5f32.sqrt()).abs() < 1e-7);
-        assert!(tw[4].abs() < 1e-7 && (tw[5] + 1.0).abs() < 1e-7);
-    }
-
     #[test]
     fn kernel_constants_match_the_host() {
         for want in [
@@ -1152,9 +1014,6 @@ mod tests {
                 crate::dsp::gcc::PEAK_INTERP_HALF_WIDTH
             ),
             format!("#define PEAK_GRID {}", crate::dsp::gcc::PEAK_GRID),
-            format!("#define INV_PARTS {}", super::INV_PARTS),
-            format!("#define INV_THREADS {}", super::INV_THREADS),
-            format!("#define INV_MAX_Q {}", super::INV_MAX_Q),
         ] {
             assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
         }
