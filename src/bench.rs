@@ -274,16 +274,30 @@ fn time_two_passes<B: ?Sized>(
     Ok((dev, wall, r1 + r2))
 }
 
-/// Time one filter step. Returns (median seconds per step on the device clock where there is
-/// one, median wall seconds, reps).
-pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, f64, usize)> {
+/// One filter step's timing: medians over the timed steps.
+pub struct PfTiming {
+    /// Seconds per step on the device clock where there is one, else the wall clock.
+    pub s: f64,
+    /// Wall seconds per step.
+    pub wall_s: f64,
+    /// Achieved device-memory bandwidth (GB/s): the median over the device-timed steps of each
+    /// step's own bytes over its own device time. Steps that resample move more bytes and take
+    /// longer than those that do not, so a step's bytes are only ever divided by that step's
+    /// time. None where the backend has no device clock.
+    pub gb_s: Option<f64>,
+    pub reps: usize,
+}
+
+/// Time one filter step (see [`PfTiming`]).
+pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<PfTiming> {
     let p = pf.params().clone();
     let mut init = pf_init();
     init.model_probs = vec![1.0 / p.n_models() as f32; p.n_models()];
     pf.init_track(&init)?;
     let mut est = vec![Estimate::new(p.n_models())];
     let mut k = 0u64;
-    time_two_passes(
+    let mut rates = Vec::new();
+    let (s, wall_s, reps) = time_two_passes(
         pf,
         budget_s,
         |f, on| f.set_device_timing(on),
@@ -302,9 +316,23 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<(f64, f64, 
                 }],
                 &mut est,
             )?;
-            Ok((t.elapsed().as_secs_f64(), f.last_device_time_s()))
+            let wall = t.elapsed().as_secs_f64();
+            let dev = f.last_device_time_s();
+            if let (Some(d), Some(by)) = (dev, f.bytes_per_step()) {
+                if d > 0.0 {
+                    rates.push(by as f64 / d / 1e9);
+                }
+            }
+            Ok((wall, dev))
         },
-    )
+    )?;
+    rates.sort_by(f64::total_cmp);
+    Ok(PfTiming {
+        s,
+        wall_s,
+        gb_s: rates.get(rates.len() / 2).copied(),
+        reps,
+    })
 }
 
 /// The live path's workload: the `tetra` scene (4 channels at 96 kHz, the preset's rate: the
@@ -729,17 +757,17 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                         "cuda" => crate::gpu::particle_filter(p.clone())?,
                         _ => Box::new(CpuParticleFilter::new(p.clone())),
                     };
-                    let (s, wall, reps) = time_pf(pf.as_mut(), opts.budget_s)?;
+                    let t = time_pf(pf.as_mut(), opts.budget_s)?;
                     rows.push(Row {
                         stage: "pf".into(),
                         backend: b.into(),
                         params: format!("{n} particles x {l} models"),
-                        median_us: s * 1e6,
-                        per_unit: s * 1e9 / n as f64,
+                        median_us: t.s * 1e6,
+                        per_unit: t.s * 1e9 / n as f64,
                         unit: "ns/particle".into(),
-                        gb_s: pf.bytes_per_step().map(|by| by as f64 / s / 1e9),
-                        wall_us: Some(wall * 1e6),
-                        reps,
+                        gb_s: t.gb_s,
+                        wall_us: Some(t.wall_s * 1e6),
+                        reps: t.reps,
                     });
                 }
             }
@@ -808,5 +836,89 @@ pub fn print(rows: &[Row]) {
                 .unwrap_or_else(|| "-".into()),
             r.reps
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::BackendError;
+    use crate::track::Particles;
+
+    /// The CPU filter, posing as a device whose steps alternate between a short one that moves
+    /// few bytes and a long one that moves many (as steps without and with resampling do), at
+    /// the same rate of 2 GB/s.
+    struct Alternating {
+        cpu: CpuParticleFilter,
+        timing: bool,
+        steps: u64,
+    }
+
+    impl Alternating {
+        fn long(&self) -> bool {
+            self.steps % 2 == 0
+        }
+    }
+
+    impl ParticleFilter for Alternating {
+        fn backend(&self) -> &'static str {
+            "test"
+        }
+        fn params(&self) -> &FilterParams {
+            self.cpu.params()
+        }
+        fn init_track(&mut self, init: &TrackInit) -> Result<(), BackendError> {
+            self.cpu.init_track(init)
+        }
+        fn step(
+            &mut self,
+            meas: &TdoaMeasurement,
+            tracks: &[TrackStep],
+            out: &mut [Estimate],
+        ) -> Result<(), BackendError> {
+            self.steps += 1;
+            self.cpu.step(meas, tracks, out)
+        }
+        fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
+            self.cpu.read_particles(slot)
+        }
+        fn write_particles(&mut self, slot: u32, p: &Particles) -> Result<(), BackendError> {
+            self.cpu.write_particles(slot, p)
+        }
+        fn set_device_timing(&mut self, on: bool) {
+            self.timing = on;
+        }
+        fn last_device_time_s(&self) -> Option<f64> {
+            self.timing
+                .then_some(if self.long() { 300e-6 } else { 100e-6 })
+        }
+        fn bytes_per_step(&self) -> Option<u64> {
+            Some(if self.long() { 600_000 } else { 200_000 })
+        }
+    }
+
+    /// A step's bytes are divided by that step's own time, not by the median step's: the
+    /// figure is the device's rate whichever kind of step came last.
+    #[test]
+    fn filter_bandwidth_pairs_each_step_with_its_own_time() {
+        let mut pf = Alternating {
+            cpu: CpuParticleFilter::new(pf_params(256, 1)),
+            timing: false,
+            steps: 0,
+        };
+        let t = time_pf(&mut pf, 0.05).unwrap();
+        let gb_s = t.gb_s.unwrap();
+        assert!((gb_s - 2.0).abs() < 1e-9, "{gb_s} GB/s");
+        assert!(t.s == 100e-6 || t.s == 300e-6, "median step {} s", t.s);
+        assert!(t.reps >= 3);
+    }
+
+    /// A host backend has no device clock and no bandwidth figure.
+    #[test]
+    fn cpu_filter_has_no_bandwidth() {
+        let mut pf = CpuParticleFilter::new(pf_params(256, 1));
+        let t = time_pf(&mut pf, 0.02).unwrap();
+        assert!(t.gb_s.is_none());
+        assert!(t.s > 0.0 && t.wall_s > 0.0);
     }
 }
