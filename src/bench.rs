@@ -69,6 +69,12 @@ fn pick(all: &[usize], chosen: &[usize]) -> Vec<usize> {
     }
 }
 
+/// The middle value of `v` once sorted (the upper one of an even count); None when empty.
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
 /// Median of repeated timings of `f` (seconds), after one warm-up call.
 pub fn time_median(
     budget_s: f64,
@@ -81,8 +87,8 @@ pub fn time_median(
     while v.len() < min_reps || (start.elapsed().as_secs_f64() < budget_s && v.len() < 2000) {
         v.push(f()?);
     }
-    v.sort_by(f64::total_cmp);
-    Ok((v[v.len() / 2], v.len()))
+    // Empty only with `min_reps` 0 and no budget: NaN then.
+    Ok((median(&mut v).unwrap_or(f64::NAN), v.len()))
 }
 
 /// A compact array: `channels` sensors on a 0.5 m sphere, in air, at 48 kHz (every frame size
@@ -218,8 +224,7 @@ fn time_pair(
     })?;
     // The first entry is the warm-up call.
     let mut w = walls.split_off(1.min(walls.len()));
-    w.sort_by(f64::total_cmp);
-    Ok((dev, w.get(w.len() / 2).copied().unwrap_or(f64::NAN), reps))
+    Ok((dev, median(&mut w).unwrap_or(f64::NAN), reps))
 }
 
 /// Time one correlator over a batch of frames. Returns (median seconds per call on the device
@@ -326,11 +331,10 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<PfTiming> {
             Ok((wall, dev))
         },
     )?;
-    rates.sort_by(f64::total_cmp);
     Ok(PfTiming {
         s,
         wall_s,
-        gb_s: rates.get(rates.len() / 2).copied(),
+        gb_s: median(&mut rates),
         reps,
     })
 }
@@ -495,10 +499,7 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
         ));
     }
     // Never empty (checked above; the stage lists have one entry per timed frame).
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let median = |v: &mut Vec<f64>| median(v).unwrap_or(f64::NAN);
     let [mut c, mut g, mut p] = parts;
     Ok(LiveTiming {
         assemble_s: median(&mut assemble),

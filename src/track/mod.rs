@@ -305,7 +305,8 @@ pub trait ParticleFilter: Send {
     fn last_device_time_s(&self) -> Option<f64> {
         None
     }
-    /// Bytes one step moves through device memory (for achieved-bandwidth figures).
+    /// Bytes the last `step` moved through device memory (for achieved-bandwidth figures; a
+    /// step that resamples moves more, so divide by that step's own device time).
     fn bytes_per_step(&self) -> Option<u64> {
         None
     }
