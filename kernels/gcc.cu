@@ -29,12 +29,17 @@
 #define PEAK_SHARED 8192
 
 // Window and zero-pad: in[row][frame_len] -> out[row][fft_len], rows = frames x channels.
-extern "C" __global__ void gcc_window(const float* in, const float* window, float* out,
-                                      u32 frame_len, u32 fft_len) {
+// Each row's first `upto` samples are read from `copy` instead (same layout: a live frame's
+// samples sent to the device while it filled; upto 0 and copy null otherwise), the rest from
+// `in` (for a live frame, host memory mapped into the device).
+extern "C" __global__ void gcc_window(const float* in, const float* copy, u32 upto,
+                                      const float* window, float* out, u32 frame_len,
+                                      u32 fft_len) {
     u32 row = blockIdx.y;
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= fft_len) return;
-    out[(size_t)row * fft_len + i] = i < frame_len ? in[(size_t)row * frame_len + i] * window[i] : 0.0f;
+    const float* src = i < upto ? copy : in;
+    out[(size_t)row * fft_len + i] = i < frame_len ? src[(size_t)row * frame_len + i] * window[i] : 0.0f;
 }
 
 __device__ __forceinline__ float mag(float2 x, float beta) {

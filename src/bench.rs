@@ -466,12 +466,17 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
     // The push that completes each timed frame (the period's copy and the frame's assembly,
     // which the frame's latency includes too: it is not in `process`).
     let mut assemble = Vec::new();
+    // What the daemon does between frames: the samples of the frames being filled sent to
+    // the device (see `FrameAssembler::send_ahead`); and the timed frames that had some.
+    let mut sends = Vec::new();
+    let mut sent_ahead = 0usize;
     let mut run = || -> Result<()> {
         for period in audio.chunks(CAPTURE_PERIOD * ch) {
             let t = Instant::now();
             asm.push(period);
             let pushed = t.elapsed().as_secs_f64();
             while let Some(mut f) = asm.pop() {
+                let had_copy = f.data.sent_rows() > 0;
                 let before = stage_clocks(&pipe);
                 let t = Instant::now();
                 let tracked = !pipe.process(&mut f)?.is_empty();
@@ -479,6 +484,7 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
                 let after = stage_clocks(&pipe);
                 // Time the steady state: a confirmed track, after the first two seconds.
                 if tracked && f.centre_time_s() > 2.0 {
+                    sent_ahead += usize::from(had_copy);
                     times.push(dt);
                     assemble.push(pushed);
                     for k in 0..3 {
@@ -487,6 +493,9 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
                 }
                 asm.recycle(f);
             }
+            let t = Instant::now();
+            asm.send_ahead();
+            sends.push(t.elapsed().as_secs_f64());
         }
         Ok(())
     };
@@ -503,6 +512,8 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
     let [mut c, mut g, mut p] = parts;
     Ok(LiveTiming {
         assemble_s: median(&mut assemble),
+        send_ahead_s: median(&mut sends),
+        sent_ahead,
         median_s: median(&mut times),
         checks_s: median(&mut c),
         gcc_s: median(&mut g),
@@ -515,6 +526,10 @@ pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveT
 /// frame assembler's push that completed the frame (outside the frame's time).
 pub struct LiveTiming {
     pub assemble_s: f64,
+    /// The median time the host took to send the samples of the frames being filled to the
+    /// device between frames, and how many timed frames had some of theirs there.
+    pub send_ahead_s: f64,
+    pub sent_ahead: usize,
     pub median_s: f64,
     pub checks_s: f64,
     pub gcc_s: f64,
@@ -710,11 +725,13 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                 stage: "live".into(),
                 backend: b.into(),
                 params: format!(
-                    "tetra 4 ch x 4096 at 96 kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us)",
+                    "tetra 4 ch x 4096 at 96 kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us; between frames, {} sent ahead in {:.1} us)",
                     lt.checks_s * 1e6,
                     lt.gcc_s * 1e6,
                     lt.filter_s * 1e6,
-                    lt.assemble_s * 1e6
+                    lt.assemble_s * 1e6,
+                    lt.sent_ahead,
+                    lt.send_ahead_s * 1e6
                 ),
                 median_us: s * 1e6,
                 per_unit: s * 1e6,

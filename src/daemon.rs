@@ -292,6 +292,9 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
         if failure.is_some() {
             break;
         }
+        // Between frames: what the frames being filled hold so far goes to the GPU now, so
+        // that a frame's correlation reads only its last samples over the bus.
+        asm.send_ahead();
         let now = Instant::now();
         if now >= next_status {
             let c = &pipe.counters;

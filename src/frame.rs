@@ -71,12 +71,41 @@ impl Frame {
 
 /// Sample memory that a device can read where it lies: page-locked host memory mapped into a
 /// GPU. Its owner (the backend that made it) keeps whatever the memory needs alive.
+///
+/// A backend may also keep a copy of a frame's first samples on its device, sent while the
+/// frame is still being filled ([`Self::send_ahead`]), so that only the rest crosses the bus
+/// once the frame is complete. Any write through [`Self::as_mut_slice`] drops that copy; the
+/// frame assembler, which only writes past what it has sent, writes through
+/// [`Self::appending`].
 pub trait MappedSamples: Send + Sync {
     fn as_slice(&self) -> &[f32];
+    /// Every sample, for any writer: what was sent ahead no longer counts.
     fn as_mut_slice(&mut self) -> &mut [f32];
+    /// Every sample, for a writer that leaves the samples sent ahead as they are (the frame
+    /// assembler, which writes each channel's samples from its current fill on).
+    fn appending(&mut self) -> &mut [f32] {
+        self.as_mut_slice()
+    }
     /// The device's address of the samples, if the memory is mapped into the device that
     /// `owner` identifies (each backend knows its own token; any other owner gets None).
     fn device_address(&self, owner: usize) -> Option<u64>;
+    /// The first `rows` samples of each channel (channels of `len` samples) are final: send
+    /// those not yet sent to the device now, ahead of the frame's correlation. `rows` smaller
+    /// than before starts a new fill (0: nothing is sent). Nothing by default.
+    fn send_ahead(&mut self, rows: usize, len: usize) {
+        let _ = (rows, len);
+    }
+    /// Where the samples sent ahead lie on `owner`'s device and how many of each channel's
+    /// first samples the copy holds, once device stream `stream` (a backend's handle) has been
+    /// made to wait for their copy; None when nothing was sent (or for another owner).
+    fn sent_ahead(&self, owner: usize, stream: u64) -> Option<(u64, usize)> {
+        let _ = (owner, stream);
+        None
+    }
+    /// How many of each channel's first samples were sent ahead and still count (0: none).
+    fn sent_rows(&self) -> usize {
+        0
+    }
 }
 
 /// Makes the memory of a frame of `n` samples, or None (the frame then lives on the heap).
@@ -110,6 +139,38 @@ impl Samples {
         match &self.0 {
             Repr::Heap(_) => None,
             Repr::Mapped(m) => m.device_address(owner),
+        }
+    }
+
+    /// The samples for a writer that only writes past what was sent ahead (see
+    /// [`MappedSamples::appending`]).
+    pub fn appending(&mut self) -> &mut [f32] {
+        match &mut self.0 {
+            Repr::Heap(v) => v,
+            Repr::Mapped(m) => m.appending(),
+        }
+    }
+
+    /// See [`MappedSamples::send_ahead`]; nothing for heap memory.
+    pub fn send_ahead(&mut self, rows: usize, len: usize) {
+        if let Repr::Mapped(m) = &mut self.0 {
+            m.send_ahead(rows, len);
+        }
+    }
+
+    /// See [`MappedSamples::sent_rows`]; 0 for heap memory.
+    pub fn sent_rows(&self) -> usize {
+        match &self.0 {
+            Repr::Heap(_) => 0,
+            Repr::Mapped(m) => m.sent_rows(),
+        }
+    }
+
+    /// See [`MappedSamples::sent_ahead`]; None for heap memory.
+    pub fn sent_ahead(&self, owner: usize, stream: u64) -> Option<(u64, usize)> {
+        match &self.0 {
+            Repr::Heap(_) => None,
+            Repr::Mapped(m) => m.sent_ahead(owner, stream),
         }
     }
 }

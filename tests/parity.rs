@@ -599,7 +599,9 @@ impl Correlator for NotAhead {
 /// the last bit (frames with a NaN sample, which are correlated again and stepped plainly,
 /// and a dead channel, whose pairs the device leaves out as the host does, included). The same
 /// again with the frames in the correlator's mapped memory, which the device reads where the
-/// assembler wrote them (and where the checks zero a NaN while the first correlation runs).
+/// assembler wrote them (and where the checks zero a NaN while the first correlation runs),
+/// their first samples sent to the device between frames as the daemon does (a frame written
+/// after that, here the NaN and dead-channel frames, is read from host memory whole).
 #[test]
 fn live_pipeline_agrees_with_plain_steps() {
     use sonotrack::audio::assembler::FrameAssembler;
@@ -647,10 +649,12 @@ fn live_pipeline_agrees_with_plain_steps() {
             asm.set_allocator(alloc);
         }
         let mut out = Vec::new();
+        let mut sent = 0;
         for period in audio.chunks(1024 * ch) {
             asm.push(period);
             while let Some(mut f) = asm.pop() {
                 assert_eq!(f.data.is_mapped(), with_alloc);
+                sent += usize::from(f.data.sent_rows() > 0);
                 // A NaN in frames 60 and 61, channel 1 dead in frames 70-72.
                 if f.seq == 60 || f.seq == 61 {
                     f.channel_mut(2)[100] = f32::NAN;
@@ -669,10 +673,11 @@ fn live_pipeline_agrees_with_plain_steps() {
                 }
                 asm.recycle(f);
             }
+            asm.send_ahead();
         }
         let t = pipe.tracker();
         eprintln!(
-            "ahead {ahead}, frames in mapped memory {with_alloc}: {} reports, {} steps prepared ({} built on the device), backend {}",
+            "ahead {ahead}, frames in mapped memory {with_alloc} ({sent} partly sent ahead): {} reports, {} steps prepared ({} built on the device), backend {}",
             out.len(),
             t.prepared_steps,
             t.device_built_steps,
@@ -680,6 +685,12 @@ fn live_pipeline_agrees_with_plain_steps() {
         );
         assert_eq!(pipe.backend(), "cuda");
         assert!(out.len() > 50, "a source is tracked");
+        if with_alloc && std::env::var("SONOTRACK_NO_SEND_AHEAD").as_deref() != Ok("1") {
+            // Every frame after the first had its first half or more on the device.
+            assert!(sent > out.len() / 2, "{sent} frames partly sent ahead");
+        } else {
+            assert_eq!(sent, 0);
+        }
         if ahead {
             // (A GPU with few SMs, or SONOTRACK_NO_LIVE_STEP=1, prepares none.)
             assert_eq!(t.prepared_steps, t.device_built_steps);

@@ -142,6 +142,8 @@ impl FrameAssembler {
         frame.start_sample = self.next_start;
         frame.seq = (self.next_start - self.origin) / self.hop as u64;
         frame.wall_clock = None;
+        // A new fill: nothing of it has been sent ahead.
+        frame.data.send_ahead(0, n);
         self.open.push_back(frame);
         self.next_start += self.hop as u64;
     }
@@ -168,6 +170,20 @@ impl FrameAssembler {
         }
         self.lost_frames += lost_frames;
         lost_frames
+    }
+
+    /// Send the samples written so far into the frames still being filled to the device whose
+    /// memory they are in (see [`crate::frame::MappedSamples::send_ahead`]), so that a frame's
+    /// correlation has only its last samples to read over the bus. For the time between
+    /// frames (after processing those complete), not for the push that completes a frame:
+    /// with frames on the heap it does nothing.
+    pub fn send_ahead(&mut self) {
+        let n = self.frame_len;
+        for f in self.open.iter_mut() {
+            // (Open frames are never complete: clock - start < n.)
+            let rows = (self.clock - f.start_sample).min(n as u64) as usize;
+            f.data.send_ahead(rows, n);
+        }
     }
 
     pub fn pop(&mut self) -> Option<Frame> {
@@ -198,8 +214,10 @@ impl FrameAssembler {
 fn write_rows(f: &mut Frame, map: &[usize], ch: usize, at: usize, chunk: &[f32]) {
     let n = f.len;
     let take = chunk.len() / ch;
+    // Samples from `at` on: past whatever was sent ahead (see `FrameAssembler::send_ahead`).
+    let data = f.data.appending();
     for (s, &c) in map.iter().enumerate() {
-        let row = &mut f.data[s * n + at..s * n + at + take];
+        let row = &mut data[s * n + at..s * n + at + take];
         for (d, r) in row.iter_mut().zip(chunk.chunks_exact(ch)) {
             *d = r[c];
         }
@@ -351,6 +369,113 @@ mod tests {
             assert_eq!(g.data.is_mapped(), i < 4, "frame {i}");
             assert_eq!(g.data, e.data);
         }
+    }
+
+    /// Heap memory with a "device" copy of its first samples, kept as a GPU backend keeps it:
+    /// `send_ahead` copies each channel's newly final samples, any write through
+    /// `as_mut_slice` drops the copy, `appending` keeps it.
+    struct Ahead {
+        host: Vec<f32>,
+        device: Vec<f32>,
+        sent: usize,
+        sends: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl crate::frame::MappedSamples for Ahead {
+        fn as_slice(&self) -> &[f32] {
+            &self.host
+        }
+        fn as_mut_slice(&mut self) -> &mut [f32] {
+            self.sent = 0;
+            &mut self.host
+        }
+        fn appending(&mut self) -> &mut [f32] {
+            &mut self.host
+        }
+        fn device_address(&self, _owner: usize) -> Option<u64> {
+            Some(1)
+        }
+        fn send_ahead(&mut self, rows: usize, len: usize) {
+            if rows < self.sent || rows == 0 {
+                self.sent = 0;
+            }
+            for c in 0..self.host.len() / len {
+                let r = c * len + self.sent..c * len + rows;
+                self.device[r.clone()].copy_from_slice(&self.host[r]);
+            }
+            if rows > self.sent {
+                self.sends
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            self.sent = rows;
+        }
+        fn sent_rows(&self) -> usize {
+            self.sent
+        }
+        /// (Checks that the copy is the host's samples, as a device would read them.)
+        fn sent_ahead(&self, _owner: usize, stream: u64) -> Option<(u64, usize)> {
+            let len = stream as usize;
+            for c in 0..self.host.len() / len {
+                let r = c * len..c * len + self.sent;
+                assert_eq!(self.device[r.clone()], self.host[r], "channel {c}");
+            }
+            (self.sent > 0).then_some((2, self.sent))
+        }
+    }
+
+    /// Samples sent ahead between pushes are exactly the complete frame's first samples (what a
+    /// device would read from its copy), never a whole frame, and a new fill or any other
+    /// writer drops them; frames on the heap send nothing.
+    #[test]
+    fn samples_sent_ahead_are_the_frames_own() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (frame, hop, ch, period) = (16usize, 8usize, 3usize, 4usize);
+        let sends = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = sends.clone();
+        let alloc: crate::frame::FrameAlloc = std::sync::Arc::new(move |n| {
+            Some(crate::frame::Samples::mapped(Box::new(Ahead {
+                host: vec![0.0; n],
+                device: vec![f32::NAN; n],
+                sent: 0,
+                sends: counter.clone(),
+            })))
+        });
+        let input = ramp(ch, 0, 200);
+        let mut a = FrameAssembler::new(vec![2, 0], ch, frame, hop, 100.0, 0);
+        a.set_allocator(Some(alloc));
+        let mut plain = FrameAssembler::new(vec![2, 0], ch, frame, hop, 100.0, 0);
+        let (mut frames, mut with_copy) = (0, 0);
+        for rows in input.chunks(period * ch) {
+            a.push(rows);
+            plain.push(rows);
+            while let Some(mut f) = a.pop() {
+                let e = plain.pop().unwrap();
+                assert_eq!(f.data, e.data);
+                frames += 1;
+                // (The fake takes the frame's length for a stream, and checks its copy.)
+                if let Some((_, sent)) = f.data.sent_ahead(0, frame as u64) {
+                    with_copy += 1;
+                    assert!(sent >= hop && sent < frame, "frame {}: {sent} sent", f.seq);
+                    assert_eq!(f.data.sent_rows(), sent);
+                }
+                // Any other writer drops the copy (the checks zeroing a NaN, say).
+                f.channel_mut(0)[0] = -1.0;
+                assert_eq!(f.data.sent_ahead(0, frame as u64), None);
+                assert_eq!(f.data.sent_rows(), 0);
+                a.recycle(f);
+            }
+            a.send_ahead();
+        }
+        assert!(frames >= 20);
+        // Every frame after the first had its first half or more sent while it filled.
+        assert!(with_copy >= frames - 1, "{with_copy} of {frames}");
+        assert!(sends.load(Ordering::Relaxed) >= 2 * (frames - 1));
+        // On the heap: nothing to send, nothing sent.
+        let mut h = FrameAssembler::new(vec![0], 1, 8, 4, 100.0, 0);
+        h.push(&ramp(1, 0, 6));
+        h.send_ahead();
+        h.push(&ramp(1, 6, 6));
+        assert_eq!(h.pop().unwrap().data.sent_ahead(0, 8), None);
     }
 
     #[test]

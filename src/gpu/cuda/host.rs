@@ -224,6 +224,61 @@ impl<T: Pod> Pinned<T> {
         .map_err(err("copying to the device"))
     }
 
+    /// Enqueue a copy of columns `from..to` of the buffer seen as `rows` rows of `row_len`
+    /// values, into the same places of a buffer of the same shape at device address `dst` (one
+    /// strided copy: a frame's channels are its rows).
+    ///
+    /// # Safety
+    /// `dst` must hold `rows * row_len` values of `T`, and the host values copied must not
+    /// change until the stream has passed the copy.
+    pub unsafe fn copy_columns_to_device(
+        &self,
+        row_len: usize,
+        rows: usize,
+        from: usize,
+        to: usize,
+        dst: u64,
+        stream: &CudaStream,
+    ) -> Result<(), BackendError> {
+        use cudarc::driver::sys::{CUDA_MEMCPY2D, CUmemorytype};
+        if rows * row_len > self.len || from > to || to > row_len {
+            return Err(BackendError::new(
+                "cuda",
+                format!(
+                    "a copy of columns {from}..{to} of {rows} x {row_len} values does not fit the buffer of {}",
+                    self.len
+                ),
+            ));
+        }
+        if from == to || rows == 0 {
+            return Ok(());
+        }
+        let size = std::mem::size_of::<T>();
+        let c = CUDA_MEMCPY2D {
+            srcXInBytes: from * size,
+            srcY: 0,
+            srcMemoryType: CUmemorytype::CU_MEMORYTYPE_HOST,
+            srcHost: self.ptr.cast(),
+            srcDevice: 0,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: row_len * size,
+            dstXInBytes: from * size,
+            dstY: 0,
+            dstMemoryType: CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: dst,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: row_len * size,
+            WidthInBytes: (to - from) * size,
+            Height: rows,
+        };
+        // SAFETY: the source rows lie in this page-locked buffer (checked above), the
+        // destination's by the caller's contract; the copy is asynchronous on `stream`.
+        unsafe { cudarc::driver::sys::cuMemcpy2DAsync_v2(&c, stream.cu_stream()) }
+            .result()
+            .map_err(err("copying columns to the device"))
+    }
+
     /// Enqueue a copy of `len` values from device address `src` into the first `len` values.
     ///
     /// # Safety
