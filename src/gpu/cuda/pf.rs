@@ -179,12 +179,15 @@ struct LiveMeas {
     done: u64,
     ratio: u64,
     pair_ok: u64,
+    /// The peaks stamped with their correlation's number (see `DevicePeaks`), and this
+    /// frame's number; 0 and 0: the step polls `done` instead.
+    stamped: u64,
     expect: u32,
     fs: f32,
     pd: f32,
     q_mid: f32,
     q_width: f32,
-    pad: u32,
+    stamp: u32,
 }
 
 #[repr(C)]
@@ -420,6 +423,9 @@ pub struct CudaParticleFilter {
     last_tracks: usize,
     /// pf_step_live's stamp (see `Stamp`); None where live steps are off.
     stamp: Option<Stamp>,
+    /// Whether a live step built on the device waits for the correlator's counter rather than
+    /// polling its stamped peaks (`SONOTRACK_NO_STAMPED_PEAKS=1`, for comparison).
+    stamped_off: bool,
     /// The last stamp value a live step was given.
     live_count: u32,
     /// The live step launched ahead of its measurement, if any.
@@ -724,6 +730,7 @@ impl CudaParticleFilter {
             last_resampled: 0,
             last_tracks: 0,
             stamp,
+            stamped_off: env_is_one("SONOTRACK_NO_STAMPED_PEAKS"),
             live_count: 0,
             prepared: None,
             n,
@@ -1287,12 +1294,17 @@ impl CudaParticleFilter {
                 done: src.peaks.done,
                 ratio: self.ptr.ratio,
                 pair_ok: self.ptr.pair_ok,
+                stamped: if self.stamped_off {
+                    0
+                } else {
+                    src.peaks.stamped
+                },
                 expect: src.peaks.expect,
                 fs: src.sample_rate_hz,
                 pd: src.detection_probability,
                 q_mid: crate::track::manager::QUALITY_MID,
                 q_width: crate::track::manager::QUALITY_WIDTH,
-                pad: 0,
+                stamp: src.peaks.stamp,
             },
             None => LiveMeas::zeroed(),
         };
