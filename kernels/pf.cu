@@ -801,50 +801,6 @@ __device__ __forceinline__ void combine_from(At at, u32 n_rows, double* fin, flo
     __syncthreads();
 }
 
-// combine_from's sums for at most 32 rows in shared memory (a cluster's tile rows), by one
-// warp: every value is formed as combine_from forms it, in the same order (its row groups of
-// NT / PART, each summing rows g, g + SPLIT, ... in two accumulators, then the groups in
-// turn), so the results are the same to the last bit; but there is no block-wide barrier
-// between its steps (the max, the factors, the sums), which took the live step's leader about
-// 1.6 us on the H100. Lane j sums columns 1 + j and 33 + j; lane r computes row r's factor.
-// Every lane of the warp calls it.
-template <int NT>
-__device__ __forceinline__ void combine_warp(const float (*rows)[PART], u32 n_rows, double* fin,
-                                             u32 lane) {
-    constexpr u32 SPLIT = NT / PART;
-    float mx = lane < n_rows ? rows[lane][0] : NEG_INF;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    const double bm = lane < n_rows ? (double)rows[lane][0] : (double)NEG_INF;
-    const double fac = bm > (double)NEG_INF ? exp(bm - (double)mx) : 0.0;
-#pragma unroll
-    for (u32 h = 0; h < 2; ++h) {
-        const u32 j = 1 + lane + 32 * h;
-        const bool col = j < PART - 1;
-        auto at = [&](u32 r) { return col ? (double)rows[r][j] : 0.0; };
-        auto f = [&](u32 r) {
-            const double fb = __shfl_sync(0xffffffffu, fac, r);
-            return j == 2 ? fb * fb : fb;
-        };
-        double v = 0.0;
-        for (u32 g = 0; g < SPLIT; ++g) {
-            double acc0 = 0.0, acc1 = 0.0;
-            u32 r = g;
-            for (; r + SPLIT < n_rows; r += 2 * SPLIT) {
-                acc0 += f(r) * at(r);
-                acc1 += f(r + SPLIT) * at(r + SPLIT);
-            }
-            if (r < n_rows) acc0 += f(r) * at(r);
-            v += acc0 + acc1;
-        }
-        if (col) fin[j] = v;
-    }
-    if (lane == 0) {
-        fin[0] = (double)mx;
-        fin[PART - 1] = 0.0;
-    }
-}
-
 // Sum rows [0, n_rows) of `rows` (row r at rows + r * PART, value at column j, largest log
 // weight at column 0) relative to their largest log weight, into fin[0..PART) (fin[0] = that
 // maximum). T is float for tile rows and double for group rows. Every thread of the block calls
@@ -1097,7 +1053,10 @@ pf_step_live_cluster(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp, const
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     __shared__ float rows[LIVE_CLUSTER_MAX][PART];
     __shared__ u32 marks[LIVE_CLUSTER_MAX];
+    __shared__ float scratch[32];
+    __shared__ double red[PF_SMALL_BLOCK / PART][PART];
     __shared__ double fin[PART];
+    __shared__ double fac[PF_SMALL_BLOCK];
     __shared__ bool all_in;
     const u32 rank = cluster_rank(), nr = cluster_blocks();
     if (threadIdx.x < LIVE_CLUSTER_MAX) marks[threadIdx.x] = 0u;
@@ -1113,16 +1072,15 @@ pf_step_live_cluster(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp, const
     // The others are done: the leader's shared memory, which they wrote, lives until it leaves.
     if (rank != 0) return;
     cluster_wait();
-    // Warp 0 alone checks the marks and combines the rows (combine_warp: combine_from's sums
-    // without its block-wide barriers); the block then writes them.
-    if (threadIdx.x < 32) {
-        const u32 lane = threadIdx.x;
-        const bool a = __all_sync(0xffffffffu, lane >= nr || marks[lane] != 0u);
-        if (a) combine_warp<PF_SMALL_BLOCK>(rows, nr, fin, lane);
-        if (lane == 0) all_in = a;
+    if (threadIdx.x == 0) {
+        bool a = true;
+        for (u32 r = 0; r < nr; ++r) a = a && marks[r] != 0u;
+        all_in = a;
     }
     __syncthreads();
     if (!all_in) return;
+    combine_from<PF_SMALL_BLOCK>([&](u32 r, u32 c) { return (double)rows[r][c]; }, nr, fin,
+                                 scratch, red, fac);
     finalize_write(sp, fin, blockIdx.y, FLAG_KEEP, 0, sums_out, flags);
 #endif
 }
