@@ -190,14 +190,12 @@ struct LiveMeas {
     u64 done;    // the correlator's count of one-frame blocks with their peaks written...
     u64 ratio;   // per pair: the peak density over the clutter density's factor
     u64 pair_ok; // per pair: nonzero when both channels passed the host's checks
-    u64 stamped; // the peaks again, a 64-bit word per value whose upper half is the call's
-                 // stamp once the value is this frame's (0: poll `done` instead)
     u32 expect;  // ...once this frame's peaks are written
     float fs;
     float pd;    // detection probability
     float q_mid;
     float q_width;
-    u32 stamp;   // this frame's correlation's stamp (in `stamped`)
+    u32 pad;
 };
 
 // Motion-model coefficients of one track's step (they depend on the track's dt), indexed by

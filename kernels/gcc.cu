@@ -259,29 +259,15 @@ __device__ __forceinline__ void peaks_signal(u32* ticket, u32 n_blocks, u32* fla
     }
 }
 
-// Peak j of a pair's stamped words (a one-frame call's, for a live filter step that polls
-// them: src/dsp/gcc.rs, DevicePeaks): lag, value and quality, each in a 64-bit word with the
-// call's stamp in its upper half, written whole.
-__device__ __forceinline__ void put_stamped(unsigned long long* ll, u32 j, u32 stamp,
-                                            PeakOut x) {
-    const unsigned long long s = (unsigned long long)stamp << 32;
-    volatile unsigned long long* w = ll + 3 * j;
-    w[0] = s | __float_as_uint(x.lag);
-    w[1] = s | __float_as_uint(x.value);
-    w[2] = s | __float_as_uint(x.quality);
-}
-
 // A pair without peaks (no physical lags, or a flat curve): thread 0 writes k empty peaks, and
 // the block signals as any other. Every thread of the block calls it.
-__device__ __forceinline__ void no_peaks(PeakOut* po, PeakOut* pd, unsigned long long* ll,
-                                         u32 stamp, u32 k_peaks, u32* ticket, u32 n_blocks,
-                                         u32* flag) {
+__device__ __forceinline__ void no_peaks(PeakOut* po, PeakOut* pd, u32 k_peaks, u32* ticket,
+                                         u32 n_blocks, u32* flag) {
     const PeakOut none{0.0f, GCC_NEG_INF, 0.0f};
     if (threadIdx.x == 0)
         for (u32 j = 0; j < k_peaks; ++j) {
             po[j] = none;
             if (pd) pd[j] = none;
-            if (ll) put_stamped(ll, j, stamp, none);
         }
     peaks_signal(ticket, n_blocks, flag);
 }
@@ -290,7 +276,7 @@ extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
           float* curves, PeakOut* peaks, u32* ticket, u32 n_blocks, u32* flag, u32 few,
-          PeakOut* peaks_dev, unsigned long long* stamped, unsigned long long* calls) {
+          PeakOut* peaks_dev) {
     __shared__ float2 scratch2[32];
     __shared__ float best_v[32];
     __shared__ int best_l[32];
@@ -305,15 +291,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     __shared__ int stop;
     extern __shared__ float dyn_shared[];
     __shared__ int n_cand;
-    __shared__ u32 stamp_sh;
     u32 p = blockIdx.x, f = blockIdx.y;
-    // A one-frame call's number (its stamp), from the count of its blocks over all such calls
-    // (each has n_blocks): thread 0 takes it here, the others read it after a barrier.
-    u32 stamp = 0;
-    if (stamped && threadIdx.x == 0) {
-        stamp = (u32)(atomicAdd(calls, 1ull) / (unsigned long long)n_blocks + 1ull);
-        stamp_sh = stamp;
-    }
     size_t row = (size_t)f * n_pairs + p;
     const float* c = corr + row * fft_len;
     const float ml = max_lag[p];
@@ -374,10 +352,9 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     PeakOut* po = peaks + row * k_peaks;
     // (A one-frame call's peaks in device memory too, for a live filter step: pf_step_live.)
     PeakOut* pd = peaks_dev ? peaks_dev + row * k_peaks : nullptr;
-    unsigned long long* ll = stamped ? stamped + row * k_peaks * 3 : nullptr;
     int bound = min((int)floorf(ml), ch);
     if (bound < 0) {
-        no_peaks(po, pd, ll, stamp, k_peaks, ticket, n_blocks, flag);
+        no_peaks(po, pd, k_peaks, ticket, n_blocks, flag);
         return;
     }
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -403,7 +380,7 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     const float var = s2 / cnt - mean_v * mean_v;
     const float std_v = sqrtf(fmaxf(var, 0.0f));
     if (!(var > 1e-18f)) {
-        no_peaks(po, pd, ll, stamp, k_peaks, ticket, n_blocks, flag);
+        no_peaks(po, pd, k_peaks, ticket, n_blocks, flag);
         return;
     }
     if (use_sh && n_cand <= cand_cap) {
@@ -531,7 +508,6 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         if (lane < (int)k_peaks) {
             po[rank] = mine;
             if (pd) pd[rank] = mine;
-            if (ll) put_stamped(ll, rank, stamp_sh, mine);
         }
         __syncwarp();
         peaks_signal(ticket, n_blocks, flag);
@@ -631,7 +607,6 @@ done:
             const PeakOut x = j < n_accepted ? accepted[j] : PeakOut{0.0f, GCC_NEG_INF, 0.0f};
             po[j] = x;
             if (pd) pd[j] = x;
-            if (ll) put_stamped(ll, j, stamp, x);
         }
     }
     peaks_signal(ticket, n_blocks, flag);

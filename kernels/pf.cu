@@ -379,9 +379,17 @@ struct LivePairIn {
 // The measurement of pair q as build_measurement (src/track/manager.rs) makes it from the
 // frame's peaks: its k peaks' TDOAs and amplitudes, and its floor. The peaks' values are all
 // loaded at once (one wait for L2), then used in the CPU's order.
-__device__ __forceinline__ void live_pair_from(const LivePairIn& in, u32 k, const float* lag,
-                                               const float* val, const float* qual, float* td,
-                                               float* am, float* fl) {
+__device__ __forceinline__ void live_pair(const LivePairIn& in, u32 k, float* td, float* am,
+                                          float* fl) {
+    float lag[KPP], val[KPP], qual[KPP];
+#pragma unroll
+    for (u32 j = 0; j < KPP; ++j) {
+        if (j < k) {
+            lag[j] = __ldcg(in.pk + 3 * j);
+            val[j] = __ldcg(in.pk + 3 * j + 1);
+            qual[j] = __ldcg(in.pk + 3 * j + 2);
+        }
+    }
     float share[KPP], best = 0.0f, total = 0.0f;
 #pragma unroll
     for (u32 j = 0; j < KPP; ++j) {
@@ -409,65 +417,6 @@ __device__ __forceinline__ void live_pair_from(const LivePairIn& in, u32 k, cons
         td[j] = lag[j] / in.fs;
         am[j] = pd * share[j] / total * in.ratio;
     }
-}
-
-// A pair's k peaks from the correlator's device peaks (all loaded at once: one wait for L2).
-__device__ __forceinline__ void live_pair_load(const LivePairIn& in, u32 k, float* lag,
-                                               float* val, float* qual) {
-#pragma unroll
-    for (u32 j = 0; j < KPP; ++j) {
-        if (j < k) {
-            lag[j] = __ldcg(in.pk + 3 * j);
-            val[j] = __ldcg(in.pk + 3 * j + 1);
-            qual[j] = __ldcg(in.pk + 3 * j + 2);
-        }
-    }
-}
-
-// The go-ahead of a live step whose measurement the device builds, from the correlator's
-// stamped peaks (LiveMeas::stamped) instead of its counter: thread q < np polls pair q's 3k
-// words until each carries this frame's stamp, and keeps their values for the pair's
-// measurement (a 64-bit word is written and read whole, so neither side needs a fence, and
-// the peaks need no second read). Every polling thread also stops on the host's withdrawal
-// (the stamp word) or after LIVE_TIMEOUT_NS, as live_wait does. Returns whether to go on, the
-// same in every thread of the block (every thread calls it).
-__device__ __forceinline__ bool live_wait_stamped(const StepParams* sp, const volatile u32* stamp,
-                                                  u32* flags, u32 t, u32 np, u32 k,
-                                                  const unsigned long long* words, u32 frame,
-                                                  float* lag, float* val, float* qual) {
-    bool stop = false;
-    if (threadIdx.x < np) {
-        const u32 want = sp->live;
-        const volatile unsigned long long* w =
-            (const volatile unsigned long long*)words + (size_t)threadIdx.x * k * 3;
-        const u64 t0 = global_ns();
-        for (;;) {
-            bool all = true;
-#pragma unroll
-            for (u32 j = 0; j < KPP; ++j) {
-                if (j < k) {
-                    const unsigned long long a = w[3 * j], b = w[3 * j + 1], c = w[3 * j + 2];
-                    all = all && (u32)(a >> 32) == frame && (u32)(b >> 32) == frame &&
-                          (u32)(c >> 32) == frame;
-                    lag[j] = __uint_as_float((u32)a);
-                    val[j] = __uint_as_float((u32)b);
-                    qual[j] = __uint_as_float((u32)c);
-                }
-            }
-            if (all) break;
-            if (*stamp == (want | LIVE_CANCEL)) {
-                stop = true;
-                break;
-            }
-            if (global_ns() - t0 > LIVE_TIMEOUT_NS) {
-                flags[t] = FLAG_LIVE_TIMEOUT;
-                if (sp->mirror_flags) ((volatile u32*)sp->mirror_flags)[t] = FLAG_LIVE_TIMEOUT;
-                stop = true;
-                break;
-            }
-        }
-    }
-    return __syncthreads_or(stop) == 0;
 }
 
 // Pair q's entry in the packed layout (PackedMeas4): where its sensors' rho sit in a thread's
@@ -535,12 +484,6 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
     // wait (LivePairIn); and the geometry, which no step changes.
     LivePairIn pre{};
     if (msh && build && threadIdx.x < np) pre = LivePairIn::load(lm, pairs, threadIdx.x, sp->k);
-    // The go-ahead from the stamped peaks (live_wait_stamped) where they are there and a
-    // thread per pair polls them; this thread's pair's values, once they are this frame's.
-    const unsigned long long* words = build ? (const unsigned long long*)lm->stamped : nullptr;
-    const bool by_words = msh && words != nullptr && np <= blockDim.x;
-    const u32 frame_stamp = by_words ? lm->stamp : 0u;
-    float w_lag[KPP], w_val[KPP], w_qual[KPP];
     const u32 ns = min(sp->n_sensors, (u32)MAX_SENSORS);
     if (msh)
         for (u32 q = threadIdx.x; q < 3 * ns; q += blockDim.x) m_sensors[q] = sensors[q];
@@ -560,12 +503,7 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
 #pragma unroll 1
     for (int pass = first_pass; pass < 2; ++pass) {
         const bool real = pass == 1;
-        if (real && stamp != nullptr) {
-            const bool go = by_words ? live_wait_stamped(sp, stamp, flags, t, np, sp->k, words,
-                                                         frame_stamp, w_lag, w_val, w_qual)
-                                     : live_wait(sp, lm, stamp, flags, t);
-            if (!go) return false;
-        }
+        if (real && stamp != nullptr && !live_wait(sp, lm, stamp, flags, t)) return false;
         if (msh) {
             if (build) {
                 // The pairs' measurements from the frame's peaks, into either layout.
@@ -574,11 +512,7 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
                     const LivePairIn in =
                         q == threadIdx.x ? pre : LivePairIn::load(lm, pairs, q, k);
                     float td[KPP], am[KPP], fl;
-                    // The real pass with the stamped peaks has them (np <= blockDim: q is this
-                    // thread's pair); otherwise they are loaded. One call of live_pair_from
-                    // for both passes, so that the dry pass brings its code into the caches.
-                    if (!(real && by_words)) live_pair_load(in, k, w_lag, w_val, w_qual);
-                    live_pair_from(in, k, w_lag, w_val, w_qual, td, am, &fl);
+                    live_pair(in, k, td, am, &fl);
                     if (packed) {
                         put_packed<B>(meas, in.a, in.b, q, fl,
                                       make_float4(td[0], td[1], td[2], td[3]),

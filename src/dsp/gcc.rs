@@ -255,18 +255,11 @@ impl GccFrame {
 /// per pair and peak (lag in samples, value, quality), as [`Peak`] holds them, at device
 /// address `peaks`; the device's counter at `done` (of blocks whose peaks are written) reaches
 /// `expect` once they are all written.
-///
-/// The same values also lie at `stamped`, each in a 64-bit word of its own whose upper half is
-/// `stamp` (the correlation's number) once the value is this correlation's: a reader that
-/// polls the words themselves needs neither the counter nor a fence (a 64-bit word is written
-/// and read whole). 0: not there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DevicePeaks {
     pub peaks: u64,
     pub done: u64,
     pub expect: u32,
-    pub stamped: u64,
-    pub stamp: u32,
 }
 
 /// Turns frames into GCC curves and peaks. Implemented by the CPU and CUDA backends.

@@ -206,12 +206,6 @@ pub struct CudaCorrelator {
     /// Blocks of the one-frame calls launched with the flag, a block per pair (what
     /// `d_ticket[0]` reads once they are done).
     single_blocks: u32,
-    /// A one-frame call's peaks again, stamped (see [`DevicePeaks`]), and the device's count of
-    /// the blocks of such calls, from which `gcc_peaks` numbers the call.
-    d_stamped: CudaSlice<u64>,
-    d_calls: CudaSlice<u64>,
-    /// One-frame calls launched with the flag: the stamp of the last one.
-    single_calls: u64,
 }
 
 /// A one-frame call (the live path) without copies: the frame is read from the page-locked
@@ -482,13 +476,6 @@ impl CudaCorrelator {
                 .alloc_zeros::<u32>(2)
                 .map_err(err("allocating GCC buffers"))?,
             single_blocks: 0,
-            d_stamped: s
-                .alloc_zeros::<u64>((p * params.peaks_per_pair * 3).max(1))
-                .map_err(err("allocating GCC buffers"))?,
-            d_calls: s
-                .alloc_zeros::<u64>(1)
-                .map_err(err("allocating GCC buffers"))?,
-            single_calls: 0,
             batch,
             params,
             gpu,
@@ -686,12 +673,6 @@ impl CudaCorrelator {
             None => (FrameIn::host(d_in), d_peaks, 0u64, 0u64),
         };
         let d_ticket = dptr(&self.d_ticket, &s);
-        // A one-frame call stamps its peaks for a live filter step too (DevicePeaks).
-        let (stamped, calls) = if flag != 0 {
-            (dptr(&self.d_stamped, &s), dptr(&self.d_calls, &s))
-        } else {
-            (0u64, 0u64)
-        };
         let blocks = (np * n) as u32;
         // gcc_cross: a few pairs (one frame) get 1024 threads each, so that each thread walks few
         // bins; a grid that fills the GPU gets 256 (measured on the H200: a 4-channel frame
@@ -784,7 +765,7 @@ impl CudaCorrelator {
             launch!(s, &self.f_peaks, early_peaks, peaks_cfg, "gcc_peaks";
                 &d_corr, &d_norms, &d_maxlag, &d_taps, &n_pairs, &fft_len, &ch, &ku,
                 &p.min_separation_samples, &wc, &d_curves, &d_peaks, &d_ticket, &blocks, &flag,
-                &few_search, &peaks_dev, &stamped, &calls)?;
+                &few_search, &peaks_dev)?;
         }
         Ok(())
     }
@@ -912,7 +893,6 @@ impl CudaCorrelator {
                 m.flag.as_mut_slice()[0] = FLAG_PENDING;
                 let blocks = self.params.pairs.len() as u32;
                 self.single_blocks = self.single_blocks.wrapping_add(blocks);
-                self.single_calls += 1;
             }
         }
         let s = self.stream.clone();
@@ -1089,9 +1069,6 @@ impl Correlator for CudaCorrelator {
                 peaks: dptr(&self.d_peaks, &self.stream),
                 done: dptr(&self.d_ticket, &self.stream),
                 expect: self.single_blocks,
-                stamped: dptr(&self.d_stamped, &self.stream),
-                // (The stamp's upper half is the words' own: gcc_peaks keeps the low 32 bits.)
-                stamp: self.single_calls as u32,
             }),
             _ => None,
         }

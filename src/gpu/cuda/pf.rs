@@ -179,15 +179,12 @@ struct LiveMeas {
     done: u64,
     ratio: u64,
     pair_ok: u64,
-    /// The peaks stamped with their correlation's number (see `DevicePeaks`), and this
-    /// frame's number; 0 and 0: the step polls `done` instead.
-    stamped: u64,
     expect: u32,
     fs: f32,
     pd: f32,
     q_mid: f32,
     q_width: f32,
-    stamp: u32,
+    pad: u32,
 }
 
 #[repr(C)]
@@ -423,9 +420,6 @@ pub struct CudaParticleFilter {
     last_tracks: usize,
     /// pf_step_live's stamp (see `Stamp`); None where live steps are off.
     stamp: Option<Stamp>,
-    /// Whether a live step built on the device waits for the correlator's counter rather than
-    /// polling its stamped peaks (`SONOTRACK_NO_STAMPED_PEAKS=1`, for comparison).
-    stamped_off: bool,
     /// The last stamp value a live step was given.
     live_count: u32,
     /// The live step launched ahead of its measurement, if any.
@@ -730,7 +724,6 @@ impl CudaParticleFilter {
             last_resampled: 0,
             last_tracks: 0,
             stamp,
-            stamped_off: env_is_one("SONOTRACK_NO_STAMPED_PEAKS"),
             live_count: 0,
             prepared: None,
             n,
@@ -1294,17 +1287,12 @@ impl CudaParticleFilter {
                 done: src.peaks.done,
                 ratio: self.ptr.ratio,
                 pair_ok: self.ptr.pair_ok,
-                stamped: if self.stamped_off {
-                    0
-                } else {
-                    src.peaks.stamped
-                },
                 expect: src.peaks.expect,
                 fs: src.sample_rate_hz,
                 pd: src.detection_probability,
                 q_mid: crate::track::manager::QUALITY_MID,
                 q_width: crate::track::manager::QUALITY_WIDTH,
-                stamp: src.peaks.stamp,
+                pad: 0,
             },
             None => LiveMeas::zeroed(),
         };
