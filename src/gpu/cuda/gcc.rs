@@ -293,9 +293,12 @@ impl MappedFrame {
         };
         let dst = dptr(&a.copy, &a.stream);
         let rows = self.buf.len() / len.max(1);
-        // SAFETY: both buffers hold `rows` channels of `len` samples and `from <= to <= len`;
-        // the assembler writes only samples past `to` until the frame's next fill, which starts
-        // after its correlation (which waits for this copy) has read it.
+        // SAFETY: both buffers hold `rows` channels of `len` samples and `from <= to <= len`
+        // (checked by the copy). The assembler writes only samples past `to` until the frame's
+        // next fill, which starts after its correlation (which waits for this copy) has read
+        // it. Any other writer (the checks zeroing a NaN) drops the copy (`as_mut_slice`), so
+        // a value it changes while the copy runs is never read from the copy; and the buffer
+        // is not freed before the copy is done (Drop).
         unsafe {
             self.buf
                 .copy_columns_to_device(len, rows, from, to, dst, &a.stream)?;
@@ -378,8 +381,12 @@ impl MappedSamples for MappedFrame {
 
 impl Drop for MappedFrame {
     fn drop(&mut self) {
-        // The memory is freed (next, by `buf`) with its context current on this thread.
+        // The memory is freed (next, by `buf`) with its context current on this thread, and
+        // not while an upload from it may still be running.
         let _ = self.gpu.ctx.bind_to_thread();
+        if let Some(a) = self.ahead.as_ref() {
+            let _ = a.done.synchronize();
+        }
     }
 }
 
