@@ -281,9 +281,6 @@ struct Ahead {
     /// after the frame's last upload, which a correlation's stream waits for.
     stream: Arc<CudaStream>,
     done: CudaEvent,
-    /// The correlator's stream, made to wait for each upload as it is queued (between frames),
-    /// so that the frame's correlation need not ask for the wait (a driver call on its path).
-    reader: Arc<CudaStream>,
     /// Each channel's first `sent` samples are in `copy` (0: none).
     sent: usize,
 }
@@ -306,12 +303,7 @@ impl MappedFrame {
             self.buf
                 .copy_columns_to_device(len, rows, from, to, dst, &a.stream)?;
         }
-        a.done
-            .record(&a.stream)
-            .map_err(err("recording an upload"))?;
-        a.reader
-            .wait(&a.done)
-            .map_err(err("ordering the correlation after an upload"))
+        a.done.record(&a.stream).map_err(err("recording an upload"))
     }
 }
 
@@ -372,11 +364,7 @@ impl MappedSamples for MappedFrame {
         if owner != owner_token(&self.gpu) || a.sent == 0 {
             return None;
         }
-        // The correlator's own stream already waits (see `upload`).
-        if stream == a.reader.cu_stream() as u64 {
-            return Some((dptr(&a.copy, &a.stream), a.sent));
-        }
-        // SAFETY: `stream` is a live stream handle of this context (the caller's), and the
+        // SAFETY: `stream` is the correlator's stream (a live handle of this context), and the
         // event is ours; the wait only orders the stream's later work after the upload.
         unsafe {
             cudarc::driver::sys::cuStreamWaitEvent(
@@ -1102,8 +1090,6 @@ impl Correlator for CudaCorrelator {
         }
         let gpu = self.gpu.clone();
         let n_frame = self.params.channels * self.params.frame_len;
-        // The stream that reads what is sent ahead, which each upload has wait for it at once.
-        let reader = self.stream.clone();
         // The stream the frames' samples are sent ahead on (None: nothing is sent ahead).
         let uploads = if env_is_one("SONOTRACK_NO_SEND_AHEAD") {
             None
@@ -1133,7 +1119,6 @@ impl Correlator for CudaCorrelator {
                                 copy,
                                 stream: st.clone(),
                                 done,
-                                reader: reader.clone(),
                                 sent: 0,
                             }),
                             Err(e) => {
