@@ -285,25 +285,30 @@ struct Ahead {
     sent: usize,
 }
 
-impl MappedFrame {
-    /// Upload each channel's samples `from..to` (channels of `len`) into the device copy.
-    fn upload(&mut self, from: usize, to: usize, len: usize) -> Result<(), BackendError> {
-        let Some(a) = self.ahead.as_mut() else {
-            return Ok(());
-        };
-        let dst = dptr(&a.copy, &a.stream);
-        let rows = self.buf.len() / len.max(1);
+impl Ahead {
+    /// Upload each channel's samples `from..to` of `buf` (channels of `len`) into the copy;
+    /// then the copy holds each channel's first `to`.
+    fn upload(
+        &mut self,
+        buf: &Pinned<f32>,
+        from: usize,
+        to: usize,
+        len: usize,
+    ) -> Result<(), BackendError> {
+        let dst = dptr(&self.copy, &self.stream);
+        let rows = buf.len() / len.max(1);
         // SAFETY: both buffers hold `rows` channels of `len` samples and `from <= to <= len`
         // (checked by the copy). The assembler writes only samples past `to` until the frame's
         // next fill, which starts after its correlation (which waits for this copy) has read
         // it. Any other writer (the checks zeroing a NaN) drops the copy (`as_mut_slice`), so
         // a value it changes while the copy runs is never read from the copy; and the buffer
-        // is not freed before the copy is done (Drop).
-        unsafe {
-            self.buf
-                .copy_columns_to_device(len, rows, from, to, dst, &a.stream)?;
-        }
-        a.done.record(&a.stream).map_err(err("recording an upload"))
+        // is not freed before the copy is done (MappedFrame's Drop).
+        unsafe { buf.copy_columns_to_device(len, rows, from, to, dst, &self.stream)? };
+        self.done
+            .record(&self.stream)
+            .map_err(err("recording an upload"))?;
+        self.sent = to;
+        Ok(())
     }
 }
 
@@ -336,24 +341,16 @@ impl MappedSamples for MappedFrame {
         if rows < a.sent || rows == 0 {
             a.sent = 0;
         }
-        let from = a.sent;
-        let to = rows.min(len);
+        let (from, to) = (a.sent, rows.min(len));
         if to <= from {
             return;
         }
-        match self.upload(from, to, len) {
-            Ok(()) => {
-                if let Some(a) = self.ahead.as_mut() {
-                    a.sent = to;
-                }
-            }
-            Err(e) => {
-                // The frame is then read from host memory, as without a copy.
-                log::warn!(
-                    "sending a frame's samples ahead to the GPU: {e}; frames are read from host memory"
-                );
-                self.ahead = None;
-            }
+        if let Err(e) = a.upload(&self.buf, from, to, len) {
+            // The frame is then read from host memory, as without a copy.
+            log::warn!(
+                "sending a frame's samples ahead to the GPU: {e}; this frame is read from host memory"
+            );
+            self.ahead = None;
         }
     }
     fn sent_rows(&self) -> usize {
