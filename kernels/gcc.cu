@@ -272,26 +272,6 @@ __device__ __forceinline__ void no_peaks(PeakOut* po, PeakOut* pd, u32 k_peaks, 
     peaks_signal(ticket, n_blocks, flag);
 }
 
-// Lists lag l (value v) as a local maximum when `is_max`: one shared atomic on `n_cand` per
-// warp and pass for the slots of all its lanes' maxima (a noisy curve has a maximum at every
-// third lag, and an atomic each serialised them on the one word), the lag in `cand` (up to
-// `cand_cap`) and, where `kv` is given (a frame's few pairs), the (value, lag) in it (up to
-// `kv_cap`). Every lane of the warp that is in the pass calls it.
-__device__ __forceinline__ void list_maximum(bool is_max, int l, float v, int* n_cand,
-                                             short* cand, int cand_cap, int2* kv, int kv_cap) {
-    const unsigned mask = __activemask();
-    const unsigned ballot = __ballot_sync(mask, is_max);
-    if (ballot == 0u) return;
-    const int lane = threadIdx.x & 31, first = __ffs(ballot) - 1;
-    int base = 0;
-    if (lane == first) base = atomicAdd(n_cand, __popc(ballot));
-    base = __shfl_sync(mask, base, first);
-    if (!is_max) return;
-    const int at = base + __popc(ballot & ((1u << lane) - 1u));
-    if (at < cand_cap) cand[at] = (short)l;
-    if (kv && at < kv_cap) kv[at] = make_int2(__float_as_int(v), l);
-}
-
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
@@ -315,8 +295,20 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     size_t row = (size_t)f * n_pairs + p;
     const float* c = corr + row * fft_len;
     const float ml = max_lag[p];
+    // The curves come from the C2R before, the norms from gcc_cross before it (the lag bounds
+    // never change).
+    wait_for_previous_kernel();
+    float nrm = norms[row];
+    const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
+    float inv = nrm_ok ? 1.0f / nrm : 0.0f;
     int ch = (int)curve_half;
     int n = (int)fft_len;
+    // Curve value at a lag (negative lags wrap to the end of the circular correlation). The
+    // load does not wait for the norm's (a load under the norm's condition did).
+    auto curve_g = [&](int l) {
+        float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
+        return nrm_ok ? raw * inv : 0.0f;
+    };
     bool use_sh = 2 * ch + 1 <= PEAK_SHARED;
     float* sc = dyn_shared;
     short* cand = (short*)(dyn_shared + ((2 * ch + 1 + 3) & ~3));
@@ -333,97 +325,56 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     int2* kv = (int2*)(sc_d + ((2 * ch + 1 + 1) & ~1));
     double* gridv = (double*)(kv + PEAK_THREADS_MAX);
     PeakOut* refined = (PeakOut*)(gridv + PEAK_AHEAD * (PEAK_GRID + 1));
-    // Before the wait (while the C2R runs, when launched early): the counters and, for a
-    // frame's few pairs, the interpolation taps in f64 (they never change), with a barrier so
-    // that the counters are set before any thread lists a maximum.
+#define CURVE(l) (use_sh ? sc[(l) + ch] : curve_g(l))
+    // Before the first barrier (the curve's, or the statistics' for a curve in global memory).
     if (threadIdx.x == 0) {
         n_excluded = 0;
         n_accepted = 0;
         n_cand = 0;
         stop = 0;
     }
-    if (few) {
-        for (int i = threadIdx.x; i < PEAK_TAPS; i += blockDim.x)
-            taps_d[i / (2 * PEAK_HALF) * PEAK_TAP_STRIDE + i % (2 * PEAK_HALF)] =
-                (double)taps[i];
+    if (use_sh) {
+        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) {
+            float v = curve_g(i - ch);
+            sc[i] = v;
+            if (few) sc_d[i] = (double)v;
+        }
+        if (few)
+            for (int i = threadIdx.x; i < PEAK_TAPS; i += blockDim.x)
+                taps_d[i / (2 * PEAK_HALF) * PEAK_TAP_STRIDE + i % (2 * PEAK_HALF)] =
+                    (double)taps[i];
         __syncthreads();
     }
-    // The curves come from the C2R before, the norms from gcc_cross before it (the lag bounds
-    // and taps never change).
-    wait_for_previous_kernel();
-    float nrm = norms[row];
-    const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
-    float inv = nrm_ok ? 1.0f / nrm : 0.0f;
-    // Curve value at a lag (negative lags wrap to the end of the circular correlation). The
-    // load does not wait for the norm's (a load under the norm's condition did).
-    auto curve_g = [&](int l) {
-        float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
-        return nrm_ok ? raw * inv : 0.0f;
-    };
-#define CURVE(l) (use_sh ? sc[(l) + ch] : curve_g(l))
+    if (want_curves) {
+        float* out = curves + row * (2 * curve_half + 1);
+        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) out[i] = CURVE(i - ch);
+    }
     PeakOut* po = peaks + row * k_peaks;
     // (A one-frame call's peaks in device memory too, for a live filter step: pf_step_live.)
     PeakOut* pd = peaks_dev ? peaks_dev + row * k_peaks : nullptr;
     int bound = min((int)floorf(ml), ch);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float s = 0.0f, s2 = 0.0f;
-    if (few) {
-        // A frame's few pairs (`few` implies the curve fits in shared memory): one pass from L2
-        // before a single barrier. Each thread stores its lags of the curve (f32 and f64),
-        // sums its physical lags for the statistics and lists those that are local maxima,
-        // loading their neighbours itself; the interpolation taps went to shared memory before
-        // the wait. (The curve's own barrier before the statistics and the list, and another
-        // before the ranking, took two of the kernel's latency-bound phases.)
-        float* out = want_curves ? curves + row * (2 * curve_half + 1) : nullptr;
-        for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) {
-            float v = curve_g(i - ch);
-            sc[i] = v;
-            sc_d[i] = (double)v;
-            if (out) out[i] = v;
-        }
-        for (int l = -bound + (int)threadIdx.x; l <= bound; l += blockDim.x) {
-            float v = curve_g(l);
-            s += v;
-            s2 += v * v;
-            float left = l > -bound ? curve_g(l - 1) : GCC_NEG_INF;
-            float right = l < bound ? curve_g(l + 1) : GCC_NEG_INF;
-            list_maximum(v >= left && v > right && isfinite(v), l, v, &n_cand, cand, cand_cap,
-                         kv, (int)blockDim.x);
-        }
-    } else {
-        if (use_sh) {
-            for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) sc[i] = curve_g(i - ch);
-            __syncthreads();
-        }
-        if (want_curves) {
-            float* out = curves + row * (2 * curve_half + 1);
-            for (int i = threadIdx.x; i < 2 * ch + 1; i += blockDim.x) out[i] = CURVE(i - ch);
-        }
-        if (bound < 0) {
-            no_peaks(po, pd, k_peaks, ticket, n_blocks, flag);
-            return;
-        }
-        // Statistics over the physical lags, and (from a curve in shared memory) the local
-        // maxima (an end of the bound counts if it rises towards the end), listed once, in one
-        // pass.
-        for (int l = -bound + (int)threadIdx.x; l <= bound; l += blockDim.x) {
-            float v = CURVE(l);
-            s += v;
-            s2 += v * v;
-            if (!use_sh) continue;
-            float left = l > -bound ? CURVE(l - 1) : GCC_NEG_INF;
-            float right = l < bound ? CURVE(l + 1) : GCC_NEG_INF;
-            list_maximum(v >= left && v > right && isfinite(v), l, v, &n_cand, cand, cand_cap,
-                         nullptr, 0);
-        }
-    }
-    // Both sums in every thread (its barrier also publishes the curve and the list of maxima).
-    block_sum2_all(s, s2, scratch2);
     if (bound < 0) {
-        // (A frame's few pairs only: the others have returned above.)
         no_peaks(po, pd, k_peaks, ticket, n_blocks, flag);
         return;
     }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // Statistics over the physical lags, and (from a curve in shared memory) the local maxima
+    // (an end of the bound counts if it rises towards the end), listed once, in one pass.
+    float s = 0.0f, s2 = 0.0f;
+    for (int l = -bound + (int)threadIdx.x; l <= bound; l += blockDim.x) {
+        float v = CURVE(l);
+        s += v;
+        s2 += v * v;
+        if (!use_sh) continue;
+        float left = l > -bound ? CURVE(l - 1) : GCC_NEG_INF;
+        float right = l < bound ? CURVE(l + 1) : GCC_NEG_INF;
+        if (v >= left && v > right && isfinite(v)) {
+            int at = atomicAdd(&n_cand, 1);
+            if (at < cand_cap) cand[at] = (short)l;
+        }
+    }
+    // Both sums in every thread (its barrier also publishes the list of maxima).
+    block_sum2_all(s, s2, scratch2);
     const float cnt = (float)(2 * bound + 1);
     const float mean_v = s / cnt;
     const float var = s2 / cnt - mean_v * mean_v;
@@ -491,6 +442,11 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         // latency-bound: 16.8 us for a 4-channel frame of 4096 samples (ncu, H100).
         int m = min(nc, cap);
         if ((int)threadIdx.x < nc) {
+            int l = cand[threadIdx.x];
+            kv[threadIdx.x] = make_int2(__float_as_int(sc[l + ch]), l);
+        }
+        __syncthreads();
+        if ((int)threadIdx.x < nc) {
             int2 me = kv[threadIdx.x];
             float v = __int_as_float(me.x);
             int rank = 0;
@@ -512,12 +468,12 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
                 grid_value<double, PEAK_TAP_STRIDE>(sc_d, ch, order[r], g, taps_d);
         }
         __syncthreads();
-        // Warp 0 alone from here: the others are done. Lane r < ahead refines candidate r.
+        if ((int)threadIdx.x < ahead)
+            refined[threadIdx.x] = refined_peak(gridv + threadIdx.x * (PEAK_GRID + 1),
+                                                order[threadIdx.x], ml, mean_v, std_v);
+        __syncthreads();
+        // Warp 0 alone from here: the others are done.
         if (warp != 0) return;
-        if (lane < ahead)
-            refined[lane] =
-                refined_peak(gridv + lane * (PEAK_GRID + 1), order[lane], ml, mean_v, std_v);
-        __syncwarp();
         // Lane j holds accepted peak j's lag and where it is in `refined` (k <= MAX_PEAKS <= 32).
         int n_acc = 0, acc_at = 0;
         float acc_lag = 0.0f;
