@@ -163,16 +163,13 @@ struct PeakOut {
 // eval on the CPU).
 template <typename T, int STRIDE>
 __device__ __forceinline__ const T* grid_taps(int lag, int ch, int g, const T* taps, int* first) {
-    // In sixteenths of a lag, t = lag + ch + (g - 8) / 16 is the integer u below, so floor(t)
-    // is u >> 4 (an arithmetic shift floors negative u too) and the phase round(16 frac(t)) is
-    // u & 15: what the CPU's f64 floor and round give, exactly, without their latency.
-    const int u = (lag + ch) * PEAK_GRID + (g - PEAK_GRID / 2);
-    *first = (u >> 4) - PEAK_HALF + 1;
-    return taps + (u & (PEAK_GRID - 1)) * STRIDE;
+    double t = (double)(lag + ch) + (double)(g - PEAK_GRID / 2) / (double)PEAK_GRID;
+    double i0 = floor(t);
+    double frac = t - i0;
+    int phase = min((int)llround(frac * (double)PEAK_GRID), PEAK_GRID);
+    *first = (int)i0 - PEAK_HALF + 1;
+    return taps + phase * STRIDE;
 }
-#if PEAK_GRID != 16
-#error "grid_taps assumes PEAK_GRID == 16"
-#endif
 
 // The interpolant at grid point g around integer lag `lag` of a curve `sc` in shared memory
 // (lags -ch..=ch), in f64 as refine_peak's eval. T is float, or double for a curve and taps
@@ -183,15 +180,13 @@ template <typename T, int STRIDE = 2 * PEAK_HALF>
 __device__ __forceinline__ double grid_value(const T* sc, int ch, int lag, int g, const T* taps) {
     int first;
     const T* tw = grid_taps<T, STRIDE>(lag, ch, g, taps, &first);
-    // Four running sums (taps k mod 4), so that the additions do not wait on each other (one
-    // chain of 32 dependent additions was most of the refinement's time).
-    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    double acc = 0.0;
 #pragma unroll
     for (int k = 0; k < 2 * PEAK_HALF; ++k) {
         int j = first + k;
-        if (j >= 0 && j < 2 * ch + 1) acc[k & 3] += (double)sc[j] * (double)tw[k];
+        if (j >= 0 && j < 2 * ch + 1) acc += (double)sc[j] * (double)tw[k];
     }
-    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    return acc;
 }
 
 // The refined peak from the interpolant on the 17-point grid around integer lag `lag`: the best
@@ -277,23 +272,6 @@ __device__ __forceinline__ void no_peaks(PeakOut* po, PeakOut* pd, u32 k_peaks, 
     peaks_signal(ticket, n_blocks, flag);
 }
 
-// Lists lag l as a local maximum in `cand` (up to `cand_cap`) when `is_max`: one shared atomic on
-// `n_cand` per warp and pass takes the slots of all its lanes' maxima (a noisy curve has a
-// maximum at every third lag, and an atomic each serialised them on the one word). Every lane
-// of the warp that is in the pass calls it.
-__device__ __forceinline__ void list_maximum(bool is_max, int l, int* n_cand, short* cand,
-                                             int cand_cap) {
-    const unsigned mask = __activemask();
-    const unsigned ballot = __ballot_sync(mask, is_max);
-    if (ballot == 0u) return;
-    const int lane = threadIdx.x & 31, first = __ffs(ballot) - 1;
-    int base = 0;
-    if (lane == first) base = atomicAdd(n_cand, __popc(ballot));
-    base = __shfl_sync(mask, base, first);
-    const int at = base + __popc(ballot & ((1u << lane) - 1u));
-    if (is_max && at < cand_cap) cand[at] = (short)l;
-}
-
 extern "C" __global__ void __launch_bounds__(PEAK_THREADS_MAX)
 gcc_peaks(const float* corr, const float* norms, const float* max_lag, const float* taps,
           u32 n_pairs, u32 fft_len, u32 curve_half, u32 k_peaks, float min_sep, u32 want_curves,
@@ -317,8 +295,20 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     size_t row = (size_t)f * n_pairs + p;
     const float* c = corr + row * fft_len;
     const float ml = max_lag[p];
+    // The curves come from the C2R before, the norms from gcc_cross before it (the lag bounds
+    // never change).
+    wait_for_previous_kernel();
+    float nrm = norms[row];
+    const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
+    float inv = nrm_ok ? 1.0f / nrm : 0.0f;
     int ch = (int)curve_half;
     int n = (int)fft_len;
+    // Curve value at a lag (negative lags wrap to the end of the circular correlation). The
+    // load does not wait for the norm's (a load under the norm's condition did).
+    auto curve_g = [&](int l) {
+        float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
+        return nrm_ok ? raw * inv : 0.0f;
+    };
     bool use_sh = 2 * ch + 1 <= PEAK_SHARED;
     float* sc = dyn_shared;
     short* cand = (short*)(dyn_shared + ((2 * ch + 1 + 3) & ~3));
@@ -335,24 +325,6 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
     int2* kv = (int2*)(sc_d + ((2 * ch + 1 + 1) & ~1));
     double* gridv = (double*)(kv + PEAK_THREADS_MAX);
     PeakOut* refined = (PeakOut*)(gridv + PEAK_AHEAD * (PEAK_GRID + 1));
-    // Before the wait (while the C2R runs, when launched early): a frame's few pairs put the
-    // interpolation taps in shared memory as f64 (they never change).
-    if (few)
-        for (int i = threadIdx.x; i < PEAK_TAPS; i += blockDim.x)
-            taps_d[i / (2 * PEAK_HALF) * PEAK_TAP_STRIDE + i % (2 * PEAK_HALF)] =
-                (double)taps[i];
-    // The curves come from the C2R before, the norms from gcc_cross before it (the lag bounds
-    // and taps never change).
-    wait_for_previous_kernel();
-    float nrm = norms[row];
-    const bool nrm_ok = nrm > 0.0f && isfinite(nrm);
-    float inv = nrm_ok ? 1.0f / nrm : 0.0f;
-    // Curve value at a lag (negative lags wrap to the end of the circular correlation). The
-    // load does not wait for the norm's (a load under the norm's condition did).
-    auto curve_g = [&](int l) {
-        float raw = c[ch < n ? (l < 0 ? l + n : l) : ((l % n) + n) % n];
-        return nrm_ok ? raw * inv : 0.0f;
-    };
 #define CURVE(l) (use_sh ? sc[(l) + ch] : curve_g(l))
     // Before the first barrier (the curve's, or the statistics' for a curve in global memory).
     if (threadIdx.x == 0) {
@@ -367,6 +339,10 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
             sc[i] = v;
             if (few) sc_d[i] = (double)v;
         }
+        if (few)
+            for (int i = threadIdx.x; i < PEAK_TAPS; i += blockDim.x)
+                taps_d[i / (2 * PEAK_HALF) * PEAK_TAP_STRIDE + i % (2 * PEAK_HALF)] =
+                    (double)taps[i];
         __syncthreads();
     }
     if (want_curves) {
@@ -392,7 +368,10 @@ gcc_peaks(const float* corr, const float* norms, const float* max_lag, const flo
         if (!use_sh) continue;
         float left = l > -bound ? CURVE(l - 1) : GCC_NEG_INF;
         float right = l < bound ? CURVE(l + 1) : GCC_NEG_INF;
-        list_maximum(v >= left && v > right && isfinite(v), l, &n_cand, cand, cand_cap);
+        if (v >= left && v > right && isfinite(v)) {
+            int at = atomicAdd(&n_cand, 1);
+            if (at < cand_cap) cand[at] = (short)l;
+        }
     }
     // Both sums in every thread (its barrier also publishes the list of maxima).
     block_sum2_all(s, s2, scratch2);
