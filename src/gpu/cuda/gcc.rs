@@ -799,8 +799,8 @@ impl CudaCorrelator {
     ///
     /// A device copy of the frame's first samples (sent ahead) counts in whole quarters of the
     /// frame, so that a frame buffer has at most four graphs of its own; the stream then waits
-    /// for the copy's upload. With the graphs all taken, a frame buffer's graph without a copy
-    /// is used if it has one.
+    /// for the copy's upload (only when the copy is used). With the graphs all taken, a frame
+    /// buffer's graph without a copy is used if it has one.
     fn frame_in_place(
         &mut self,
         f: &Frame,
@@ -815,24 +815,27 @@ impl CudaCorrelator {
         }
         let len = self.params.frame_len;
         let quarter = (len / 4).max(1);
-        let ahead = f
-            .data
-            .sent_ahead(owner, self.stream.cu_stream() as u64)
-            .map(|(copy, sent)| (copy, sent.min(len) / quarter * quarter))
-            .filter(|&(_, upto)| upto > 0);
-        let mut at = match ahead {
-            Some((copy, upto)) => FrameIn {
+        // The copy's whole quarters (`sent_rows`: no CUDA call yet).
+        let upto = f.data.sent_rows().min(len) / quarter * quarter;
+        let full = self.frame_graphs.len() >= FRAME_GRAPHS_MAX;
+        // A frame buffer has one device copy, so its graph for this much of the copy is known
+        // by the buffer and the amount.
+        let use_copy = upto > 0
+            && (!full
+                || self
+                    .frame_graphs
+                    .keys()
+                    .any(|(k, c)| *c == want_curves && k.host == host && k.upto as usize == upto));
+        // Only a copy that is used has the stream wait for its upload (`sent_ahead`).
+        let at = use_copy
+            .then(|| f.data.sent_ahead(owner, self.stream.cu_stream() as u64))
+            .flatten()
+            .map_or(FrameIn::host(host), |(copy, _)| FrameIn {
                 host,
                 copy,
                 // (At most the frame's length, which fits a u32 like the kernels' sizes.)
                 upto: upto as u32,
-            },
-            None => FrameIn::host(host),
-        };
-        let full = self.frame_graphs.len() >= FRAME_GRAPHS_MAX;
-        if full && !self.frame_graphs.contains_key(&(at, want_curves)) {
-            at = FrameIn::host(host);
-        }
+            });
         let key = (at, want_curves);
         if !self.frame_graphs.contains_key(&key) {
             if full {
