@@ -434,7 +434,7 @@ impl TrackManager {
         }
 
         let mut reports = Vec::with_capacity(self.tracks.len() + 1);
-        let aperture = self.geo.aperture_m();
+        let spread_limit = spread_limit_m(&self.geo);
         let mut dead = Vec::new();
         for (i, t) in self.tracks.iter_mut().enumerate() {
             let step = self.steps[i];
@@ -491,7 +491,7 @@ impl TrackManager {
                 Some("its estimate is not finite".to_string())
             } else if t.miss_s > self.delete_after_s {
                 Some(format!("no support for {:.1} s", t.miss_s))
-            } else if three_d && pos_sd > 2.0 * aperture.max(1.0) {
+            } else if three_d && pos_sd > spread_limit {
                 Some(format!(
                     "its position spread {pos_sd:.1} m exceeds twice the array's aperture"
                 ))
@@ -617,8 +617,21 @@ impl TrackManager {
             .map(|c| (c.fix.position - last.position).norm_squared())
             .sum::<f64>()
             / self.candidates.len() as f64;
+        let fix_cov = last.covariance * 4.0;
+        // The fix's covariance is at a first fix's conservative noise (fix_sigma_s, at least
+        // two samples). Far from a compact array that makes its range axis metres long: the
+        // `tetra` preset at 48 kHz had a prior spread of 7 m against a deletion limit of 4 m,
+        // and every track was deleted at its first update (52 born, 51 deleted in 20 s). A
+        // prior the deletion rule would not let live is taken at the tracker's current TDOA
+        // noise instead (never wider than the fix's).
+        let fix_cov = if three_d && fix_cov.trace() > spread_limit_m(&self.geo).powi(2) {
+            let ratio = f64::from(self.sigma_s) / fix_sigma_s(&self.params, self.sample_rate_hz);
+            fix_cov * ratio.min(1.0).powi(2)
+        } else {
+            fix_cov
+        };
         let mut pcov: Matrix3<f64> =
-            last.covariance * 4.0 + Matrix3::identity() * (scatter + (0.005 * aperture).powi(2));
+            fix_cov + Matrix3::identity() * (scatter + (0.005 * aperture).powi(2));
         if !three_d {
             pcov = Matrix3::identity() * (scatter + 0.05f64.powi(2));
         }
@@ -722,9 +735,22 @@ struct BirthInputs<'a> {
 /// Multilaterate the best peak of each informative pair: the fix (if any) and how many pairs
 /// it used. It reads only the measurement and the array, so it can run while a GPU computes
 /// the filter step.
+/// The TDOA noise a first fix is solved with (and its covariance computed at): the tracker's
+/// floor, but at least two samples, since timing noise of a few samples is normal for a first
+/// fix and the robust loss handles the rest.
+fn fix_sigma_s(params: &FilterParams, sample_rate_hz: f64) -> f64 {
+    f64::from(params.tdoa_std_s).max(2.0 / sample_rate_hz)
+}
+
+/// A 3-D track whose position spread (the root of its covariance's trace) exceeds this has
+/// diverged and is deleted: twice the array's aperture, at least 2 m.
+fn spread_limit_m(geo: &ArrayGeometry) -> f64 {
+    2.0 * geo.aperture_m().max(1.0)
+}
+
 fn birth_fix(i: &BirthInputs) -> (Option<Fix>, usize) {
     let k = i.meas.peaks_per_pair;
-    let sigma = f64::from(i.params.tdoa_std_s);
+    let sigma = fix_sigma_s(i.params, i.sample_rate_hz);
     let mut obs = Vec::new();
     for (pi, pair) in i.pairs.iter().enumerate() {
         // The peak with the largest weight, if the pair is informative.
@@ -750,13 +776,7 @@ fn birth_fix(i: &BirthInputs) -> (Option<Fix>, usize) {
         let extra: Vec<Vector3<f64>> = i.last_fix.into_iter().collect();
         // Timing noise of a few samples is normal for a first fix; the robust loss handles
         // the rest.
-        multilat::locate(
-            i.geo,
-            &obs,
-            sigma.max(2.0 / i.sample_rate_hz),
-            i.bounds,
-            &extra,
-        )
+        multilat::locate(i.geo, &obs, sigma, i.bounds, &extra)
     } else {
         let hemisphere = match i.bounds {
             Some((lo, hi)) => {
@@ -764,7 +784,7 @@ fn birth_fix(i: &BirthInputs) -> (Option<Fix>, usize) {
             }
             None => Vector3::z(),
         };
-        multilat::direction(i.geo, &obs, sigma.max(2.0 / i.sample_rate_hz), hemisphere)
+        multilat::direction(i.geo, &obs, sigma, hemisphere)
     };
     (fix, obs.len())
 }
