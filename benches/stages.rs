@@ -15,6 +15,7 @@ fn main() {
         frames: Vec::new(),
         pf_particles: Vec::new(),
         models: Vec::new(),
+        live_rate_hz: 48_000,
     };
     match sonotrack::bench::run(&opts) {
         Ok(rows) => sonotrack::bench::print(&rows),

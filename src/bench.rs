@@ -58,6 +58,9 @@ pub struct BenchOptions {
     pub frames: Vec<usize>,
     pub pf_particles: Vec<usize>,
     pub models: Vec<usize>,
+    /// The live rows' sample rate (the workload is 48 kHz; the rows of the earlier
+    /// sessions' BENCHMARKS.md sections ran at the `tetra` preset's 96 kHz).
+    pub live_rate_hz: u32,
 }
 
 /// The grid's values, or the chosen subset.
@@ -339,22 +342,26 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<PfTiming> {
     })
 }
 
-/// The live path's workload: the `tetra` scene (4 channels at 96 kHz, the preset's rate: the
-/// transforms are those of any 4096-sample frame, and the lags searched twice as many as at
-/// 48 kHz; at 48 kHz this small array tracks poorly), in frames of 4096
-/// samples, and a 2000-particle, one-model (CV) filter on `backend`. Returns the pipeline and
-/// the scene's audio (synthesised up front, so that the timing leaves it out).
+/// The live path's workload: the `tetra` scene (4 channels, a 2 m array with a diver 5-10 m
+/// away) at `rate_hz` (the transforms are those of any 4096-sample frame; the rate sets how many
+/// lags are searched: 64 at 48 kHz, 128 at the preset's 96 kHz), in frames of 4096 samples, and
+/// a 2000-particle, one-model (CV) filter on `backend`. The scene lasts `frames_s` seconds at
+/// 96 kHz, proportionally longer at lower rates, so that every rate times as many frames.
+/// Returns the pipeline and the scene's audio (synthesised up front, so that the timing leaves
+/// it out).
 fn tetra_workload(
     backend: BackendChoice,
     particles: usize,
-    duration_s: f64,
+    frames_s: f64,
+    rate_hz: u32,
     live: bool,
 ) -> Result<(Config, crate::pipeline::Pipeline, Recorded)> {
     use crate::audio::AudioSource;
     use crate::audio::sim::SimSource;
     let mut spec = crate::audio::sim::SceneSpec::preset("tetra")
         .ok_or_else(|| crate::error::Error::Usage("no tetra preset".into()))?;
-    spec.duration_s = duration_s;
+    spec.duration_s = frames_s * 96_000.0 / f64::from(rate_hz.max(1));
+    spec.sample_rate_hz = rate_hz;
     let mut cfg = spec.config();
     cfg.gcc.frame_samples = Some(4096);
     cfg.tracker.particles = particles;
@@ -443,9 +450,13 @@ const CAPTURE_PERIOD: usize = 1024;
 /// them). Returns the median wall-clock time per frame over the frames after the track is
 /// established (and the medians of the input checks, GCC-PHAT and filter stages, and of the
 /// assembler's push that completed each frame), and the frames timed.
-pub fn time_live_frame(backend: BackendChoice, particles: usize) -> Result<LiveTiming> {
+pub fn time_live_frame(
+    backend: BackendChoice,
+    particles: usize,
+    rate_hz: u32,
+) -> Result<LiveTiming> {
     use crate::audio::assembler::FrameAssembler;
-    let (cfg, mut pipe, rec) = tetra_workload(backend, particles, 8.0, true)?;
+    let (cfg, mut pipe, rec) = tetra_workload(backend, particles, 8.0, rate_hz, true)?;
     let mut asm = FrameAssembler::for_config(&cfg, 0);
     // As the daemon does: frames in memory the GPU reads where it lies.
     asm.set_allocator(pipe.frame_allocator());
@@ -540,9 +551,13 @@ pub struct LiveTiming {
 /// The live path's workload in a steady-state loop: the same frames and filter as
 /// [`time_live_frame`], replayed unpaced as `sonotrack replay` runs them (on the GPU, the next
 /// batch is checked and correlated while the filter tracks the current one).
-pub fn time_steady_frames(backend: BackendChoice, particles: usize) -> Result<SteadyTiming> {
+pub fn time_steady_frames(
+    backend: BackendChoice,
+    particles: usize,
+    rate_hz: u32,
+) -> Result<SteadyTiming> {
     use crate::audio::assembler::FrameAssembler;
-    let (cfg, mut pipe, mut src) = tetra_workload(backend, particles, 30.0, false)?;
+    let (cfg, mut pipe, mut src) = tetra_workload(backend, particles, 30.0, rate_hz, false)?;
     let mut asm = FrameAssembler::for_config(&cfg, 0);
     let level = log::max_level();
     log::set_max_level(log::LevelFilter::Warn);
@@ -719,13 +734,15 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
             } else {
                 BackendChoice::Cpu
             };
-            let lt = time_live_frame(choice, 2000)?;
+            let rate = opts.live_rate_hz;
+            let khz = f64::from(rate) / 1000.0;
+            let lt = time_live_frame(choice, 2000, rate)?;
             let (s, frames) = (lt.median_s, lt.frames);
             rows.push(Row {
                 stage: "live".into(),
                 backend: b.into(),
                 params: format!(
-                    "tetra 4 ch x 4096 at 96 kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us; between frames, {} sent ahead in {:.1} us)",
+                    "tetra 4 ch x 4096 at {khz} kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us; between frames, {} sent ahead in {:.1} us)",
                     lt.checks_s * 1e6,
                     lt.gcc_s * 1e6,
                     lt.filter_s * 1e6,
@@ -740,12 +757,12 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                 wall_us: Some(s * 1e6),
                 reps: frames,
             });
-            let st = time_steady_frames(choice, 2000)?;
+            let st = time_steady_frames(choice, 2000, rate)?;
             rows.push(Row {
                 stage: "steady".into(),
                 backend: b.into(),
                 params: format!(
-                    "tetra 4 ch x 4096 at 96 kHz + 2000 particles x 1, replayed (median of {} tracked frames, p90 {:.1} us; processing {:.1} us per frame; wall {:.1} us per frame with reading)",
+                    "tetra 4 ch x 4096 at {khz} kHz + 2000 particles x 1, replayed (median of {} tracked frames, p90 {:.1} us; processing {:.1} us per frame; wall {:.1} us per frame with reading)",
                     st.tracked,
                     st.p90_tracked_s * 1e6,
                     st.proc_mean_s * 1e6,

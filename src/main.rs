@@ -240,6 +240,10 @@ enum Cmd {
         /// Only these model counts in the filter grid.
         #[arg(long, value_delimiter = ',')]
         models: Vec<usize>,
+        /// Sample rate of the live path's scene (48 kHz is the workload; 96 kHz, the
+        /// `tetra` preset's own rate, searches twice the lags).
+        #[arg(long, default_value_t = 48_000)]
+        live_rate: u32,
     },
     /// Validate a configuration and explain what it will do.
     Check {
@@ -508,6 +512,7 @@ fn run(cmd: Cmd) -> Result<()> {
             frames,
             pf_particles,
             models,
+            live_rate,
         } => {
             let opts = sonotrack::bench::BenchOptions {
                 backend: backend.into(),
@@ -522,6 +527,7 @@ fn run(cmd: Cmd) -> Result<()> {
                 frames,
                 pf_particles,
                 models,
+                live_rate_hz: live_rate,
             };
             if !opts.gcc && !opts.pf && !opts.live && what != "none" {
                 return Err(Error::Usage(format!(

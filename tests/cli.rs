@@ -370,6 +370,8 @@ fn bench_times_the_live_path_by_stage() {
         .lines()
         .find(|l| l.starts_with("live"))
         .unwrap_or_else(|| panic!("no live row in\n{text}"));
+    // The issue's workload: 4 channels at 48 kHz (the default of --live-rate).
+    assert!(line.contains("4 ch x 4096 at 48 kHz"), "{line}");
     // "(checks A, gcc B, filter C us; before it, assembly D us; between frames, E sent ahead
     // in F us)" then the median: every part positive, the three stages within the total (the
     // assembly is outside it), and nothing sent ahead on the CPU (its frames are on the heap).
