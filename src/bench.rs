@@ -345,14 +345,14 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<PfTiming> {
 /// The live path's workload: the `tetra` scene (4 channels, a 2 m array with a diver 5-10 m
 /// away) at `rate_hz` (the transforms are those of any 4096-sample frame; the rate sets how many
 /// lags are searched: 64 at 48 kHz, 128 at the preset's 96 kHz), in frames of 4096 samples, and
-/// a 2000-particle, one-model (CV) filter on `backend`. The scene lasts `frames_s` seconds at
-/// 96 kHz, proportionally longer at lower rates, so that every rate times as many frames.
-/// Returns the pipeline and the scene's audio (synthesised up front, so that the timing leaves
-/// it out).
+/// a 2000-particle, one-model (CV) filter on `backend`. The scene lasts `duration_s` at any
+/// rate (the diver swims at 1 m/s: a longer scene would take it out of the preset's bounds), so
+/// 48 kHz times half as many frames as 96 kHz. Returns the pipeline and the scene's audio
+/// (synthesised up front, so that the timing leaves it out).
 fn tetra_workload(
     backend: BackendChoice,
     particles: usize,
-    frames_s: f64,
+    duration_s: f64,
     rate_hz: u32,
     live: bool,
 ) -> Result<(Config, crate::pipeline::Pipeline, Recorded)> {
@@ -360,7 +360,7 @@ fn tetra_workload(
     use crate::audio::sim::SimSource;
     let mut spec = crate::audio::sim::SceneSpec::preset("tetra")
         .ok_or_else(|| crate::error::Error::Usage("no tetra preset".into()))?;
-    spec.duration_s = frames_s * 96_000.0 / f64::from(rate_hz.max(1));
+    spec.duration_s = duration_s;
     spec.sample_rate_hz = rate_hz;
     let mut cfg = spec.config();
     cfg.gcc.frame_samples = Some(4096);
