@@ -475,13 +475,20 @@ impl TrackManager {
             for r in res {
                 self.residuals.push(r);
             }
-            if let Some(s) = support {
-                if s >= 0.5 {
+            // A degenerate step (no particle could explain the frame: in practice every one
+            // outside the bounds) resets the weights and leaves the cloud where it was, so it
+            // supports nothing, whatever the estimate's TDOAs match: far from a compact array a
+            // point at the wrong range, even above the surface, matches the same TDOAs, and
+            // such a track used to coast outside the bounds for good.
+            let degenerate = !t.est.log_evidence.is_finite();
+            match support {
+                Some(s) if s >= 0.5 && !degenerate => {
                     t.last_support_s = t.t_state_s;
                     t.miss_s = 0.0;
-                } else {
-                    t.miss_s += f64::from(step.dt_s);
                 }
+                Some(_) => t.miss_s += f64::from(step.dt_s),
+                None if degenerate => t.miss_s += f64::from(step.dt_s),
+                None => {}
             }
             let pos_sd = (t.est.cov[0][0] + t.est.cov[1][1] + t.est.cov[2][2])
                 .max(0.0)
