@@ -370,11 +370,20 @@ fn bench_times_the_live_path_by_stage() {
         .lines()
         .find(|l| l.starts_with("live"))
         .unwrap_or_else(|| panic!("no live row in\n{text}"));
-    // The issue's workload: 4 channels at 48 kHz (the default of --live-rate).
+    // The issue's workload: 4 channels at 48 kHz (the default of --live-rate), with a filter
+    // that follows the simulated diver (a few centimetres to a decimetre off, RMS).
     assert!(line.contains("4 ch x 4096 at 48 kHz"), "{line}");
+    let off: f64 = line
+        .split("track off by ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no track error in {line}"));
+    assert!(off < 0.5, "{line}");
     // "(checks A, gcc B, filter C us; before it, assembly D us; between frames, E sent ahead
-    // in F us)" then the median: every part positive, the three stages within the total (the
-    // assembly is outside it), and nothing sent ahead on the CPU (its frames are on the heap).
+    // in F us; track off by G m RMS)" then the median: every part positive, the three stages
+    // within the total (the assembly is outside it), and nothing sent ahead on the CPU (its
+    // frames are on the heap).
     let nums: Vec<f64> = line
         .split(|c: char| !(c.is_ascii_digit() || c == '.'))
         .filter_map(|w| w.parse().ok())
@@ -387,7 +396,7 @@ fn bench_times_the_live_path_by_stage() {
         nums[i + 3],
         nums[i + 4],
         nums[i + 5],
-        nums[i + 6],
+        nums[i + 7],
     );
     assert!(
         checks > 0.0 && gcc > 0.0 && filter > 0.0 && assembly > 0.0,
