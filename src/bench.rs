@@ -630,7 +630,7 @@ pub fn time_steady_frames(
         &mut |v| {
             if v.t_centre_s > 2.0 {
                 seen.push((Instant::now(), !v.reports.is_empty()));
-                err.add(&path, &v.reports);
+                err.add(&path, v.reports);
             }
         },
         &mut |_| {},
