@@ -739,9 +739,6 @@ struct BirthInputs<'a> {
     last_fix: Option<Vector3<f64>>,
 }
 
-/// Multilaterate the best peak of each informative pair: the fix (if any) and how many pairs
-/// it used. It reads only the measurement and the array, so it can run while a GPU computes
-/// the filter step.
 /// The TDOA noise a first fix is solved with (and its covariance computed at): the tracker's
 /// floor, but at least two samples, since timing noise of a few samples is normal for a first
 /// fix and the robust loss handles the rest.
@@ -755,6 +752,9 @@ fn spread_limit_m(geo: &ArrayGeometry) -> f64 {
     2.0 * geo.aperture_m().max(1.0)
 }
 
+/// Multilaterate the best peak of each informative pair: the fix (if any) and how many pairs
+/// it used. It reads only the measurement and the array, so it can run while a GPU computes
+/// the filter step.
 fn birth_fix(i: &BirthInputs) -> (Option<Fix>, usize) {
     let k = i.meas.peaks_per_pair;
     let sigma = fix_sigma_s(i.params, i.sample_rate_hz);
