@@ -775,9 +775,9 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
 
 // The roughening factor of a resampled track, from the track's sums `v` (a tempered one's by
 // step_finalize's last thread 0 of the track, into `chol`; any other's by pf_scan_local's
-// block 0, or by pf_resample_small): `h` times the Cholesky factor of the estimate's covariance, with a growing diagonal
-// jitter when the covariance is not positive definite (src/track/manager.rs: cholesky6,
-// src/track/pf.rs: roughen_factor and finish_estimate).
+// block 0, or by pf_resample_small): `h` times the Cholesky factor of the estimate's
+// covariance, with a growing diagonal jitter when the covariance is not positive definite
+// (src/track/manager.rs: cholesky6, src/track/pf.rs: roughen_factor and finish_estimate).
 __device__ void roughen_factor(const double* v, float* chol, double h) {
     double s = fmax(v[1], 1e-300);
     double d[6], m[6][6];
