@@ -18,11 +18,9 @@
 // [46] turn, [47] unused.
 #define PART 48
 
-// Must equal TEMPER_MIN_ESS, ROUGHEN_H and ROUGHEN_RESAMPLE_H in src/track/mod.rs (a unit test
-// checks).
+// Must equal TEMPER_MIN_ESS and ROUGHEN_H in src/track/mod.rs (a unit test checks).
 #define TEMPER_MIN_ESS 0.3
 #define ROUGHEN_H 0.2
-#define ROUGHEN_RESAMPLE_H 0.05
 
 // What step_finalize decided for a track (the CPU's rules, on the same f64 sums):
 #define FLAG_KEEP 0u       // no resampling
@@ -773,12 +771,11 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
                      n_rows, fin, scratch, red, fac);
 }
 
-// The roughening factor of a resampled track, from the track's sums `v` (a tempered one's by
-// step_finalize's last thread 0 of the track, into `chol`; any other's by pf_scan_local's
-// block 0, or by pf_resample_small): `h` times the Cholesky factor of the estimate's
+// The roughening factor of a tempered, resampled track (step_finalize's last thread 0 of the
+// track, from the track's sums `v`): ROUGHEN_H times the Cholesky factor of the estimate's
 // covariance, with a growing diagonal jitter when the covariance is not positive definite
 // (src/track/manager.rs: cholesky6, src/track/pf.rs: roughen_factor and finish_estimate).
-__device__ void roughen_factor(const double* v, float* chol, double h) {
+__device__ void roughen_factor(const double* v, float* chol) {
     double s = fmax(v[1], 1e-300);
     double d[6], m[6][6];
     for (int a = 0; a < 6; ++a) d[a] = v[3 + a] / s;
@@ -819,7 +816,7 @@ __device__ void roughen_factor(const double* v, float* chol, double h) {
             for (int c = 0; c < 6; ++c) l[r][c] = r == c ? sqrt(fabs(m[r][r])) : 0.0;
     }
     for (int r = 0; r < 6; ++r)
-        for (int c = 0; c < 6; ++c) chol[r * 6 + c] = (float)(h * l[r][c]);
+        for (int c = 0; c < 6; ++c) chol[r * 6 + c] = (float)(ROUGHEN_H * l[r][c]);
 }
 
 // Write a track's combined sums `fin` to out[t] and decide its flag (thread 0 writes the
@@ -916,8 +913,7 @@ __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n
                                  fin, scratch, red, fac);
     }
     u32 flag = finalize_write(sp, fin, t, before, after_slow, out, flags);
-    if (threadIdx.x == 0 && flag == FLAG_TEMPERED_RESAMPLE)
-        roughen_factor(fin, chol + t * 36, ROUGHEN_H);
+    if (threadIdx.x == 0 && flag == FLAG_TEMPERED_RESAMPLE) roughen_factor(fin, chol + t * 36);
 }
 
 // At least four blocks per SM (64 registers): measured 7 % faster at 1M particles than the
@@ -1292,12 +1288,11 @@ __device__ void scan_totals_body(u32 nb, double* bt, double* warp_tot) {
 extern "C" __global__ void __launch_bounds__(SCAN_BLOCK)
 pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
               const float* e, const float* partials, u32 n_blocks, u32 tile, const double* sums,
-              double* cdf, double* block_tot, u32* counters, float* chol) {
+              double* cdf, double* block_tot, u32* counters) {
     __shared__ double warp_tot[32];
     __shared__ bool last;
     u32 t = blockIdx.y;
-    u32 flag = flags[t];
-    if (!IN_MASK(mask, flag)) return; // uniform over the block
+    if (!IN_MASK(mask, flags[t])) return; // uniform over the block
     u32 n = sp->n;
     size_t base = (size_t)tracks[t].slot * n;
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
@@ -1318,12 +1313,6 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
         // The last thread holds the chunk's total (particles past the end contribute nothing).
         if (threadIdx.x == blockDim.x - 1) bt[c] = v;
     }
-    // Block 0 (whose chunk is among the first done) works out an untempered track's roughening
-    // factor for pf_resample while the other blocks scan: computed by each of pf_resample's
-    // blocks instead, the one thread's f64 Cholesky held the rest of its block at a barrier,
-    // 5.5 us of pf_resample's 27 at 262,144 particles (ncu).
-    if (blockIdx.x == 0 && threadIdx.x == 0 && flag != FLAG_TEMPERED_RESAMPLE)
-        roughen_factor(sums + (size_t)t * PART, chol + t * 36, ROUGHEN_RESAMPLE_H);
     // The last block of the track to get here scans the totals.
     if (!last_to_arrive(&counters[t], gridDim.x, &last)) return;
     scan_totals_body(nb, bt, warp_tot);
@@ -1390,7 +1379,7 @@ __device__ __forceinline__ void block_search2(const double* cdf, const double* b
     out[1] = min(a1 + cnt[3], n - 1);
 }
 
-// Regularisation after a resampling, applied by pf_resample to the particle it just
+// Regularisation after a tempered resampling, applied by pf_resample to the particle it just
 // copied into output slot i: state += L z (L lower-triangular, per track, z six normals).
 __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, const float* l,
                                         float* s) {
@@ -1428,30 +1417,18 @@ __device__ __forceinline__ double systematic_target(float u0, u32 j, u32 n, doub
     return ((double)u0 + (double)j) / (double)n * total;
 }
 
-// Track t's roughening factor for pf_resample_small's resampling, where every thread of the
-// block can read it: a tempered track's, which the slow path's finalize wrote to `chol`; any
-// other's, at the narrower bandwidth, computed here by thread 0 from the track's sums into
-// `own` (shared memory). Every thread of the block calls this (it has a barrier).
-__device__ __forceinline__ const float* roughen_for(u32 t, u32 flag, const double* sums,
-                                                   const float* chol, float* own) {
-    if (flag == FLAG_TEMPERED_RESAMPLE) return chol + t * 36;
-    if (threadIdx.x == 0) roughen_factor(sums + (size_t)t * PART, own, ROUGHEN_RESAMPLE_H);
-    __syncthreads();
-    return own;
-}
-
 // Output slot j of track t's resampling takes particle a (state and model from the current
-// buffers into the other ones), roughened by the factor `l` (roughen_for); its log weight
-// restarts at 0.
+// buffers into the other ones), roughened on a tempered track; its log weight restarts at 0.
 __device__ __forceinline__ void copy_ancestor(const StepParams* sp, const TrackParams& tp,
-                                              u32 j, u32 a, float* s0, float* s1, u32* m0,
-                                              u32* m1, float* log_w, const float* l) {
+                                              u32 t, u32 flag, u32 j, u32 a, float* s0,
+                                              float* s1, u32* m0, u32* m1, float* log_w,
+                                              const float* chol) {
     u32 n = sp->n;
     const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
     float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
     float v[STATE_DIM];
     for (int c = 0; c < STATE_DIM; ++c) v[c] = src[(size_t)c * n + a];
-    roughen(sp, tp.slot, j, l, v);
+    if (flag == FLAG_TEMPERED_RESAMPLE) roughen(sp, tp.slot, j, chol + t * 36, v);
     for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = v[c];
     slot_model(m0, m1, 1 - tp.cur, tp.slot, n)[j] = slot_model(m0, m1, tp.cur, tp.slot, n)[a];
     log_w[(size_t)tp.slot * n + j] = 0.0f;
@@ -1469,9 +1446,6 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     u32 t = blockIdx.y;
     u32 flag = flags[t];
     if (!IN_MASK(mask, flag)) return; // uniform over the block
-    // Every resampled track's factor is in `chol`: a tempered one's from the slow path's
-    // finalize, the others' from pf_scan_local.
-    const float* l = chol + t * 36;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
@@ -1506,7 +1480,7 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
                 a = first_above([&](u32 k) { return cum_at(cdf, bt, base, k); }, a_lo, a_hi,
                                 target);
             }
-            copy_ancestor(sp, tp, j, a, s0, s1, m0, m1, log_w, l);
+            copy_ancestor(sp, tp, t, flag, j, a, s0, s1, m0, m1, log_w, chol);
         }
     }
 }
@@ -1517,7 +1491,7 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
 // latency). Each thread scans its RS_SMALL_PER consecutive weights, the block scans the
 // threads' totals, and the cumulative sums stay in shared memory for the searches; output
 // slot j takes the first particle whose cumulative weight exceeds (u0 + j) / n of the total
-// (n - 1 when none does), as pf_resample, and roughens it (roughen_for).
+// (n - 1 when none does), as pf_resample, and roughens it on a tempered track.
 #define RS_SMALL_THREADS 1024
 #define RS_SMALL_PER 4
 #define RS_SMALL_MAX (RS_SMALL_THREADS * RS_SMALL_PER)
@@ -1528,10 +1502,8 @@ pf_resample_small(const StepParams* sp, const TrackParams* tracks, const u32* fl
                   const float* chol) {
     __shared__ double cum[RS_SMALL_MAX];
     __shared__ double warp_tot[32];
-    __shared__ float own[36];
     u32 t = blockIdx.y;
     if (!IN_MASK(mask, flags[t])) return; // uniform over the block
-    const float* l = roughen_for(t, flags[t], sums, chol, own);
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
     size_t base = (size_t)tp.slot * n;
@@ -1557,10 +1529,11 @@ pf_resample_small(const StepParams* sp, const TrackParams* tracks, const u32* fl
         if (i0 + q < n) cum[i0 + q] = offset + local[q];
     __syncthreads();
     double total = cum[n - 1];
+    u32 flag = flags[t];
     for (u32 j = threadIdx.x; j < n; j += RS_SMALL_THREADS) {
         u32 a = first_above([&](u32 k) { return cum[k]; }, 0, n - 1,
                             systematic_target(tp.u0, j, n, total));
-        copy_ancestor(sp, tp, j, a, s0, s1, m0, m1, log_w, l);
+        copy_ancestor(sp, tp, t, flag, j, a, s0, s1, m0, m1, log_w, chol);
     }
 }
 

@@ -20,8 +20,8 @@ use crate::track::models::{
 };
 use crate::track::resample;
 use crate::track::{
-    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, ROUGHEN_RESAMPLE_H,
-    STATE_DIM, TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement, TrackInit, TrackStep,
+    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, STATE_DIM,
+    TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement, TrackInit, TrackStep,
 };
 
 /// Particles per unit of parallel work (a multiple of [`LANES`]).
@@ -746,17 +746,13 @@ impl CpuParticleFilter {
         self.model[slot * n..(slot + 1) * n].copy_from_slice(&self.scratch_model);
         self.log_w[slot * n..(slot + 1) * n].fill(0.0);
         self.log_norm[slot] = (n as f64).ln();
-        // Regularised: widely after a tempered update, narrowly after any other.
-        let h = if temper < 1.0 {
-            ROUGHEN_H
-        } else {
-            ROUGHEN_RESAMPLE_H
-        };
-        let lchol = roughen_factor(&out.cov, h);
-        let (seed, frame, track, mode) = (self.p.seed, meas.frame, t.slot, self.p.mode);
-        split(self.arrays(slot), n)
-            .into_par_iter()
-            .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
+        if temper < 1.0 {
+            let lchol = roughen_factor(&out.cov);
+            let (seed, frame, track, mode) = (self.p.seed, meas.frame, t.slot, self.p.mode);
+            split(self.arrays(slot), n)
+                .into_par_iter()
+                .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
+        }
         Ok(())
     }
 }
@@ -830,7 +826,7 @@ fn temper_grid_sums(
     temper_grid_sums_impl(wc, lc, mp, ml)
 }
 
-/// Regularise one chunk after a resampling (lanes of Philox normals).
+/// Regularise one chunk after a tempered resampling (lanes of Philox normals).
 fn roughen_chunk(
     ch: ChunkMut,
     l: &[[f32; 6]; 6],
@@ -873,10 +869,10 @@ fn roughen_chunk(
     }
 }
 
-/// `h` times the lower Cholesky factor of the cloud covariance (regularised), as f32.
-pub fn roughen_factor(cov: &[[f64; 6]; 6], h: f64) -> [[f32; 6]; 6] {
+/// `ROUGHEN_H` times the lower Cholesky factor of the cloud covariance (regularised), as f32.
+pub fn roughen_factor(cov: &[[f64; 6]; 6]) -> [[f32; 6]; 6] {
     let l = crate::track::manager::cholesky6(cov);
-    l.map(|row| row.map(|v| (h * v) as f32))
+    l.map(|row| row.map(|v| (ROUGHEN_H * v) as f32))
 }
 
 /// Move one particle by `l z` with z six standard normals from its Philox blocks.

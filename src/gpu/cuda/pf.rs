@@ -21,9 +21,8 @@
 //! update: new tracks, sharp measurements) or a weight reset then take another, slower graph:
 //! `pf_slow_begin` (weight reset, or the bounds for tempering), `pf_temper_grid` (the grid of
 //! exponents' sums, its last block per track choosing the exponent), `pf_sums` (the sums again,
-//! ending with the finalize's work and decisions) and the same resampling. Resampling roughens
-//! the particles it copies (src/track/mod.rs: `ROUGHEN_H` for a tempered track,
-//! `ROUGHEN_RESAMPLE_H` for the others).
+//! ending with the finalize's work and decisions) and the same resampling, which also roughens
+//! the particles of a tempered track as it copies them.
 //!
 //! Filters of fewer than `SMALL_FILTER` particles (the live path) use `pf_step_small` and
 //! `pf_sums_small`: one particle per thread in small blocks, so that a step of a few thousand
@@ -781,8 +780,7 @@ impl CudaParticleFilter {
     }
 
     /// Resample the step's tracks whose flag is in `mask` (bits 1 << flag), into the other
-    /// buffer (roughening the particles as it copies them: tempered tracks by the factor the
-    /// slow path computed, the others at the narrower bandwidth from their sums).
+    /// buffer (roughening tempered tracks as it copies).
     fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
@@ -818,8 +816,7 @@ impl CudaParticleFilter {
         } else {
             b.arg(&mut self.cdf)
                 .arg(&mut self.block_tot)
-                .arg(&mut self.scan_counters)
-                .arg(&mut self.chol);
+                .arg(&mut self.scan_counters);
             let sms = self.gpu.multiprocessors;
             // SAFETY: the argument list matches pf_scan_local; every buffer is sized for all
             // slots (the kernel strides over the chunks its grid does not cover).
@@ -1011,7 +1008,7 @@ impl CudaParticleFilter {
     /// The slow path for the step's tracks flagged FLAG_TEMPER or FLAG_DEGENERATE, on the
     /// device: reset the weights of degenerate tracks; for tempered ones the bounds, the grid
     /// sums, the choice of exponent and the reweighting; their sums again (and the decision to
-    /// resample); resampling and roughening; download. The other
+    /// resample); resampling; roughening of tempered, resampled tracks; download. The other
     /// tracks are left as the step left them. No synchronisation.
     fn enqueue_slow(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
@@ -1071,7 +1068,7 @@ impl CudaParticleFilter {
                 .launch(tiles(nn, t))
                 .map_err(err("pf_sums"))?;
         }
-        // Resampling roughens the particles as it copies them (tempered tracks the widest).
+        // Resampling roughens the tempered tracks' particles as it copies them.
         self.launch_resample(
             t,
             (1 << FLAG_TEMPERED_RESAMPLE) | (1 << FLAG_RESET_RESAMPLE),
@@ -1714,10 +1711,6 @@ mod tests {
         for want in [
             format!("#define TEMPER_MIN_ESS {}", crate::track::TEMPER_MIN_ESS),
             format!("#define ROUGHEN_H {}", crate::track::ROUGHEN_H),
-            format!(
-                "#define ROUGHEN_RESAMPLE_H {}",
-                crate::track::ROUGHEN_RESAMPLE_H
-            ),
             format!("#define TEMPER_G {}", crate::track::TEMPER_GRID),
             format!("#define PF_BLOCK {PF_BLOCK}"),
             format!("#define PF_PER_THREAD {}", PF_TILE / PF_BLOCK),
