@@ -99,6 +99,27 @@ fn simulated_scene_round_trip() {
     );
 }
 
+/// The `tetra` preset (a 2 m tetrahedron, a diver 5-10 m away) at 48 kHz instead of its
+/// 96 kHz, `duration_s` long, written to a fresh directory named after `name` and resolved as
+/// `sonotrack replay` would: its configuration, audio file, truth and directory.
+fn tetra_at_48_khz(
+    name: &str,
+    duration_s: f64,
+) -> (
+    sonotrack::config::Config,
+    std::path::PathBuf,
+    Option<sonotrack::scene::Truth>,
+    std::path::PathBuf,
+) {
+    let dir = common::tmp_dir(name);
+    let mut spec = SceneSpec::preset("tetra").unwrap();
+    spec.sample_rate_hz = 48_000;
+    spec.duration_s = duration_s;
+    write_scene(&dir, &spec, false).unwrap();
+    let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
+    (cfg, wav, truth, dir)
+}
+
 /// A compact array far from its source: the `tetra` preset (a 2 m tetrahedron, a diver 5-10 m
 /// away) at 48 kHz instead of its 96 kHz. A first fix's covariance there has a range axis
 /// metres long; a birth prior built from it alone was wider than the deletion limit (twice the
@@ -106,12 +127,7 @@ fn simulated_scene_round_trip() {
 /// 8 s, 33 % of frames within 2 m). The track born first must live and follow the diver.
 #[test]
 fn compact_array_at_48_khz_keeps_its_track() {
-    let dir = common::tmp_dir("sim-tetra-48k");
-    let mut spec = SceneSpec::preset("tetra").unwrap();
-    spec.sample_rate_hz = 48_000;
-    spec.duration_s = 8.0;
-    write_scene(&dir, &spec, false).unwrap();
-    let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
+    let (cfg, wav, truth, _) = tetra_at_48_khz("sim-tetra-48k", 8.0);
     let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
     let a = s.accuracy.unwrap();
     eprintln!(
@@ -475,12 +491,7 @@ fn birth_search_during_the_step_changes_nothing() {
 /// reported above it for 16 s on end; now deleted after `tracker.delete_after_s`, 3 s).
 #[test]
 fn a_track_outside_the_bounds_is_deleted() {
-    let dir = common::tmp_dir("tetra-48k-quiet");
-    let mut spec = SceneSpec::preset("tetra").unwrap();
-    spec.sample_rate_hz = 48_000;
-    spec.duration_s = 20.0;
-    write_scene(&dir, &spec, false).unwrap();
-    let (mut cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
+    let (mut cfg, wav, truth, dir) = tetra_at_48_khz("tetra-48k-quiet", 20.0);
     cfg.gcc.frame_samples = Some(4096);
     cfg.tracker.particles = 2000;
     cfg.tracker.models.retain(|m| m.name == "quiet");
