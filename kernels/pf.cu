@@ -18,9 +18,11 @@
 // [46] turn, [47] unused.
 #define PART 48
 
-// Must equal TEMPER_MIN_ESS and ROUGHEN_H in src/track/mod.rs (a unit test checks).
+// Must equal TEMPER_MIN_ESS, ROUGHEN_H and ROUGHEN_RESAMPLE_H in src/track/mod.rs (a unit test
+// checks).
 #define TEMPER_MIN_ESS 0.3
 #define ROUGHEN_H 0.2
+#define ROUGHEN_RESAMPLE_H 0.05
 
 // What step_finalize decided for a track (the CPU's rules, on the same f64 sums):
 #define FLAG_KEEP 0u       // no resampling
@@ -771,11 +773,14 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
                      n_rows, fin, scratch, red, fac);
 }
 
-// The roughening factor of a tempered, resampled track (step_finalize's last thread 0 of the
-// track, from the track's sums `v`): ROUGHEN_H times the Cholesky factor of the estimate's
-// covariance, with a growing diagonal jitter when the covariance is not positive definite
-// (src/track/manager.rs: cholesky6, src/track/pf.rs: roughen_factor and finish_estimate).
-__device__ void roughen_factor(const double* v, float* chol) {
+// The roughening factor of a resampled track on the slow path, from the track's sums `v`
+// (step_finalize's last thread 0 of the track, into `chol`): `h` times the Cholesky factor of
+// the estimate's covariance, with a growing diagonal jitter when the covariance is not positive
+// definite (src/track/manager.rs: cholesky6, src/track/pf.rs: roughen_factor and
+// finish_estimate). A track that resamples after the usual step gets its factor from the host
+// instead (`rough`, see pf_scan_local), which has the same sums in hand when it launches the
+// resampling.
+__device__ void roughen_factor(const double* v, float* chol, double h) {
     double s = fmax(v[1], 1e-300);
     double d[6], m[6][6];
     for (int a = 0; a < 6; ++a) d[a] = v[3 + a] / s;
@@ -816,7 +821,7 @@ __device__ void roughen_factor(const double* v, float* chol) {
             for (int c = 0; c < 6; ++c) l[r][c] = r == c ? sqrt(fabs(m[r][r])) : 0.0;
     }
     for (int r = 0; r < 6; ++r)
-        for (int c = 0; c < 6; ++c) chol[r * 6 + c] = (float)(ROUGHEN_H * l[r][c]);
+        for (int c = 0; c < 6; ++c) chol[r * 6 + c] = (float)(h * l[r][c]);
 }
 
 // Write a track's combined sums `fin` to out[t] and decide its flag (thread 0 writes the
@@ -886,8 +891,8 @@ __device__ __forceinline__ bool last_to_arrive(u32* c, u32 n, bool* last) {
 // its own: each group of FIN_ROWS tiles' last block to finish combines the group's rows,
 // and the track's last group combines the group rows and decides. Tickets per track: [0] the
 // groups, [1 + g] group g's tiles. NT is the kernel's block size; `before`, `after_slow` and
-// `chol`: the flag before the slow path, whether this is it, and where a tempered resampling's
-// roughening factor goes (the step passes FLAG_KEEP, 0 and no factor).
+// `chol`: the flag before the slow path, whether this is it, and where the roughening factor of
+// a track that resamples on the slow path goes (the step passes FLAG_KEEP, 0 and no factor).
 template <int NT, bool STAGE>
 __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n_blocks,
                               double* groups, u32* tickets, double* out, u32* flags, u32 before,
@@ -913,7 +918,10 @@ __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n
                                  fin, scratch, red, fac);
     }
     u32 flag = finalize_write(sp, fin, t, before, after_slow, out, flags);
-    if (threadIdx.x == 0 && flag == FLAG_TEMPERED_RESAMPLE) roughen_factor(fin, chol + t * 36);
+    if (threadIdx.x == 0 && flag == FLAG_TEMPERED_RESAMPLE)
+        roughen_factor(fin, chol + t * 36, ROUGHEN_H);
+    if (threadIdx.x == 0 && flag == FLAG_RESET_RESAMPLE)
+        roughen_factor(fin, chol + t * 36, ROUGHEN_RESAMPLE_H);
 }
 
 // At least four blocks per SM (64 registers): measured 7 % faster at 1M particles than the
@@ -1023,7 +1031,7 @@ pf_step_live_cluster(PF_STEP_ARGS, PF_FIN_ARGS, const volatile u32* stamp, const
 #define PF_SUMS_FIN_ARGS double *fin_groups, u32 *fin_tickets, double *sums_out, float *chol
 
 // The slow path's sums, ending with the finalize for its tracks (after_slow: their flag
-// says whether they resample now, and a tempered resampling gets its roughening factor).
+// says whether they resample now, and a track that does gets its roughening factor).
 // Tracks not on the slow path return at once (every block of the track alike), so their flag
 // stays as the step left it.
 template <int B, int P>
@@ -1288,16 +1296,24 @@ __device__ void scan_totals_body(u32 nb, double* bt, double* warp_tot) {
 extern "C" __global__ void __launch_bounds__(SCAN_BLOCK)
 pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
               const float* e, const float* partials, u32 n_blocks, u32 tile, const double* sums,
-              double* cdf, double* block_tot, u32* counters) {
+              double* cdf, double* block_tot, u32* counters, const float* rough, float* chol) {
     __shared__ double warp_tot[32];
     __shared__ bool last;
     u32 t = blockIdx.y;
-    if (!IN_MASK(mask, flags[t])) return; // uniform over the block
+    u32 flag = flags[t];
+    if (!IN_MASK(mask, flag)) return; // uniform over the block
     u32 n = sp->n;
     size_t base = (size_t)tracks[t].slot * n;
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
     double* bt = block_tot + (size_t)t * (nb + 1);
     double mx = sums[(size_t)t * PART];
+    // Block 0 brings a track's roughening factor, which the host worked out from the step's
+    // sums before it launched the resampling (src/gpu/cuda/pf.rs: put_roughening), from `rough`
+    // (mapped host memory) into `chol` for pf_resample: loaded here, stored after the scan, so
+    // that the read across the bus overlaps the scan. On the slow path (any other flag) the
+    // finalize put the factor into `chol` itself.
+    bool bring = blockIdx.x == 0 && threadIdx.x < 36 && flag == FLAG_RESAMPLE;
+    float lv = bring ? rough[t * 36 + threadIdx.x] : 0.0f;
     // Chunks of SCAN_BLOCK particles, gridDim.x apart (a grid of at most a wave, so that a
     // track that does not resample, whose blocks all return at once, costs one wave of them).
     for (u32 c = blockIdx.x; c < nb; c += gridDim.x) {
@@ -1313,6 +1329,7 @@ pf_scan_local(const StepParams* sp, const TrackParams* tracks, const u32* flags,
         // The last thread holds the chunk's total (particles past the end contribute nothing).
         if (threadIdx.x == blockDim.x - 1) bt[c] = v;
     }
+    if (bring) chol[t * 36 + threadIdx.x] = lv;
     // The last block of the track to get here scans the totals.
     if (!last_to_arrive(&counters[t], gridDim.x, &last)) return;
     scan_totals_body(nb, bt, warp_tot);
@@ -1379,7 +1396,7 @@ __device__ __forceinline__ void block_search2(const double* cdf, const double* b
     out[1] = min(a1 + cnt[3], n - 1);
 }
 
-// Regularisation after a tempered resampling, applied by pf_resample to the particle it just
+// Regularisation after a resampling, applied by pf_resample to the particle it just
 // copied into output slot i: state += L z (L lower-triangular, per track, z six normals).
 __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, const float* l,
                                         float* s) {
@@ -1418,17 +1435,17 @@ __device__ __forceinline__ double systematic_target(float u0, u32 j, u32 n, doub
 }
 
 // Output slot j of track t's resampling takes particle a (state and model from the current
-// buffers into the other ones), roughened on a tempered track; its log weight restarts at 0.
+// buffers into the other ones), roughened by the factor `l` (row-major, lower triangle); its
+// log weight restarts at 0.
 __device__ __forceinline__ void copy_ancestor(const StepParams* sp, const TrackParams& tp,
-                                              u32 t, u32 flag, u32 j, u32 a, float* s0,
-                                              float* s1, u32* m0, u32* m1, float* log_w,
-                                              const float* chol) {
+                                              u32 j, u32 a, float* s0, float* s1, u32* m0,
+                                              u32* m1, float* log_w, const float* l) {
     u32 n = sp->n;
     const float* src = slot_state(s0, s1, tp.cur, tp.slot, n);
     float* dst = slot_state(s0, s1, 1 - tp.cur, tp.slot, n);
     float v[STATE_DIM];
     for (int c = 0; c < STATE_DIM; ++c) v[c] = src[(size_t)c * n + a];
-    if (flag == FLAG_TEMPERED_RESAMPLE) roughen(sp, tp.slot, j, chol + t * 36, v);
+    roughen(sp, tp.slot, j, l, v);
     for (int c = 0; c < STATE_DIM; ++c) dst[(size_t)c * n + j] = v[c];
     slot_model(m0, m1, 1 - tp.cur, tp.slot, n)[j] = slot_model(m0, m1, tp.cur, tp.slot, n)[a];
     log_w[(size_t)tp.slot * n + j] = 0.0f;
@@ -1446,6 +1463,9 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
     u32 t = blockIdx.y;
     u32 flag = flags[t];
     if (!IN_MASK(mask, flag)) return; // uniform over the block
+    // Every resampled track's factor is in `chol`: from the slow path's finalize, or brought
+    // from the host by pf_scan_local.
+    const float* l = chol + t * 36;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
     u32 nb = (n + SCAN_BLOCK - 1) / SCAN_BLOCK;
@@ -1480,18 +1500,22 @@ pf_resample(const StepParams* sp, const TrackParams* tracks, const u32* flags, u
                 a = first_above([&](u32 k) { return cum_at(cdf, bt, base, k); }, a_lo, a_hi,
                                 target);
             }
-            copy_ancestor(sp, tp, t, flag, j, a, s0, s1, m0, m1, log_w, chol);
+            copy_ancestor(sp, tp, j, a, s0, s1, m0, m1, log_w, l);
         }
     }
 }
 
-// Resampling of a small filter (n <= RS_SMALL_MAX, the live path) in one block per track:
+// Resampling of a small filter (n <= RS_SMALL_MAX, the live path) in a few blocks per track:
 // pf_scan_local's scan and pf_resample's search and copy without a launch or a pass through
 // global memory between them (the two took 5-18 us for 2,000 particles, mostly launch and
-// latency). Each thread scans its RS_SMALL_PER consecutive weights, the block scans the
-// threads' totals, and the cumulative sums stay in shared memory for the searches; output
-// slot j takes the first particle whose cumulative weight exceeds (u0 + j) / n of the total
-// (n - 1 when none does), as pf_resample, and roughens it on a tempered track.
+// latency). Each block scans all of the track's weights (each thread its RS_SMALL_PER
+// consecutive ones, then the block the threads' totals), and the cumulative sums stay in
+// shared memory for the searches; output slot j takes the first particle whose cumulative
+// weight exceeds (u0 + j) / n of the total (n - 1 when none does), as pf_resample, and
+// roughens it by the track's factor: the host's (`rough`, as pf_scan_local) after the usual
+// step, the finalize's (`chol`) on the slow path. The track's blocks (gridDim.x) share out the
+// output slots in equal runs: the roughening's normals cost each particle a few hundred
+// instructions, which one block, alone on its SM, took 5 us over for 2,000 particles.
 #define RS_SMALL_THREADS 1024
 #define RS_SMALL_PER 4
 #define RS_SMALL_MAX (RS_SMALL_THREADS * RS_SMALL_PER)
@@ -1499,11 +1523,17 @@ extern "C" __global__ void __launch_bounds__(RS_SMALL_THREADS)
 pf_resample_small(const StepParams* sp, const TrackParams* tracks, const u32* flags, u32 mask,
                   const float* e, const float* partials, u32 n_blocks, u32 tile,
                   const double* sums, float* s0, float* s1, u32* m0, u32* m1, float* log_w,
-                  const float* chol) {
+                  const float* chol, const float* rough) {
     __shared__ double cum[RS_SMALL_MAX];
     __shared__ double warp_tot[32];
+    __shared__ float l[36];
     u32 t = blockIdx.y;
-    if (!IN_MASK(mask, flags[t])) return; // uniform over the block
+    u32 flag = flags[t];
+    if (!IN_MASK(mask, flag)) return; // uniform over the block
+    // The factor's load is issued now and stored to shared memory after the scan (before the
+    // barrier that ends it), so that a read across the bus overlaps the scan.
+    const float* src = (flag == FLAG_RESAMPLE ? rough : chol) + t * 36;
+    float lv = threadIdx.x < 36 ? src[threadIdx.x] : 0.0f;
     const TrackParams tp = tracks[t];
     u32 n = sp->n;
     size_t base = (size_t)tp.slot * n;
@@ -1527,13 +1557,15 @@ pf_resample_small(const StepParams* sp, const TrackParams* tracks, const u32* fl
 #pragma unroll
     for (int q = 0; q < RS_SMALL_PER; ++q)
         if (i0 + q < n) cum[i0 + q] = offset + local[q];
+    if (threadIdx.x < 36) l[threadIdx.x] = lv;
     __syncthreads();
     double total = cum[n - 1];
-    u32 flag = flags[t];
-    for (u32 j = threadIdx.x; j < n; j += RS_SMALL_THREADS) {
+    u32 per = (n + gridDim.x - 1) / gridDim.x;
+    u32 j_end = min(n, (blockIdx.x + 1) * per);
+    for (u32 j = blockIdx.x * per + threadIdx.x; j < j_end; j += RS_SMALL_THREADS) {
         u32 a = first_above([&](u32 k) { return cum[k]; }, 0, n - 1,
                             systematic_target(tp.u0, j, n, total));
-        copy_ancestor(sp, tp, t, flag, j, a, s0, s1, m0, m1, log_w, chol);
+        copy_ancestor(sp, tp, j, a, s0, s1, m0, m1, log_w, l);
     }
 }
 

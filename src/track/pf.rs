@@ -20,8 +20,8 @@ use crate::track::models::{
 };
 use crate::track::resample;
 use crate::track::{
-    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, STATE_DIM,
-    TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement, TrackInit, TrackStep,
+    Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, ROUGHEN_RESAMPLE_H,
+    STATE_DIM, TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement, TrackInit, TrackStep,
 };
 
 /// Particles per unit of parallel work (a multiple of [`LANES`]).
@@ -353,19 +353,9 @@ pub fn finish_estimate(
         log_norm as f32
     };
     out.ess = (tot.s * tot.s / tot.s2.max(1e-300)) as f32;
-    let mut d = [0.0f64; 6];
+    let d = cloud_moments(tot, &mut out.cov);
     for a in 0..6 {
-        d[a] = tot.x[a] / s;
         out.mean[a] = f64::from(reference[a]) + d[a];
-    }
-    let mut idx = 0;
-    for a in 0..6 {
-        for b in a..6 {
-            let c = tot.xx[idx] / s - d[a] * d[b];
-            out.cov[a][b] = c;
-            out.cov[b][a] = c;
-            idx += 1;
-        }
     }
     out.model_probs.resize(n_models, 0.0);
     for (m, pr) in out.model_probs.iter_mut().enumerate() {
@@ -373,6 +363,23 @@ pub fn finish_estimate(
     }
     out.turn_rate = (tot.turn / s) as f32;
     log_norm
+}
+
+/// The weighted cloud's mean offset from the sums' reference point (returned) and its
+/// covariance (into `cov`), from a track's sums.
+pub fn cloud_moments(tot: &ChunkSums, cov: &mut [[f64; 6]; 6]) -> [f64; 6] {
+    let s = tot.s.max(1e-300);
+    let d = tot.x.map(|x| x / s);
+    let mut idx = 0;
+    for a in 0..6 {
+        for b in a..6 {
+            let c = tot.xx[idx] / s - d[a] * d[b];
+            cov[a][b] = c;
+            cov[b][a] = c;
+            idx += 1;
+        }
+    }
+    d
 }
 
 /// Whether an update with these sums leaves too few effective particles (tempering is needed).
@@ -746,13 +753,17 @@ impl CpuParticleFilter {
         self.model[slot * n..(slot + 1) * n].copy_from_slice(&self.scratch_model);
         self.log_w[slot * n..(slot + 1) * n].fill(0.0);
         self.log_norm[slot] = (n as f64).ln();
-        if temper < 1.0 {
-            let lchol = roughen_factor(&out.cov);
-            let (seed, frame, track, mode) = (self.p.seed, meas.frame, t.slot, self.p.mode);
-            split(self.arrays(slot), n)
-                .into_par_iter()
-                .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
-        }
+        // Regularised: widely after a tempered update, narrowly after any other.
+        let h = if temper < 1.0 {
+            ROUGHEN_H
+        } else {
+            ROUGHEN_RESAMPLE_H
+        };
+        let lchol = roughen_factor(&out.cov, h);
+        let (seed, frame, track, mode) = (self.p.seed, meas.frame, t.slot, self.p.mode);
+        split(self.arrays(slot), n)
+            .into_par_iter()
+            .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
         Ok(())
     }
 }
@@ -826,7 +837,7 @@ fn temper_grid_sums(
     temper_grid_sums_impl(wc, lc, mp, ml)
 }
 
-/// Regularise one chunk after a tempered resampling (lanes of Philox normals).
+/// Regularise one chunk after a resampling (lanes of Philox normals).
 fn roughen_chunk(
     ch: ChunkMut,
     l: &[[f32; 6]; 6],
@@ -869,10 +880,10 @@ fn roughen_chunk(
     }
 }
 
-/// `ROUGHEN_H` times the lower Cholesky factor of the cloud covariance (regularised), as f32.
-pub fn roughen_factor(cov: &[[f64; 6]; 6]) -> [[f32; 6]; 6] {
+/// `h` times the lower Cholesky factor of the cloud covariance (regularised), as f32.
+pub fn roughen_factor(cov: &[[f64; 6]; 6], h: f64) -> [[f32; 6]; 6] {
     let l = crate::track::manager::cholesky6(cov);
-    l.map(|row| row.map(|v| (ROUGHEN_H * v) as f32))
+    l.map(|row| row.map(|v| (h * v) as f32))
 }
 
 /// Move one particle by `l z` with z six standard normals from its Philox blocks.

@@ -21,8 +21,9 @@
 //! update: new tracks, sharp measurements) or a weight reset then take another, slower graph:
 //! `pf_slow_begin` (weight reset, or the bounds for tempering), `pf_temper_grid` (the grid of
 //! exponents' sums, its last block per track choosing the exponent), `pf_sums` (the sums again,
-//! ending with the finalize's work and decisions) and the same resampling, which also roughens
-//! the particles of a tempered track as it copies them.
+//! ending with the finalize's work and decisions) and the same resampling. Resampling roughens
+//! the particles it copies (src/track/mod.rs: `ROUGHEN_H` for a tempered track,
+//! `ROUGHEN_RESAMPLE_H` for the others).
 //!
 //! Filters of fewer than `SMALL_FILTER` particles (the live path) use `pf_step_small` and
 //! `pf_sums_small`: one particle per thread in small blocks, so that a step of a few thousand
@@ -31,7 +32,8 @@
 //! later, as one thread-block cluster per track (`pf_step_live_cluster`), whose blocks hand
 //! their tile sums to the leader through its shared memory instead of a last block's tickets.
 //! Filters of at most `RS_SMALL_MAX` particles resample with `pf_resample_small`, the scan and
-//! the resampling in one block per track, instead of `pf_scan_local` and `pf_resample`.
+//! the resampling in one kernel (a few blocks per track, each scanning the whole track and
+//! copying its share of the slots), instead of `pf_scan_local` and `pf_resample`.
 
 use std::sync::Arc;
 
@@ -44,10 +46,10 @@ use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
 use crate::philox::{self, Stream};
 use crate::track::models::{CoeffTable, StepCoeffs, padded_cdf};
-use crate::track::pf::{ChunkSums, finish_estimate};
+use crate::track::pf::{ChunkSums, cloud_moments, finish_estimate, roughen_factor};
 use crate::track::{
-    Estimate, FilterParams, LiveSource, MAX_MODELS, ParticleFilter, Particles, STATE_DIM,
-    TEMPER_GRID, TdoaMeasurement, TrackInit, TrackStep,
+    Estimate, FilterParams, LiveSource, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_RESAMPLE_H,
+    STATE_DIM, TEMPER_GRID, TdoaMeasurement, TrackInit, TrackStep,
 };
 
 const PF_BLOCK: u32 = 256;
@@ -73,6 +75,8 @@ const TEMPER_GROUP: usize = 32;
 /// RS_SMALL_THREADS per track (kernels/pf.cu).
 const RS_SMALL_THREADS: u32 = 1024;
 const RS_SMALL_MAX: usize = 4096;
+/// Output slots per block of pf_resample_small (its launch splits a track's slots).
+const RS_SMALL_SLOTS: usize = 256;
 
 /// Whether a filter of `n` particles takes pf_step_small and pf_sums_small.
 fn small_filter(n: usize) -> bool {
@@ -209,7 +213,7 @@ struct Kernels {
     temper_grid: CudaFunction,
     scan_local: CudaFunction,
     resample: CudaFunction,
-    /// Scan and resampling in one block per track, for filters of at most RS_SMALL_MAX.
+    /// Scan and resampling in one kernel, for filters of at most RS_SMALL_MAX.
     resample_small: CudaFunction,
     init: CudaFunction,
     fetch: CudaFunction,
@@ -248,7 +252,14 @@ struct Layout {
     live: usize,
     ratio: usize,
     pair_ok: usize,
+    /// What a step's fetch brings to the device: `up` up to here.
     up_len: usize,
+    /// The roughening factors of the tracks that resample after the usual step (36 f32 per
+    /// track, by the step's track index), written by the host after the step's decisions
+    /// (`put_roughening`); after `up_len`, so that no step's fetch carries them.
+    rough: usize,
+    /// The whole of `up` (and `d_up`).
+    up_size: usize,
     sums: usize,
     flags: usize,
     betas: usize,
@@ -274,6 +285,8 @@ impl Layout {
         let amp = align(tdoa + pairs * KPP * 4);
         let floor = align(amp + pairs * KPP * 4);
         let up_len = align(floor + pairs.max(1) * 4);
+        let rough = up_len;
+        let up_size = align(rough + slots * 36 * 4);
         let sums = 0;
         let flags = align(sums + slots * PART * 8);
         let betas = align(flags + slots * 4);
@@ -286,6 +299,8 @@ impl Layout {
             amp,
             floor,
             up_len,
+            rough,
+            up_size,
             sums,
             reference,
             live,
@@ -314,6 +329,9 @@ struct Ptrs {
     live: u64,
     ratio: u64,
     pair_ok: u64,
+    /// Where the resampling kernels read the host's roughening factors: `up`'s part in mapped
+    /// memory, or `d_up`'s, which the resampling's sequence then fills by a copy first.
+    rough: u64,
 }
 
 /// The arguments pf_resample_small and pf_scan_local start with (kernels/pf.cu): the step,
@@ -649,10 +667,10 @@ impl CudaParticleFilter {
             },
         };
         let lay = Layout::new(slots, p.pairs.len());
-        let d_up = u8s(lay.up_len)?;
+        let d_up = u8s(lay.up_size)?;
         let d_down = u8s(lay.down_len)?;
         let (up0, down0) = (dptr(&d_up, &s), dptr(&d_down, &s));
-        let ptr = Ptrs {
+        let mut ptr = Ptrs {
             step: up0 + lay.step as u64,
             tracks: up0 + lay.tracks as u64,
             coeffs: up0 + lay.coeffs as u64,
@@ -666,13 +684,17 @@ impl CudaParticleFilter {
             live: up0 + lay.live as u64,
             ratio: up0 + lay.ratio as u64,
             pair_ok: up0 + lay.pair_ok as u64,
+            rough: up0 + lay.rough as u64,
         };
         // The kernels write the sums, flags and exponents straight into `down` as well, so a
         // step needs no copy back, and a one-block kernel reads `up` where it is, so none
         // there either (graph nodes cheaper than copies; measured in BENCHMARKS.md). Without
         // mapped memory, copies do it.
         let (down, mirror) = mapped_or_not(lay.down_len)?;
-        let (up, up_mapped) = mapped_or_not(lay.up_len)?;
+        let (up, up_mapped) = mapped_or_not(lay.up_size)?;
+        if let Some(m) = up_mapped {
+            ptr.rough = m + lay.rough as u64;
+        }
         // Live steps need the parameters and results in mapped memory, and a small filter;
         // `SONOTRACK_NO_LIVE_STEP=1` turns them off (for comparison).
         let live_off = env_is_one("SONOTRACK_NO_LIVE_STEP");
@@ -779,8 +801,26 @@ impl CudaParticleFilter {
         unsafe { result::memcpy_htod_async(dst, v, st) }.map_err(err(what))
     }
 
+    /// The resampling of the tracks that decided to after the usual step (`Seq::Resample`),
+    /// roughened by the factors the host has put into `up` (`put_roughening`): where `up` is
+    /// not mapped, a copy brings them to `d_up` first.
+    fn enqueue_resample(&mut self, t: usize) -> Result<(), BackendError> {
+        if self.up_mapped.is_none() {
+            let s = self.gpu.stream.clone();
+            // SAFETY: `d_up` is `up_size` bytes like `up`, and `ptr.rough` is its part at
+            // `lay.rough`; the factors are not written again until the next step's decisions,
+            // which come after this copy on the stream.
+            unsafe {
+                self.up
+                    .copy_range_to_device(self.lay.rough, self.ptr.rough, t * 36 * 4, &s)?
+            };
+        }
+        self.launch_resample(t, 1 << FLAG_RESAMPLE)
+    }
+
     /// Resample the step's tracks whose flag is in `mask` (bits 1 << flag), into the other
-    /// buffer (roughening tempered tracks as it copies).
+    /// buffer, roughening the particles as it copies them: by the factors of the slow path's
+    /// finalize (`chol`) or, after the usual step, by the host's (`ptr.rough`).
     fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
         let nn = self.n;
@@ -807,16 +847,23 @@ impl CudaParticleFilter {
         // The kernel that copies the ancestors: the small filter's one, or pf_resample after
         // pf_scan_local.
         let (mut b, cfg, name) = if small {
-            let one_block = LaunchConfig {
-                grid_dim: (1, t as u32, 1),
+            // A block per RS_SMALL_SLOTS output slots (each block scans the whole track, and
+            // copies and roughens its share), no more blocks than SMs.
+            let split = nn
+                .div_ceil(RS_SMALL_SLOTS)
+                .clamp(1, self.gpu.multiprocessors.max(1) as usize);
+            let blocks = LaunchConfig {
+                grid_dim: (split as u32, t as u32, 1),
                 block_dim: (RS_SMALL_THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
-            (b, one_block, "pf_resample_small")
+            (b, blocks, "pf_resample_small")
         } else {
             b.arg(&mut self.cdf)
                 .arg(&mut self.block_tot)
-                .arg(&mut self.scan_counters);
+                .arg(&mut self.scan_counters)
+                .arg(&self.ptr.rough)
+                .arg(&mut self.chol);
             let sms = self.gpu.multiprocessors;
             // SAFETY: the argument list matches pf_scan_local; every buffer is sized for all
             // slots (the kernel strides over the chunks its grid does not cover).
@@ -837,6 +884,9 @@ impl CudaParticleFilter {
             &mut self.log_w,
             &self.chol,
         );
+        if small {
+            b.arg(&self.ptr.rough);
+        }
         // SAFETY: the argument list matches the kernel (pf_resample_small or pf_resample);
         // every buffer is sized for all slots, and a small filter's n fits pf_resample_small's
         // shared cumulative sums.
@@ -1008,7 +1058,7 @@ impl CudaParticleFilter {
     /// The slow path for the step's tracks flagged FLAG_TEMPER or FLAG_DEGENERATE, on the
     /// device: reset the weights of degenerate tracks; for tempered ones the bounds, the grid
     /// sums, the choice of exponent and the reweighting; their sums again (and the decision to
-    /// resample); resampling; roughening of tempered, resampled tracks; download. The other
+    /// resample); resampling and roughening; download. The other
     /// tracks are left as the step left them. No synchronisation.
     fn enqueue_slow(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
@@ -1068,7 +1118,7 @@ impl CudaParticleFilter {
                 .launch(tiles(nn, t))
                 .map_err(err("pf_sums"))?;
         }
-        // Resampling roughens the tempered tracks' particles as it copies them.
+        // Resampling roughens the particles as it copies them (tempered tracks the widest).
         self.launch_resample(
             t,
             (1 << FLAG_TEMPERED_RESAMPLE) | (1 << FLAG_RESET_RESAMPLE),
@@ -1082,7 +1132,7 @@ impl CudaParticleFilter {
         let s = self.gpu.stream.clone();
         let enqueue = |me: &mut Self| match seq {
             Seq::Step => me.enqueue_step(t),
-            Seq::Resample => me.launch_resample(t, 1 << FLAG_RESAMPLE),
+            Seq::Resample => me.enqueue_resample(t),
             Seq::Slow => me.enqueue_slow(t),
             Seq::Live => me.enqueue_live(t),
         };
@@ -1404,6 +1454,7 @@ impl CudaParticleFilter {
         // launching them every time to find nothing to do cost a large filter's step about 4 us
         // of device time. The host does not wait for it; the next step queues behind it.
         if flags.contains(&FLAG_RESAMPLE) {
+            self.put_roughening(&flags);
             self.run_graph(t, Seq::Resample)?;
             self.timer.stop(&s)?;
         }
@@ -1475,6 +1526,29 @@ impl CudaParticleFilter {
         self.last_resampled = resampled;
         self.last_tracks = t;
         Ok(())
+    }
+
+    /// The roughening factor of each track that resamples after the usual step (flag
+    /// FLAG_RESAMPLE), from its sums in `down`, into `up` at `lay.rough` (36 f32 by track
+    /// index): the CPU twin's `roughen_factor` of the same covariance, at `ROUGHEN_RESAMPLE_H`.
+    /// Worked out here, where the sums already are, rather than by one device thread's f64
+    /// Cholesky factorisation inside the resampling, which held its block for microseconds
+    /// (BENCHMARKS.md, "Regularised after every resampling").
+    fn put_roughening(&mut self, flags: &[u32]) {
+        let mut cov = [[0.0f64; 6]; 6];
+        for (i, _) in flags
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f == FLAG_RESAMPLE)
+        {
+            let at = self.lay.sums + i * PART * 8;
+            let mut sums = [0.0f64; PART];
+            bytemuck::cast_slice_mut::<f64, u8>(&mut sums)
+                .copy_from_slice(&self.down.as_slice()[at..at + PART * 8]);
+            cloud_moments(&Self::unpack(&sums).1, &mut cov);
+            let l: [f32; 36] = bytemuck::cast(roughen_factor(&cov, ROUGHEN_RESAMPLE_H));
+            put(self.up.as_mut_slice(), self.lay.rough + i * 36 * 4, &l);
+        }
     }
 
     fn unpack(v: &[f64]) -> (f32, ChunkSums) {
@@ -1711,6 +1785,10 @@ mod tests {
         for want in [
             format!("#define TEMPER_MIN_ESS {}", crate::track::TEMPER_MIN_ESS),
             format!("#define ROUGHEN_H {}", crate::track::ROUGHEN_H),
+            format!(
+                "#define ROUGHEN_RESAMPLE_H {}",
+                crate::track::ROUGHEN_RESAMPLE_H
+            ),
             format!("#define TEMPER_G {}", crate::track::TEMPER_GRID),
             format!("#define PF_BLOCK {PF_BLOCK}"),
             format!("#define PF_PER_THREAD {}", PF_TILE / PF_BLOCK),
