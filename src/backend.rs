@@ -217,6 +217,9 @@ impl ParticleFilter for FaultyFilter {
         }
         self.inner.prepare_step(meas, tracks, source)
     }
+    fn flush(&mut self) {
+        self.inner.flush()
+    }
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
         self.inner.read_particles(slot)
     }

@@ -527,15 +527,19 @@ pub fn time_live_frame(
     // The push that completes each timed frame (the period's copy and the frame's assembly,
     // which the frame's latency includes too: it is not in `process`).
     let mut assemble = Vec::new();
-    // What the daemon does between frames: the samples of the frames being filled sent to
-    // the device (see `FrameAssembler::send_ahead`); and the timed frames that had some.
+    // What the daemon does between frames: the filter's deferred resampling launched
+    // (`Pipeline::between_frames`) and the samples of the frames being filled sent to the
+    // device (see `FrameAssembler::send_ahead`); and the timed frames that had some.
     let mut sends = Vec::new();
     let mut sent_ahead = 0usize;
+    // After each period that completed a timed frame: the filter's launches between frames.
+    let mut launches = Vec::new();
     let mut run = || -> Result<()> {
         for period in audio.chunks(CAPTURE_PERIOD * ch) {
             let t = Instant::now();
             asm.push(period);
             let pushed = t.elapsed().as_secs_f64();
+            let mut timed_here = false;
             while let Some(mut f) = asm.pop() {
                 let had_copy = f.data.sent_rows() > 0;
                 let before = stage_clocks(&pipe);
@@ -549,6 +553,7 @@ pub fn time_live_frame(
                 }
                 let after = stage_clocks(&pipe);
                 if timed {
+                    timed_here = true;
                     sent_ahead += usize::from(had_copy);
                     times.push(dt);
                     assemble.push(pushed);
@@ -557,6 +562,13 @@ pub fn time_live_frame(
                     }
                 }
                 asm.recycle(f);
+            }
+            if timed_here {
+                let t = Instant::now();
+                pipe.between_frames();
+                launches.push(t.elapsed().as_secs_f64());
+            } else {
+                pipe.between_frames();
             }
             let t = Instant::now();
             asm.send_ahead();
@@ -579,6 +591,7 @@ pub fn time_live_frame(
         assemble_s: median(&mut assemble),
         send_ahead_s: median(&mut sends),
         sent_ahead,
+        between_s: median(&mut launches),
         median_s: median(&mut times),
         checks_s: median(&mut c),
         gcc_s: median(&mut g),
@@ -596,6 +609,9 @@ pub struct LiveTiming {
     /// device between frames, and how many timed frames had some of theirs there.
     pub send_ahead_s: f64,
     pub sent_ahead: usize,
+    /// The median time of the filter's launches between frames (`Pipeline::between_frames`:
+    /// the resampling a live step leaves for then), after the timed frames.
+    pub between_s: f64,
     pub median_s: f64,
     pub checks_s: f64,
     pub gcc_s: f64,
@@ -807,11 +823,12 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
                 stage: "live".into(),
                 backend: b.into(),
                 params: format!(
-                    "tetra 4 ch x 4096 at {khz} kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us; between frames, {} sent ahead in {:.1} us; track off by {:.3} m RMS)",
+                    "tetra 4 ch x 4096 at {khz} kHz + 2000 particles x 1 (checks {:.1}, gcc {:.1}, filter {:.1} us; before it, assembly {:.1} us; between frames, the filter's launch {:.1} us and {} sent ahead in {:.1} us; track off by {:.3} m RMS)",
                     lt.checks_s * 1e6,
                     lt.gcc_s * 1e6,
                     lt.filter_s * 1e6,
                     lt.assemble_s * 1e6,
+                    lt.between_s * 1e6,
                     lt.sent_ahead,
                     lt.send_ahead_s * 1e6,
                     lt.track_rms_m

@@ -292,8 +292,10 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
         if failure.is_some() {
             break;
         }
-        // Between frames: what the frames being filled hold so far goes to the GPU now, so
-        // that a frame's correlation reads only its last samples over the bus.
+        // Between frames: the filter's resampling left by the last step is launched, and what
+        // the frames being filled hold so far goes to the GPU, so that a frame's correlation
+        // reads only its last samples over the bus.
+        pipe.between_frames();
         asm.send_ahead();
         let now = Instant::now();
         if now >= next_status {

@@ -326,6 +326,14 @@ impl Pipeline {
         tracked
     }
 
+    /// Work to do between frames, after a frame's reports are out and before the next frame
+    /// comes: a GPU filter launches the resampling its last step left (so that a live frame's
+    /// estimate did not wait for that launch). Never fails: a failed launch is reported with the
+    /// next frame, which is then redone on the CPU as any failed step is.
+    pub fn between_frames(&mut self) {
+        self.tracker.between_frames();
+    }
+
     /// Which pairs have both channels usable in a frame of health `h` (into `pair_ok`).
     fn fill_pair_ok(&mut self, h: &FrameHealth) {
         self.pair_ok.clear();

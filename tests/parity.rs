@@ -673,6 +673,7 @@ fn live_pipeline_agrees_with_plain_steps() {
                 }
                 asm.recycle(f);
             }
+            pipe.between_frames();
             asm.send_ahead();
         }
         let t = pipe.tracker();

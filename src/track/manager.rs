@@ -356,6 +356,14 @@ impl TrackManager {
         }
     }
 
+    /// Between frames: launch the filter work the last step left for now (see
+    /// [`ParticleFilter::flush`]).
+    pub fn between_frames(&mut self) {
+        let start = std::time::Instant::now();
+        self.bank.flush();
+        self.filter_wall += start.elapsed();
+    }
+
     /// Launch the filter step of the frame `seq` centred at `t_centre_s` before its GCC result
     /// is in (see [`ParticleFilter::prepare_step`]): a GPU filter then predicts while the frame
     /// is correlated. With `peaks` (where the correlator's device writes them), the filter's

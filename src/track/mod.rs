@@ -303,6 +303,11 @@ pub trait ParticleFilter: Send {
     ) -> Result<bool, BackendError> {
         Ok(false)
     }
+    /// Launch the work a step left for between frames, if any (a GPU filter's resampling after
+    /// a live step, so that the step's estimate comes back without the launch's host time).
+    /// Never fails: a failed launch is reported by the next call that needs its result (any
+    /// other method), which also launches the work itself when no `flush` came between.
+    fn flush(&mut self) {}
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError>;
     fn write_particles(&mut self, slot: u32, particles: &Particles) -> Result<(), BackendError>;
     /// Time each step with device events from now on (`on`), or not. Recording and reading
