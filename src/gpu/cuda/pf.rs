@@ -1573,7 +1573,7 @@ impl CudaParticleFilter {
     /// index): the CPU twin's `roughen_factor` of the same covariance, at `ROUGHEN_RESAMPLE_H`.
     /// Worked out here, where the sums already are, rather than by one device thread's f64
     /// Cholesky factorisation inside the resampling, which held its block for microseconds
-    /// (BENCHMARKS.md, "Regularised after every resampling").
+    /// (BENCHMARKS.md, "Kept: regularised after every resampling").
     fn put_roughening(&mut self, flags: &[u32]) {
         let mut cov = [[0.0f64; 6]; 6];
         for (i, _) in flags
