@@ -226,7 +226,11 @@ struct Kernels {
 
 /// Page-locked host memory mapped into the device (with its device address), or, where that
 /// fails, page-locked memory that copies move.
+/// `SONOTRACK_NO_MAPPED_PARAMS=1` takes the copies (to test that path on a GPU that maps).
 fn mapped_or_not(len: usize) -> Result<(Pinned<u8>, Option<u64>), BackendError> {
+    if env_is_one("SONOTRACK_NO_MAPPED_PARAMS") {
+        return Ok((Pinned::new(len)?, None));
+    }
     match Pinned::<u8>::mapped(len).and_then(|d| {
         let at = d.device_ptr()?;
         Ok((d, at))
