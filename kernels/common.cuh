@@ -29,7 +29,7 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 // Philox4x32-10 (Salmon et al., SC'11), keyed as in src/philox.rs.
 
 enum Stream { S_PREDICT = 0, S_SWITCH = 1, S_INIT_POS = 2, S_INIT_VEL = 3, S_RESAMPLE = 4,
-              S_SIMULATE = 5, S_ROUGHEN = 6, S_ROUGHEN2 = 7 };
+              S_SIMULATE = 5, S_ROUGHEN = 6 };
 
 __device__ __forceinline__ uint4 philox(uint4 c, u32 k0, u32 k1) {
     for (int round = 0; round < 10; ++round) {
@@ -137,6 +137,24 @@ __device__ __forceinline__ void box_muller(float u1, float u2, float* a, float* 
     fm_sincos_2pi(u2, &s, &c);
     *a = r * c;
     *b = r * s;
+}
+
+// Six normals from one block (src/philox.rs: uniforms6, normals6): six 21-bit fields, each
+// scaled to (0, 1) exactly as the host does, then three Box-Muller pairs.
+__device__ __forceinline__ float uniform21(u32 f) {
+    return (float)f * (1.0f / 2097152.0f) + (0.5f / 2097152.0f);
+}
+
+__device__ __forceinline__ void normals6(uint4 w, float* z) {
+    float u0 = uniform21(w.x >> 11);
+    float u1 = uniform21(((w.x & 0x7ffu) << 10) | (w.y >> 22));
+    float u2 = uniform21((w.y >> 1) & 0x1fffffu);
+    float u3 = uniform21(((w.y & 1u) << 20) | (w.z >> 12));
+    float u4 = uniform21(((w.z & 0xfffu) << 9) | (w.w >> 23));
+    float u5 = uniform21((w.w >> 2) & 0x1fffffu);
+    box_muller(u0, u1, &z[0], &z[1]);
+    box_muller(u2, u3, &z[2], &z[3]);
+    box_muller(u4, u5, &z[4], &z[5]);
 }
 
 __device__ __forceinline__ float4 normals4(uint4 w) {

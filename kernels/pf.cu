@@ -1400,9 +1400,8 @@ __device__ __forceinline__ void block_search2(const double* cdf, const double* b
 // copied into output slot i: state += L z (L lower-triangular, per track, z six normals).
 __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, const float* l,
                                         float* s) {
-    float4 a = normals4(draw(sp->seed, sp->frame, slot, i, S_ROUGHEN));
-    float4 b = normals4(draw(sp->seed, sp->frame, slot, i, S_ROUGHEN2));
-    float z[6] = {a.x, a.y, a.z, a.w, b.x, b.y};
+    float z[6];
+    normals6(draw(sp->seed, sp->frame, slot, i, S_ROUGHEN), z);
     float part[6];
     for (int r = 0; r < 6; ++r) {
         float acc = 0.0f;

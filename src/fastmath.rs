@@ -154,6 +154,19 @@ pub fn normals4_lanes(w: &[U; 4]) -> [F; 4] {
     out
 }
 
+/// Six standard normals per lane (as `philox::normals6`).
+#[inline(always)]
+pub fn normals6_lanes(w: &[U; 4]) -> [F; 6] {
+    let mut out = [[0.0f32; LANES]; 6];
+    for i in 0..LANES {
+        let z = philox::normals6([w[0][i], w[1][i], w[2][i], w[3][i]]);
+        for (o, v) in out.iter_mut().zip(z) {
+            o[i] = v;
+        }
+    }
+    out
+}
+
 /// The random numbers of one step for particles `start..start + uniforms.len()`: the switch
 /// uniform and the four process-noise normals (`normals[c][i]`), all from one Philox block per
 /// particle (`philox::spare_uniform`). A pass of its own: in this
@@ -274,14 +287,20 @@ mod tests {
             assert_eq!([w[0][i], w[1][i], w[2][i], w[3][i]], s);
         }
         let n = normals4_lanes(&w);
+        let n6 = normals6_lanes(&w);
         for (i, &p) in particles.iter().enumerate() {
-            let s = philox::normals4(philox::draw(0x1234_5678_9abc, 42, 3, p, Stream::Predict));
+            let block = philox::draw(0x1234_5678_9abc, 42, 3, p, Stream::Predict);
+            let s = philox::normals4(block);
             for k in 0..4 {
                 assert_eq!(
                     n[k][i].to_bits(),
                     s[k].to_bits(),
                     "lane and scalar draws are identical"
                 );
+            }
+            let s6 = philox::normals6(block);
+            for k in 0..6 {
+                assert_eq!(n6[k][i].to_bits(), s6[k].to_bits());
             }
         }
     }

@@ -136,7 +136,7 @@ fn compact_array_at_48_khz_keeps_its_track() {
     );
     assert_eq!((s.births, s.deletions), (1, 0));
     assert_eq!(a.within_pct, 100.0, "{a}");
-    // 0.053-0.198 m over tracker seeds 1-6 (the range of a source 5-10 m from a 2 m array is
+    // 0.021-0.116 m over tracker seeds 1-6 (the range of a source 5-10 m from a 2 m array is
     // its least certain axis).
     assert!(a.rmse_m < 0.3, "{a}");
 }
@@ -487,11 +487,15 @@ fn birth_search_during_the_step_changes_nothing() {
 /// from a compact array its estimate still matches the frame's TDOAs, so it used to count as
 /// supported and coast outside for good. The workload: the `tetra` scene at 48 kHz, the top of
 /// the search volume 0.5 m above the diver, and one low-noise constant-velocity model, which
-/// cannot follow the diver from a standing start and drifts up through the top (before the fix:
-/// reported above it for 14.5 s on end; now deleted after `tracker.delete_after_s`, 3 s).
+/// often cannot follow the diver from a standing start and drifts up through the top (before the
+/// fix: reported above it for 14.5 s on end; now deleted after `tracker.delete_after_s`, 3 s).
+/// With every resampling regularised the model follows the diver more often: of tracker seeds
+/// 1-6 only seed 4 drifts out (top 0.5 or 0.3 m above the diver), so the test takes seed 4, and
+/// its first assertion fails loudly should a change of random streams keep the track inside.
 #[test]
 fn a_track_outside_the_bounds_is_deleted() {
     let (mut cfg, wav, truth, dir) = tetra_at_48_khz("tetra-48k-quiet", 20.0);
+    cfg.tracker.seed = 4;
     cfg.gcc.frame_samples = Some(4096);
     cfg.tracker.particles = 2000;
     cfg.tracker.models.retain(|m| m.name == "quiet");

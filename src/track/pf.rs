@@ -851,22 +851,15 @@ fn roughen_chunk(
     while b < len {
         let cnt = (len - b).min(LANES);
         let idx: U = std::array::from_fn(|i| (ch.start + b + if i < cnt { i } else { 0 }) as u32);
-        let za = fastmath::normals4_lanes(&fastmath::draw_lanes(
+        let zl = fastmath::normals6_lanes(&fastmath::draw_lanes(
             seed,
             frame,
             track,
             &idx,
             Stream::Roughen,
         ));
-        let zb = fastmath::normals4_lanes(&fastmath::draw_lanes(
-            seed,
-            frame,
-            track,
-            &idx,
-            Stream::Roughen2,
-        ));
         for i in 0..cnt {
-            let z = [za[0][i], za[1][i], za[2][i], za[3][i], zb[0][i], zb[1][i]];
+            let z = zl.map(|lane| lane[i]);
             let mut part = [0.0f32; 8];
             for c in 0..STATE_DIM {
                 part[c] = ch.s[c][b + i];
@@ -886,7 +879,7 @@ pub fn roughen_factor(cov: &[[f64; 6]; 6], h: f64) -> [[f32; 6]; 6] {
     l.map(|row| row.map(|v| (h * v) as f32))
 }
 
-/// Move one particle by `l z` with z six standard normals from its Philox blocks.
+/// Move one particle by `l z` with z six standard normals from its Philox block.
 pub fn roughen(
     part: &mut [f32; 8],
     l: &[[f32; 6]; 6],
@@ -896,9 +889,8 @@ pub fn roughen(
     i: u32,
     mode: TrackMode,
 ) {
-    let a = philox::normals4(philox::draw(seed, frame, slot, i, Stream::Roughen));
-    let b = philox::normals4(philox::draw(seed, frame, slot, i, Stream::Roughen2));
-    jitter(part, l, &[a[0], a[1], a[2], a[3], b[0], b[1]], mode);
+    let z = philox::normals6(philox::draw(seed, frame, slot, i, Stream::Roughen));
+    jitter(part, l, &z, mode);
 }
 
 #[inline(always)]
