@@ -446,10 +446,10 @@ pub struct CudaParticleFilter {
     live_count: u32,
     /// The live step launched ahead of its measurement, if any.
     prepared: Option<Prepared>,
-    /// A resampling (`Seq::Resample`, for this many tracks) that the last step left for
-    /// between frames (`ParticleFilter::flush`), and the error of such a launch, which the
-    /// next call reports (see `settle`).
-    deferred: Option<usize>,
+    /// A resampling (`Seq::Resample`, for this many tracks, with these flags) that the last
+    /// step left for between frames (`ParticleFilter::flush`), and the error of such a launch,
+    /// which the next call reports (see `settle`).
+    deferred: Option<(usize, Vec<u32>)>,
     deferred_err: Option<BackendError>,
 }
 
@@ -1327,7 +1327,9 @@ impl CudaParticleFilter {
     }
 
     fn launch_deferred(&mut self) {
-        if let Some(t) = self.deferred.take() {
+        if let Some((t, flags)) = self.deferred.take() {
+            // The step's sums stay in `down` until the next step, which settles this first.
+            self.put_roughening(&flags);
             if let Err(e) = self.run_graph(t, Seq::Resample) {
                 self.deferred_err.get_or_insert(e);
             }
@@ -1490,17 +1492,17 @@ impl CudaParticleFilter {
             .filter(|&i| flags[i] == FLAG_TEMPER || flags[i] == FLAG_DEGENERATE)
             .collect();
         if flags.contains(&FLAG_RESAMPLE) {
-            self.put_roughening(&flags);
             if early && slow.is_empty() && live.is_some() {
-                // A live step's (a frame at a time, launched ahead): launched between frames
-                // (`flush`), or by the next call, so that the estimate comes back without the
-                // launch's host time (about 2 us), and the device still runs the resampling
-                // before anything queued after it. Replays keep the launch here: there the
+                // A live step's (a frame at a time, launched ahead): its factors worked out and
+                // its launch made between frames (`flush`), or by the next call, so that the
+                // estimate comes back without that host time (about 2 us), and the device still
+                // runs the resampling before anything queued after it. Replays keep the launch here: there the
                 // next step follows at once, and a resampling launched with it would keep the
                 // device idle until then (measured: 22 -> 28 us per frame back to back, and
                 // `pier_five` at 262,144 particles 83 -> 100 us).
-                self.deferred = Some(t);
+                self.deferred = Some((t, flags.clone()));
             } else {
+                self.put_roughening(&flags);
                 self.run_graph(t, Seq::Resample)?;
                 self.timer.stop(&s)?;
             }
