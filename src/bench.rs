@@ -563,12 +563,10 @@ pub fn time_live_frame(
                 }
                 asm.recycle(f);
             }
+            let t = Instant::now();
+            pipe.between_frames();
             if timed_here {
-                let t = Instant::now();
-                pipe.between_frames();
                 launches.push(t.elapsed().as_secs_f64());
-            } else {
-                pipe.between_frames();
             }
             let t = Instant::now();
             asm.send_ahead();

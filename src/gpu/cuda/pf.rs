@@ -446,10 +446,10 @@ pub struct CudaParticleFilter {
     live_count: u32,
     /// The live step launched ahead of its measurement, if any.
     prepared: Option<Prepared>,
-    /// A resampling (`Seq::Resample`, for this many tracks, with these flags) that the last
-    /// step left for between frames (`ParticleFilter::flush`), and the error of such a launch,
-    /// which the next call reports (see `settle`).
-    deferred: Option<(usize, Vec<u32>)>,
+    /// A resampling (`Seq::Resample`, for this many tracks) that the last step left for
+    /// between frames (`ParticleFilter::flush`), and the error of such a launch, which the
+    /// next call reports (see `settle`).
+    deferred: Option<usize>,
     deferred_err: Option<BackendError>,
 }
 
@@ -1312,8 +1312,6 @@ impl CudaParticleFilter {
         }
     }
 
-    /// Withdraw the live step waiting for its measurement, if any, and wait until its kernels
-    /// have seen that and ended (so that `up` may be written again).
     /// Launch the resampling the last step deferred (`flush`), if it is still waiting, and
     /// report a failure of that launch, here or between frames: every call that queues work
     /// or reads the particles starts with this, so the device sees the same order of work
@@ -1327,15 +1325,18 @@ impl CudaParticleFilter {
     }
 
     fn launch_deferred(&mut self) {
-        if let Some((t, flags)) = self.deferred.take() {
-            // The step's sums stay in `down` until the next step, which settles this first.
-            self.put_roughening(&flags);
+        if let Some(t) = self.deferred.take() {
+            // The step's flags and sums stay in `down` until the next step, which settles this
+            // first.
+            self.put_roughening(t);
             if let Err(e) = self.run_graph(t, Seq::Resample) {
                 self.deferred_err.get_or_insert(e);
             }
         }
     }
 
+    /// Withdraw the live step waiting for its measurement, if any, and wait until its kernels
+    /// have seen that and ended (so that `up` may be written again).
     fn cancel_prepared(&mut self) -> Result<(), BackendError> {
         if let Some(pr) = self.prepared.take() {
             self.write_stamp(pr.value | LIVE_CANCEL)?;
@@ -1496,13 +1497,13 @@ impl CudaParticleFilter {
                 // A live step's (a frame at a time, launched ahead): its factors worked out and
                 // its launch made between frames (`flush`), or by the next call, so that the
                 // estimate comes back without that host time (about 2 us), and the device still
-                // runs the resampling before anything queued after it. Replays keep the launch here: there the
-                // next step follows at once, and a resampling launched with it would keep the
-                // device idle until then (measured: 22 -> 28 us per frame back to back, and
-                // `pier_five` at 262,144 particles 83 -> 100 us).
-                self.deferred = Some((t, flags.clone()));
+                // runs the resampling before anything queued after it. Replays keep the launch
+                // here: there the next step follows at once, and a resampling launched with it
+                // would keep the device idle until then (measured: 22 -> 28 us per frame back
+                // to back, and `pier_five` at 262,144 particles 83 -> 100 us).
+                self.deferred = Some(t);
             } else {
-                self.put_roughening(&flags);
+                self.put_roughening(t);
                 self.run_graph(t, Seq::Resample)?;
                 self.timer.stop(&s)?;
             }
@@ -1574,23 +1575,22 @@ impl CudaParticleFilter {
         Ok(())
     }
 
-    /// The roughening factor of each track that resamples after the usual step (flag
-    /// FLAG_RESAMPLE), from its sums in `down`, into `up` at `lay.rough` (36 f32 by track
-    /// index): the CPU twin's `roughen_factor` of the same covariance, at `ROUGHEN_RESAMPLE_H`.
+    /// The roughening factor of each of the step's `t` tracks that resamples after the usual
+    /// step (flag FLAG_RESAMPLE), from its flag and sums in `down`, into `up` at `lay.rough`
+    /// (36 f32 by track index): the CPU twin's `roughen_factor` of the same covariance, at
+    /// `ROUGHEN_RESAMPLE_H`.
     /// Worked out here, where the sums already are, rather than by one device thread's f64
     /// Cholesky factorisation inside the resampling, which held its block for microseconds
     /// (BENCHMARKS.md, "Kept: regularised after every resampling").
-    fn put_roughening(&mut self, flags: &[u32]) {
+    fn put_roughening(&mut self, t: usize) {
+        let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
         let mut cov = [[0.0f64; 6]; 6];
         for (i, _) in flags
             .iter()
             .enumerate()
             .filter(|(_, f)| **f == FLAG_RESAMPLE)
         {
-            let at = self.lay.sums + i * PART * 8;
-            let mut sums = [0.0f64; PART];
-            bytemuck::cast_slice_mut::<f64, u8>(&mut sums)
-                .copy_from_slice(&self.down.as_slice()[at..at + PART * 8]);
+            let sums: Vec<f64> = get(self.down.as_slice(), self.lay.sums + i * PART * 8, PART);
             cloud_moments(&Self::unpack(&sums).1, &mut cov);
             let l: [f32; 36] = bytemuck::cast(roughen_factor(&cov, ROUGHEN_RESAMPLE_H));
             put(self.up.as_mut_slice(), self.lay.rough + i * 36 * 4, &l);
