@@ -18,7 +18,7 @@ fn cpu() -> ReplayOptions {
 }
 
 /// A short simulated room scene (6 channels, 16 kHz) written as 32-bit float.
-fn room(name: &str, seconds: f64) -> std::path::PathBuf {
+fn room(name: &str, seconds: f64) -> common::TmpDir {
     let dir = common::tmp_dir(name);
     let mut spec = SceneSpec::preset("room").unwrap();
     spec.duration_s = seconds;

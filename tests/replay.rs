@@ -109,7 +109,7 @@ fn tetra_at_48_khz(
     sonotrack::config::Config,
     std::path::PathBuf,
     Option<sonotrack::scene::Truth>,
-    std::path::PathBuf,
+    common::TmpDir,
 ) {
     let dir = common::tmp_dir(name);
     let mut spec = SceneSpec::preset("tetra").unwrap();
@@ -127,7 +127,7 @@ fn tetra_at_48_khz(
 /// 8 s, 33 % of frames within 2 m). The track born first must live and follow the diver.
 #[test]
 fn compact_array_at_48_khz_keeps_its_track() {
-    let (cfg, wav, truth, _) = tetra_at_48_khz("sim-tetra-48k", 8.0);
+    let (cfg, wav, truth, _dir) = tetra_at_48_khz("sim-tetra-48k", 8.0);
     let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
     let a = s.accuracy.unwrap();
     eprintln!(

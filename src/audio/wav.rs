@@ -287,10 +287,31 @@ pub fn write_wav(
 mod tests {
     use super::*;
 
-    fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("sonotrack-wav-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d.join(name)
+    /// A file name in the temporary directory for one test; the file is removed when the
+    /// test is done with it.
+    fn tmp(name: &str) -> TmpFile {
+        TmpFile(std::env::temp_dir().join(format!("sonotrack-wav-{}-{name}", std::process::id())))
+    }
+
+    struct TmpFile(PathBuf);
+
+    impl std::ops::Deref for TmpFile {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for TmpFile {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TmpFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
 
     #[test]

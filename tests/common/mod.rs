@@ -19,10 +19,43 @@ pub fn shared_scene(name: &str) -> Option<PathBuf> {
     }
 }
 
-/// A fresh temporary directory for one test.
-pub fn tmp_dir(name: &str) -> PathBuf {
+/// A fresh temporary directory for one test, removed when the test is done with it (kept,
+/// with its path printed, when the test fails, for a look at what it wrote).
+pub fn tmp_dir(name: &str) -> TmpDir {
     let d = std::env::temp_dir().join(format!("sonotrack-it-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("temporary directory");
-    d
+    TmpDir(d)
+}
+
+/// See [`tmp_dir`].
+pub struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TmpDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TmpDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for a look: {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
