@@ -154,6 +154,33 @@ impl ArrayGeometry {
             / self.speed_of_sound_m_s
     }
 
+    /// The gradient of a pair's TDOA with respect to the source position `p` (s/m).
+    pub fn tdoa_gradient(&self, p: &Vector3<f64>, pair: &Pair) -> Vector3<f64> {
+        let da = p - self.sensor(pair.a);
+        let db = p - self.sensor(pair.b);
+        (da / da.norm().max(1e-9) - db / db.norm().max(1e-9)) / self.speed_of_sound_m_s
+    }
+
+    /// The position spread (m, the root of the covariance's trace) that `pairs`' TDOAs, each
+    /// with independent noise `sigma_s`, leave at `p`: σ² (JᵀJ)⁻¹ with J the TDOAs' gradients.
+    /// None where the pairs leave a direction unobservable there. (Pairs that share sensors
+    /// are not independent, so this is a little narrower than the truth: a yardstick, not a
+    /// bound.)
+    pub fn tdoa_spread_m(&self, pairs: &[Pair], p: &Vector3<f64>, sigma_s: f64) -> Option<f64> {
+        let mut jtj = Matrix3::<f64>::zeros();
+        for pair in pairs {
+            let g = self.tdoa_gradient(p, pair);
+            jtj += g * g.transpose();
+        }
+        let ev = jtj.symmetric_eigenvalues();
+        if !(ev.max() > 0.0) || ev.min() <= 1e-12 * ev.max() {
+            return None;
+        }
+        let cov = jtj.try_inverse()? * (sigma_s * sigma_s);
+        let spread = cov.trace().max(0.0).sqrt();
+        spread.is_finite().then_some(spread)
+    }
+
     /// The far-field TDOA of a pair for a unit direction `u` pointing from the array to the source.
     pub fn tdoa_far_s(&self, u: &Vector3<f64>, pair: &Pair) -> f64 {
         (self.sensor(pair.b) - self.sensor(pair.a)).dot(u) / self.speed_of_sound_m_s
@@ -202,6 +229,53 @@ mod tests {
         assert_eq!(a, vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]);
         let p = g.pairs(PairMode::All, 0)[3];
         assert!((p.max_tdoa_s - 2f64.sqrt() / 1500.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn tdoa_spread_grows_with_range_and_noise() {
+        let g = tetra();
+        let pairs = g.pairs(PairMode::All, 0);
+        let sigma = 1e-5;
+        let dir = Vector3::new(1.0, 2.0, -2.0).normalize();
+        let at = |r: f64| {
+            g.tdoa_spread_m(&pairs, &(g.centroid() + dir * r), sigma)
+                .unwrap()
+        };
+        // Near the array the spread is of the order of c sigma (1.5 cm); far from it the range
+        // axis dominates and grows as the square of the range.
+        assert!(at(0.5) < 0.1, "{}", at(0.5));
+        let ratio = at(40.0) / at(20.0);
+        assert!((ratio - 4.0).abs() < 0.2, "{ratio}");
+        assert!(
+            (g.tdoa_spread_m(&pairs, &(dir * 20.0), 2.0 * sigma).unwrap()
+                / g.tdoa_spread_m(&pairs, &(dir * 20.0), sigma).unwrap()
+                - 2.0)
+                .abs()
+                < 1e-9
+        );
+        // The multilateration's covariance is the same matrix at the same noise.
+        let x = g.centroid() + dir * 10.0;
+        let obs: Vec<_> = pairs
+            .iter()
+            .map(|p| crate::dsp::multilat::Obs {
+                pair: *p,
+                tdoa_s: g.tdoa_s(&x, p),
+            })
+            .collect();
+        let fix = crate::dsp::multilat::locate(&g, &obs, sigma, None, &[x]).unwrap();
+        let from_fix = fix.covariance.trace().sqrt();
+        let spread = g.tdoa_spread_m(&pairs, &x, sigma).unwrap();
+        assert!(
+            (from_fix / spread - 1.0).abs() < 1e-3,
+            "{from_fix} {spread}"
+        );
+        // A line array cannot see rotations about its axis.
+        let line = ArrayGeometry::new(vec![[0.0; 3], [1.0, 0.0, 0.0], [2.0, 0.0, 0.0]], 1500.0);
+        let lp = line.pairs(PairMode::All, 0);
+        assert!(
+            line.tdoa_spread_m(&lp, &Vector3::new(3.0, 4.0, 5.0), sigma)
+                .is_none()
+        );
     }
 
     #[test]

@@ -30,10 +30,9 @@ pub struct Obs {
 
 fn residual_and_jacobian(geo: &ArrayGeometry, obs: &Obs, x: &Vector3<f64>) -> (f64, Vector3<f64>) {
     let c = geo.speed_of_sound_m_s;
-    let da = x - geo.sensor(obs.pair.a);
-    let db = x - geo.sensor(obs.pair.b);
-    let (ra, rb) = (da.norm().max(1e-9), db.norm().max(1e-9));
-    ((ra - rb) / c - obs.tdoa_s, (da / ra - db / rb) / c)
+    let ra = (x - geo.sensor(obs.pair.a)).norm().max(1e-9);
+    let rb = (x - geo.sensor(obs.pair.b)).norm().max(1e-9);
+    ((ra - rb) / c - obs.tdoa_s, geo.tdoa_gradient(x, &obs.pair))
 }
 
 /// Robust Levenberg–Marquardt from one start. Returns (position, robust cost).

@@ -443,6 +443,7 @@ impl TrackManager {
 
         let mut reports = Vec::with_capacity(self.tracks.len() + 1);
         let spread_limit = spread_limit_m(&self.geo);
+        let sigma = f64::from(self.sigma_s);
         let mut dead = Vec::new();
         for (i, t) in self.tracks.iter_mut().enumerate() {
             let step = self.steps[i];
@@ -506,9 +507,12 @@ impl TrackManager {
                 Some("its estimate is not finite".to_string())
             } else if t.miss_s > self.delete_after_s {
                 Some(format!("no support for {:.1} s", t.miss_s))
-            } else if three_d && pos_sd > spread_limit {
+            } else if three_d
+                && pos_sd > spread_limit
+                && pos_sd > DIVERGED_SPREADS * tdoa_spread(&self.geo, &self.pairs, &t.est, sigma)
+            {
                 Some(format!(
-                    "its position spread {pos_sd:.1} m exceeds twice the array's aperture"
+                    "its position spread {pos_sd:.1} m exceeds twice the array's aperture and {DIVERGED_SPREADS} times what the TDOAs leave there"
                 ))
             } else {
                 None
@@ -754,10 +758,30 @@ fn fix_sigma_s(params: &FilterParams, sample_rate_hz: f64) -> f64 {
     f64::from(params.tdoa_std_s).max(2.0 / sample_rate_hz)
 }
 
-/// A 3-D track whose position spread (the root of its covariance's trace) exceeds this has
-/// diverged and is deleted: twice the array's aperture, at least 2 m.
+/// A 3-D track has diverged, and is deleted, when its position spread (the root of its
+/// covariance's trace) exceeds both this, twice the array's aperture (at least 2 m), and
+/// DIVERGED_SPREADS times the spread that one frame's TDOAs leave at its position
+/// ([`tdoa_spread`]).
 fn spread_limit_m(geo: &ArrayGeometry) -> f64 {
     2.0 * geo.aperture_m().max(1.0)
+}
+
+/// See [`spread_limit_m`]. Near an array, one frame's spread is centimetres and the aperture
+/// decides. Far from a compact array it is metres along the range: there a track that follows
+/// its source keeps a range spread of several metres for seconds, and with the aperture alone
+/// the `tetra` array (2 m) at 12-16 m deleted every newborn track at its first update (23
+/// born and 22 deleted in 10 s).
+const DIVERGED_SPREADS: f64 = 4.0;
+
+/// The position spread one frame's TDOAs (every pair, at the tracker's TDOA noise `sigma_s`)
+/// leave at a track's estimated position; 0 where the geometry leaves a direction unobservable
+/// there, or the estimate is not finite (the aperture alone then decides).
+fn tdoa_spread(geo: &ArrayGeometry, pairs: &[Pair], est: &Estimate, sigma_s: f64) -> f64 {
+    let p = Vector3::new(est.mean[0], est.mean[1], est.mean[2]);
+    if !p.iter().all(|v| v.is_finite()) {
+        return 0.0;
+    }
+    geo.tdoa_spread_m(pairs, &p, sigma_s).unwrap_or(0.0)
 }
 
 /// Multilaterate the best peak of each informative pair: the fix (if any) and how many pairs
