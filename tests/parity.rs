@@ -593,26 +593,11 @@ impl Correlator for NotAhead {
     }
 }
 
-/// The live path end to end, one frame at a time as capture delivers them: with the filter's
-/// steps launched beside the correlation and their measurement built on the device from the
-/// correlator's peaks, every report is what the same GPU backends give with plain steps, to
-/// the last bit (frames with a NaN sample, which are correlated again and stepped plainly,
-/// and a dead channel, whose pairs the device leaves out as the host does, included). The same
-/// again with the frames in the correlator's mapped memory, which the device reads where the
-/// assembler wrote them (and where the checks zero a NaN while the first correlation runs),
-/// their first samples sent to the device between frames as the daemon does (a frame written
-/// after that, here the NaN and dead-channel frames, is read from host memory whole).
-#[test]
-fn live_pipeline_agrees_with_plain_steps() {
-    use sonotrack::audio::assembler::FrameAssembler;
+/// The live-path workload of these tests: 4 s of the `tetra` scene in frames of 4096 samples,
+/// 2,000 particles: its configuration, its audio (interleaved) and its channel count.
+fn live_workload() -> (sonotrack::config::Config, Vec<f32>, usize) {
     use sonotrack::audio::sim::{SceneSpec, SimSource};
     use sonotrack::audio::{AudioSource, ReadResult};
-    use sonotrack::output::SinkSet;
-    use sonotrack::pipeline::{Pipeline, PipelineOptions};
-    use sonotrack::track::FilterParams;
-    if !cuda_present() {
-        return;
-    }
     let mut spec = SceneSpec::preset("tetra").unwrap();
     spec.duration_s = 4.0;
     let mut cfg = spec.config();
@@ -625,22 +610,53 @@ fn live_pipeline_agrees_with_plain_steps() {
     while let ReadResult::Samples(n) = src.read(&mut buf).unwrap() {
         audio.extend_from_slice(&buf[..n * ch]);
     }
+    (cfg, audio, ch)
+}
+
+/// A live pipeline (a frame at a time, as capture delivers them) with these backends.
+fn live_pipeline(
+    cfg: &sonotrack::config::Config,
+    cor: Box<dyn Correlator>,
+    pf: Box<dyn ParticleFilter>,
+) -> sonotrack::pipeline::Pipeline {
+    use sonotrack::output::SinkSet;
+    use sonotrack::pipeline::{Pipeline, PipelineOptions};
+    let backends = sonotrack::backend::select(cfg, BackendChoice::Cpu).unwrap();
+    Pipeline::new(
+        cfg,
+        backends,
+        SinkSet::default(),
+        PipelineOptions {
+            live: true,
+            ..Default::default()
+        },
+    )
+    .with_backends(cor, pf)
+}
+
+/// The live path end to end, one frame at a time as capture delivers them: with the filter's
+/// steps launched beside the correlation and their measurement built on the device from the
+/// correlator's peaks, every report is what the same GPU backends give with plain steps, to
+/// the last bit (frames with a NaN sample, which are correlated again and stepped plainly,
+/// and a dead channel, whose pairs the device leaves out as the host does, included). The same
+/// again with the frames in the correlator's mapped memory, which the device reads where the
+/// assembler wrote them (and where the checks zero a NaN while the first correlation runs),
+/// their first samples sent to the device between frames as the daemon does (a frame written
+/// after that, here the NaN and dead-channel frames, is read from host memory whole).
+#[test]
+fn live_pipeline_agrees_with_plain_steps() {
+    use sonotrack::audio::assembler::FrameAssembler;
+    use sonotrack::track::FilterParams;
+    if !cuda_present() {
+        return;
+    }
+    let (cfg, audio, ch) = live_workload();
     let mut runs = Vec::new();
     for (ahead, mapped) in [(true, false), (false, false), (true, true)] {
         let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
         let cor: Box<dyn Correlator> = if ahead { cor } else { Box::new(NotAhead(cor)) };
         let pf = gpu::particle_filter(FilterParams::from_config(&cfg)).unwrap();
-        let backends = sonotrack::backend::select(&cfg, BackendChoice::Cpu).unwrap();
-        let mut pipe = Pipeline::new(
-            &cfg,
-            backends,
-            SinkSet::default(),
-            PipelineOptions {
-                live: true,
-                ..Default::default()
-            },
-        )
-        .with_backends(cor, pf);
+        let mut pipe = live_pipeline(&cfg, cor, pf);
         let mut asm = FrameAssembler::for_config(&cfg, 0);
         let alloc = pipe.frame_allocator();
         // (None where the GPU does not map host memory, or with SONOTRACK_NO_MAPPED_FRAMES=1.)
@@ -702,4 +718,81 @@ fn live_pipeline_agrees_with_plain_steps() {
     }
     assert_eq!(runs[0], runs[1]);
     assert_eq!(runs[2], runs[1]);
+}
+
+/// A GPU failure between frames on the live path: from frame 40 on, the resampling that a live
+/// step leaves for between frames (`Pipeline::between_frames`) is not launched (injected). The
+/// next frame's call reports it, and the pipeline moves to the CPU, redoes that frame there and
+/// goes on: every frame is processed, the switch is counted once, the track goes on, and the
+/// reports before the failure are those of a run without it, to the last bit.
+#[cfg(feature = "cuda")]
+#[test]
+fn a_failed_launch_between_frames_moves_to_the_cpu() {
+    use sonotrack::audio::assembler::FrameAssembler;
+    use sonotrack::gpu::cuda::pf::CudaParticleFilter;
+    use sonotrack::track::FilterParams;
+    if !cuda_present() {
+        return;
+    }
+    let (cfg, audio, ch) = live_workload();
+    const FAIL_AT: u64 = 40;
+    let run = |fail: bool| {
+        let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
+        let g = gpu::cuda::gpu().unwrap();
+        let mut pf = CudaParticleFilter::new(g, FilterParams::from_config(&cfg)).unwrap();
+        if fail {
+            pf.fail_deferred_launches_from(FAIL_AT);
+        }
+        let mut pipe = live_pipeline(&cfg, cor, Box::new(pf));
+        let mut asm = FrameAssembler::for_config(&cfg, 0);
+        asm.set_allocator(pipe.frame_allocator());
+        let (mut out, mut frames) = (Vec::new(), 0u64);
+        for period in audio.chunks(1024 * ch) {
+            asm.push(period);
+            while let Some(mut f) = asm.pop() {
+                frames += 1;
+                for r in pipe.process(&mut f).unwrap() {
+                    out.push((f.seq, r.id, r.position.map(f64::to_bits)));
+                }
+                asm.recycle(f);
+            }
+            pipe.between_frames();
+            asm.send_ahead();
+        }
+        (pipe, out, frames)
+    };
+    let (plain, base, _) = run(false);
+    assert_eq!(plain.backend(), "cuda");
+    if plain.tracker().prepared_steps == 0 {
+        eprintln!("skipped: this GPU prepares no live steps, so none defers its resampling");
+        return;
+    }
+    let (pipe, out, frames) = run(true);
+    let c = &pipe.counters;
+    eprintln!(
+        "{frames} frames, {} processed, {} dropped, backend {}, {} switch(es); {} reports against {}",
+        c.frames_processed,
+        c.frames_dropped(),
+        pipe.backend(),
+        c.backend_switches,
+        out.len(),
+        base.len()
+    );
+    assert_eq!(pipe.backend(), "cpu");
+    assert_eq!(c.backend_switches, 1);
+    assert_eq!((c.frames_in, c.frames_processed), (frames, frames));
+    // Up to the failure, the GPU's own reports; the first that differs comes after it.
+    let first = out.iter().zip(&base).position(|(a, b)| a != b);
+    let first_seq = first.map_or(u64::MAX, |i| out[i].0);
+    assert!(
+        first_seq > FAIL_AT,
+        "reports differ from frame {first_seq} on"
+    );
+    assert!(out.iter().filter(|r| r.0 <= FAIL_AT).count() > 10);
+    // The track goes on after the switch, to the end.
+    let last = base.last().unwrap().0;
+    assert!(
+        out.iter().any(|r| r.0 + 5 >= last),
+        "no reports near the end"
+    );
 }

@@ -451,6 +451,11 @@ pub struct CudaParticleFilter {
     /// next call reports (see `settle`).
     deferred: Option<usize>,
     deferred_err: Option<BackendError>,
+    /// The frame of the step whose resampling `deferred` holds.
+    deferred_frame: u64,
+    /// Fault injection (tests): deferred resamplings of steps from this frame on are not
+    /// launched and report a failure instead (see [`Self::fail_deferred_launches_from`]).
+    fail_deferred_from: Option<u64>,
 }
 
 /// pf_step_live's stamp: a word in device memory that the kernel polls, which the host sets
@@ -603,6 +608,14 @@ fn get<T: Pod>(buf: &[u8], at: usize, len: usize) -> Vec<T> {
 }
 
 impl CudaParticleFilter {
+    /// Fault injection for tests: from the step of frame `frame` on, a resampling left for
+    /// between frames is not launched, and the next call reports that failure, as it would a
+    /// device that failed between frames (the pipeline then redoes the frame on the CPU).
+    #[doc(hidden)]
+    pub fn fail_deferred_launches_from(&mut self, frame: u64) {
+        self.fail_deferred_from = Some(frame);
+    }
+
     pub fn new(gpu: Arc<Gpu>, p: FilterParams) -> Result<Self, BackendError> {
         if p.selection == ModelSelection::Nearest {
             return Err(BackendError::new(
@@ -759,6 +772,8 @@ impl CudaParticleFilter {
             prepared: None,
             deferred: None,
             deferred_err: None,
+            deferred_frame: 0,
+            fail_deferred_from: None,
             n,
             k,
             p,
@@ -1326,6 +1341,19 @@ impl CudaParticleFilter {
 
     fn launch_deferred(&mut self) {
         if let Some(t) = self.deferred.take() {
+            if self
+                .fail_deferred_from
+                .is_some_and(|f| self.deferred_frame >= f)
+            {
+                self.deferred_err.get_or_insert(BackendError::new(
+                    "cuda",
+                    format!(
+                        "injected failure: the resampling of frame {} was not launched",
+                        self.deferred_frame
+                    ),
+                ));
+                return;
+            }
             // The step's flags and sums stay in `down` until the next step, which settles this
             // first.
             self.put_roughening(t);
@@ -1502,6 +1530,7 @@ impl CudaParticleFilter {
                 // would keep the device idle until then (measured: 22 -> 28 us per frame back
                 // to back, and `pier_five` at 262,144 particles 83 -> 100 us).
                 self.deferred = Some(t);
+                self.deferred_frame = meas.frame;
             } else {
                 self.put_roughening(t);
                 self.run_graph(t, Seq::Resample)?;
