@@ -114,8 +114,17 @@ pub struct TrackReport {
 /// What the birth search reads, borrowed field by field (so that the filter bank can be
 /// borrowed mutably beside it while a GPU step runs).
 macro_rules! birth_inputs {
-    ($m:expr) => {
+    ($m:expr, $t_centre_s:expr) => {
         BirthInputs {
+            claims: $m
+                .tracks
+                .iter()
+                .map(|t| {
+                    let lag = ($t_centre_s - t.t_state_s) as f32;
+                    let (pred, _, wide) = track_tdoas(&$m.params, &$m.geo, &$m.meas, &t.est, lag);
+                    (pred, wide)
+                })
+                .collect(),
             geo: &$m.geo,
             pairs: &$m.pairs,
             meas: &$m.meas,
@@ -138,6 +147,12 @@ struct Track {
     /// Informative time without support since the last supported frame.
     miss_s: f64,
     frames: u64,
+    /// This frame's predicted TDOA for every pair and the gate within which a peak supports
+    /// the track (see [`track_tdoas`]).
+    claim: (Vec<f32>, f32),
+    /// How long the track has predicted the same TDOAs as an older one (see
+    /// [`DUPLICATE_AFTER_S`]).
+    shared_s: f64,
 }
 
 /// A multilateration fix kept for births.
@@ -430,7 +445,7 @@ impl TrackManager {
         let mut early_fix = None;
         if !self.steps.is_empty() {
             let start = std::time::Instant::now();
-            let inputs = birth_inputs!(self);
+            let inputs = birth_inputs!(self, t_centre_s);
             let mut meanwhile = || {
                 if want_birth {
                     early_fix = Some(birth_fix(&inputs));
@@ -473,14 +488,10 @@ impl TrackManager {
             }
             t.frames += 1;
             let mut res = Vec::new();
-            let support = support(
-                &self.params,
-                &self.geo,
-                &self.meas,
-                &t.est,
-                step.lag_s,
-                &mut res,
-            );
+            let (pred, gate, wide) =
+                track_tdoas(&self.params, &self.geo, &self.meas, &t.est, step.lag_s);
+            let support = support(&self.meas, &pred, gate, wide, &mut res);
+            t.claim = (pred, gate);
             for r in res {
                 self.residuals.push(r);
             }
@@ -537,6 +548,7 @@ impl TrackManager {
                 self.params.mode,
             ));
         }
+        self.find_duplicates(&mut dead, &mut reports);
         for (i, why) in dead.iter().rev() {
             let t = self.tracks.remove(*i);
             log::info!("track {} deleted at {:.2} s ({why})", t.id, t_centre_s);
@@ -555,6 +567,57 @@ impl TrackManager {
         Ok(reports)
     }
 
+    /// Tracks that follow the same source as an older track: each frame in which a track
+    /// predicts every informative pair's TDOA within the gate of an older live track counts
+    /// towards [`DUPLICATE_AFTER_S`], after which the younger is deleted (added to `dead`, kept
+    /// in index order, and its report of this frame withdrawn). A second track can be born
+    /// beside a first from peaks that the first does not claim (a reflection, or the first
+    /// lagging its source) and then slide onto the first's source.
+    fn find_duplicates(&mut self, dead: &mut Vec<(usize, String)>, reports: &mut Vec<TrackReport>) {
+        let informative: Vec<usize> = (0..self.pairs.len())
+            .filter(|&p| self.meas.floor[p] <= 0.5)
+            .collect();
+        for j in 1..self.tracks.len() {
+            if dead.iter().any(|d| d.0 == j) {
+                continue;
+            }
+            let tj = &self.tracks[j];
+            let older = (0..j)
+                .filter(|i| !dead.iter().any(|d| d.0 == *i))
+                .find(|&i| {
+                    let ti = &self.tracks[i];
+                    let gate = ti.claim.1.max(tj.claim.1);
+                    let n = self.pairs.len();
+                    !informative.is_empty()
+                        && ti.claim.0.len() == n
+                        && tj.claim.0.len() == n
+                        && informative
+                            .iter()
+                            .all(|&p| (ti.claim.0[p] - tj.claim.0[p]).abs() <= gate)
+                });
+            let dt = f64::from(self.steps[j].dt_s);
+            let tj = &mut self.tracks[j];
+            match older {
+                Some(_) => tj.shared_s += dt,
+                // (A frame without an informative pair says nothing either way.)
+                None if informative.is_empty() => {}
+                None => tj.shared_s = 0.0,
+            }
+            if let Some(i) = older.filter(|_| tj.shared_s >= DUPLICATE_AFTER_S) {
+                let id = tj.id;
+                reports.retain(|r| r.id != id);
+                dead.push((
+                    j,
+                    format!(
+                        "it has followed the same source as track {} for {:.1} s",
+                        self.tracks[i].id, self.tracks[j].shared_s
+                    ),
+                ));
+            }
+        }
+        dead.sort_by_key(|d| d.0);
+    }
+
     /// Start a track when the last `init_frames` fixes (this frame's: `fix`, when it was taken
     /// while the filter step ran, else taken here) agree with one another and with no existing
     /// track.
@@ -567,7 +630,7 @@ impl TrackManager {
         let three_d = self.params.mode == TrackMode::ThreeD;
         let (fix, n_obs) = match fix {
             Some(f) => f,
-            None => birth_fix(&birth_inputs!(self)),
+            None => birth_fix(&birth_inputs!(self, t_centre_s)),
         };
         let Some(fix) = fix.filter(|f| 2 * f.inliers > n_obs) else {
             self.candidates.clear();
@@ -720,6 +783,8 @@ impl TrackManager {
             last_support_s: t_state,
             miss_s: 0.0,
             frames: 0,
+            claim: (Vec::new(), 0.0),
+            shared_s: 0.0,
         };
         let r = report(
             &track,
@@ -749,6 +814,10 @@ struct BirthInputs<'a> {
     detection_probability: f32,
     /// The last kept fix (a start point for the search).
     last_fix: Option<Vector3<f64>>,
+    /// What the existing tracks claim: each one's predicted TDOA for every pair at this frame,
+    /// and the gate around it (see [`track_tdoas`]). A birth is sought among the peaks that no
+    /// track claims, so that a second source is found beside the first.
+    claims: Vec<(Vec<f32>, f32)>,
 }
 
 /// The TDOA noise a first fix is solved with (and its covariance computed at): the tracker's
@@ -772,6 +841,10 @@ fn spread_limit_m(geo: &ArrayGeometry) -> f64 {
 /// the `tetra` array (2 m) at 12-16 m deleted every newborn track at its first update (23
 /// born and 22 deleted in 10 s).
 const DIVERGED_SPREADS: f64 = 4.0;
+
+/// A track that predicts the same TDOAs as an older one for this long is deleted as its
+/// duplicate (see [`TrackManager::find_duplicates`]).
+const DUPLICATE_AFTER_S: f64 = 0.5;
 
 /// The position spread one frame's TDOAs (every pair, at the tracker's TDOA noise `sigma_s`)
 /// leave at a track's estimated position; 0 where the geometry leaves a direction unobservable
@@ -797,7 +870,14 @@ fn birth_fix(i: &BirthInputs) -> (Option<Fix>, usize) {
         if i.meas.floor[pi] > 1.0 - 0.5 * i.detection_probability {
             continue;
         }
+        let claimed = |j: usize| {
+            let tdoa = i.meas.tdoa_s[base + j];
+            i.claims
+                .iter()
+                .any(|(pred, gate)| (tdoa - pred[pi]).abs() <= *gate)
+        };
         let (j, amp) = (0..k)
+            .filter(|&j| !claimed(j))
             .map(|j| (j, i.meas.amp[base + j]))
             .fold((0, 0.0f32), |b, x| if x.1 > b.1 { x } else { b });
         if amp > 0.0 {
@@ -828,15 +908,16 @@ fn birth_fix(i: &BirthInputs) -> (Option<Fix>, usize) {
     (fix, obs.len())
 }
 
-fn support(
+/// A track's predicted TDOA for every pair (`lag_s` after its state's time, see
+/// [`predict_tdoas`]), the gate within which a peak supports it (4 σ plus its spread), and the
+/// wide gate (at least 6 σ) of the noise estimate and of the birth search's claims.
+fn track_tdoas(
     p: &FilterParams,
     geo: &ArrayGeometry,
     m: &TdoaMeasurement,
     est: &Estimate,
     lag_s: f32,
-    residuals: &mut Vec<f32>,
-) -> Option<f32> {
-    let k = m.peaks_per_pair;
+) -> (Vec<f32>, f32, f32) {
     let pos_sd = (est.cov[0][0] + est.cov[1][1] + est.cov[2][2])
         .max(0.0)
         .sqrt();
@@ -867,6 +948,20 @@ fn support(
         lag_s,
         &mut pred,
     );
+    (pred, gate, wide)
+}
+
+/// The share of the frame's informative pairs with a peak within `gate` of a track's
+/// predicted TDOA `pred` (see [`track_tdoas`]); the distance to the nearest peak of each pair
+/// within `wide` goes to `residuals`.
+fn support(
+    m: &TdoaMeasurement,
+    pred: &[f32],
+    gate: f32,
+    wide: f32,
+    residuals: &mut Vec<f32>,
+) -> Option<f32> {
+    let k = m.peaks_per_pair;
     let mut informative = 0;
     let mut hits = 0;
     for (pi, pr) in pred.iter().enumerate() {
