@@ -116,15 +116,20 @@ pub struct TrackReport {
 macro_rules! birth_inputs {
     ($m:expr, $t_centre_s:expr) => {
         BirthInputs {
-            claims: $m
-                .tracks
-                .iter()
-                .map(|t| {
-                    let lag = ($t_centre_s - t.t_state_s) as f32;
-                    let (pred, _, wide) = track_tdoas(&$m.params, &$m.geo, &$m.meas, &t.est, lag);
-                    (pred, wide)
-                })
-                .collect(),
+            // (Only while a slot is free: no birth is sought otherwise.)
+            claims: if $m.tracks.len() < $m.max_tracks {
+                $m.tracks
+                    .iter()
+                    .map(|t| {
+                        let lag = ($t_centre_s - t.t_state_s) as f32;
+                        let (pred, _, wide) =
+                            track_tdoas(&$m.params, &$m.geo, &$m.meas, &t.est, lag);
+                        (pred, wide)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             geo: &$m.geo,
             pairs: &$m.pairs,
             meas: &$m.meas,
