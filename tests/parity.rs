@@ -593,16 +593,18 @@ impl Correlator for NotAhead {
     }
 }
 
-/// The live-path workload of these tests: 4 s of the `tetra` scene in frames of 4096 samples,
-/// 2,000 particles: its configuration, its audio (interleaved) and its channel count.
-fn live_workload() -> (sonotrack::config::Config, Vec<f32>, usize) {
+/// The live-path workload of these tests: 4 s of a preset scene in frames of 4096 samples,
+/// 2,000 particles, `max_tracks` track slots: its configuration, its audio (interleaved) and its
+/// channel count.
+fn live_workload(preset: &str, max_tracks: usize) -> (sonotrack::config::Config, Vec<f32>, usize) {
     use sonotrack::audio::sim::{SceneSpec, SimSource};
     use sonotrack::audio::{AudioSource, ReadResult};
-    let mut spec = SceneSpec::preset("tetra").unwrap();
+    let mut spec = SceneSpec::preset(preset).unwrap();
     spec.duration_s = 4.0;
     let mut cfg = spec.config();
     cfg.gcc.frame_samples = Some(4096);
     cfg.tracker.particles = 2000;
+    cfg.tracker.max_tracks = max_tracks;
     let mut src = SimSource::new(spec).unwrap();
     let ch = src.channels();
     let mut audio = Vec::new();
@@ -645,12 +647,27 @@ fn live_pipeline(
 /// after that, here the NaN and dead-channel frames, is read from host memory whole).
 #[test]
 fn live_pipeline_agrees_with_plain_steps() {
+    if cuda_present() {
+        check_live_pipeline("tetra", 1, 1);
+    }
+}
+
+/// The same with two sources and two track slots: every live step weighs both tracks in one
+/// launch (a thread-block cluster per track on sm_90), and the reports are the plain steps'
+/// to the last bit.
+#[test]
+fn live_pipeline_with_two_tracks_agrees() {
+    if cuda_present() {
+        check_live_pipeline("two-boats", 2, 2);
+    }
+}
+
+/// The body of the two tests above: `preset`'s live workload (`live_workload`) run three
+/// ways, which must agree to the last bit, with `tracks` tracks reported.
+fn check_live_pipeline(preset: &str, max_tracks: usize, tracks: usize) {
     use sonotrack::audio::assembler::FrameAssembler;
     use sonotrack::track::FilterParams;
-    if !cuda_present() {
-        return;
-    }
-    let (cfg, audio, ch) = live_workload();
+    let (cfg, audio, ch) = live_workload(preset, max_tracks);
     let mut runs = Vec::new();
     for (ahead, mapped) in [(true, false), (false, false), (true, true)] {
         let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
@@ -702,6 +719,8 @@ fn live_pipeline_agrees_with_plain_steps() {
         );
         assert_eq!(pipe.backend(), "cuda");
         assert!(out.len() > 50, "a source is tracked");
+        let ids: std::collections::BTreeSet<u64> = out.iter().map(|r| r.1).collect();
+        assert_eq!(ids.len(), tracks, "tracks {ids:?}");
         if with_alloc && std::env::var("SONOTRACK_NO_SEND_AHEAD").as_deref() != Ok("1") {
             // Every frame after the first had its first half or more on the device.
             assert!(sent > out.len() / 2, "{sent} frames partly sent ahead");
@@ -734,7 +753,7 @@ fn a_failed_launch_between_frames_moves_to_the_cpu() {
     if !cuda_present() {
         return;
     }
-    let (cfg, audio, ch) = live_workload();
+    let (cfg, audio, ch) = live_workload("tetra", 1);
     const FAIL_AT: u64 = 40;
     let run = |fail: bool| {
         let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
