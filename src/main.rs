@@ -488,8 +488,13 @@ fn run(cmd: Cmd) -> Result<()> {
             }
             let start = std::time::Instant::now();
             write_scene(&out, &s, s16)?;
+            // A track slot per source (the configuration's default is one).
+            let slots = match s.sources.len() {
+                0 | 1 => String::new(),
+                n => format!(" --set tracker.max_tracks={n}"),
+            };
             eprintln!(
-                "wrote {} ({} s, {} sensors, {} source(s), SNR {} dB) in {:.1} s; replay it with: sonotrack replay {}",
+                "wrote {} ({} s, {} sensors, {} source(s), SNR {} dB) in {:.1} s; replay it with: sonotrack replay {}{slots}",
                 out.display(),
                 s.duration_s,
                 s.sensors_m.len(),

@@ -122,6 +122,27 @@ fn simulate_then_replay_from_the_command_line() {
     ] {
         assert!(scene.join(f).exists(), "{f}");
     }
+    // The hint to replay it asks for a track slot per source.
+    let hint = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        hint.contains("replay it with: sonotrack replay") && !hint.contains("max_tracks"),
+        "{hint}"
+    );
+    let two = sonotrack()
+        .args([
+            "-q",
+            "simulate",
+            "--preset",
+            "two-boats",
+            "--duration",
+            "0.5",
+            "--out",
+        ])
+        .arg(dir.join("two"))
+        .output()
+        .unwrap();
+    let hint = String::from_utf8_lossy(&two.stderr);
+    assert!(hint.contains("--set tracker.max_tracks=2"), "{hint}");
     let tracks = dir.join("t.jsonl");
     let summary = dir.join("s.json");
     let out = sonotrack()
