@@ -52,11 +52,9 @@ fn office_talker_meets_the_accuracy_target() {
 
 #[test]
 fn simulated_scene_round_trip() {
-    let dir = common::tmp_dir("sim-harbour");
     let mut spec = SceneSpec::preset("harbour").unwrap();
     spec.duration_s = 8.0;
-    write_scene(&dir, &spec, false).unwrap();
-    let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
+    let (cfg, wav, truth, dir) = scene("sim-harbour", &spec);
     let out = dir.join("tracks.jsonl");
     let opts = ReplayOptions {
         out: Some(out.display().to_string()),
@@ -99,25 +97,30 @@ fn simulated_scene_round_trip() {
     );
 }
 
-/// The `tetra` preset (a 2 m tetrahedron, a diver 5-10 m away) at 48 kHz instead of its
-/// 96 kHz, `duration_s` long, written to a fresh directory named after `name` and resolved as
+/// A simulated scene written to a fresh directory named after `name` and resolved as
 /// `sonotrack replay` would: its configuration, audio file, truth and directory.
-fn tetra_at_48_khz(
-    name: &str,
-    duration_s: f64,
-) -> (
+type Resolved = (
     sonotrack::config::Config,
     std::path::PathBuf,
     Option<sonotrack::scene::Truth>,
     common::TmpDir,
-) {
+);
+
+/// See [`Resolved`].
+fn scene(name: &str, spec: &SceneSpec) -> Resolved {
     let dir = common::tmp_dir(name);
+    write_scene(&dir, spec, false).unwrap();
+    let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
+    (cfg, wav, truth, dir)
+}
+
+/// The `tetra` preset (a 2 m tetrahedron, a diver 5-10 m away) at 48 kHz instead of its
+/// 96 kHz, `duration_s` long (see [`scene`]).
+fn tetra_at_48_khz(name: &str, duration_s: f64) -> Resolved {
     let mut spec = SceneSpec::preset("tetra").unwrap();
     spec.sample_rate_hz = 48_000;
     spec.duration_s = duration_s;
-    write_scene(&dir, &spec, false).unwrap();
-    let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
-    (cfg, wav, truth, dir)
+    scene(name, &spec)
 }
 
 /// A compact array far from its source: the `tetra` preset (a 2 m tetrahedron, a diver 5-10 m
@@ -150,15 +153,13 @@ fn compact_array_at_48_khz_keeps_its_track() {
 /// position.
 #[test]
 fn a_far_source_keeps_its_track() {
-    let dir = common::tmp_dir("sim-tetra-far");
     let mut spec = SceneSpec::preset("tetra").unwrap();
     spec.seed = 7;
     spec.sources[0].path = sonotrack::audio::sim::PathSpec::Line {
         start_m: [-12.0, 8.0, -6.0],
         velocity_m_s: [1.5, -0.6, -0.1],
     };
-    write_scene(&dir, &spec, false).unwrap();
-    let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
+    let (cfg, wav, truth, _dir) = scene("sim-tetra-far", &spec);
     let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
     let a = s.accuracy.unwrap();
     eprintln!(
@@ -183,11 +184,9 @@ fn a_far_source_keeps_its_track() {
 fn several_sources_get_one_track_each() {
     let opts = cpu_opts();
     for (preset, targets) in [("two-boats", 2usize), ("tetra", 1)] {
-        let dir = common::tmp_dir(&format!("multi-{preset}"));
         let mut spec = SceneSpec::preset(preset).unwrap();
         spec.duration_s = 8.0;
-        write_scene(&dir, &spec, false).unwrap();
-        let (mut cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
+        let (mut cfg, wav, truth, _dir) = scene(&format!("multi-{preset}"), &spec);
         cfg.tracker.max_tracks = 3;
         let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &opts).unwrap();
         let e = s.evaluation.unwrap();

@@ -580,7 +580,7 @@ impl TrackManager {
     /// lagging its source) and then slide onto the first's source.
     fn find_duplicates(&mut self, dead: &mut Vec<(usize, String)>, reports: &mut Vec<TrackReport>) {
         let informative: Vec<usize> = (0..self.pairs.len())
-            .filter(|&p| self.meas.floor[p] <= 0.5)
+            .filter(|&p| informative_pair(&self.meas, p))
             .collect();
         for j in 1..self.tracks.len() {
             if dead.iter().any(|d| d.0 == j) {
@@ -956,6 +956,12 @@ fn track_tdoas(
     (pred, gate, wide)
 }
 
+/// Whether pair `pi` tells anything this frame: its clutter floor (the weight of "none of its
+/// peaks is the source") is at most one half. Support and the duplicate check count only these.
+fn informative_pair(m: &TdoaMeasurement, pi: usize) -> bool {
+    !(m.floor[pi] > 0.5)
+}
+
 /// The share of the frame's informative pairs with a peak within `gate` of a track's
 /// predicted TDOA `pred` (see [`track_tdoas`]); the distance to the nearest peak of each pair
 /// within `wide` goes to `residuals`.
@@ -970,7 +976,7 @@ fn support(
     let mut informative = 0;
     let mut hits = 0;
     for (pi, pr) in pred.iter().enumerate() {
-        if m.floor[pi] > 0.5 {
+        if !informative_pair(m, pi) {
             continue;
         }
         informative += 1;

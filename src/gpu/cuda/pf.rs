@@ -446,13 +446,11 @@ pub struct CudaParticleFilter {
     live_count: u32,
     /// The live step launched ahead of its measurement, if any.
     prepared: Option<Prepared>,
-    /// A resampling (`Seq::Resample`, for this many tracks) that the last step left for
-    /// between frames (`ParticleFilter::flush`), and the error of such a launch, which the
-    /// next call reports (see `settle`).
-    deferred: Option<usize>,
+    /// A resampling (`Seq::Resample`, for this many tracks, after the step of this frame)
+    /// that the last step left for between frames (`ParticleFilter::flush`), and the error of
+    /// such a launch, which the next call reports (see `settle`).
+    deferred: Option<(usize, u64)>,
     deferred_err: Option<BackendError>,
-    /// The frame of the step whose resampling `deferred` holds.
-    deferred_frame: u64,
     /// Fault injection (tests): deferred resamplings of steps from this frame on are not
     /// launched and report a failure instead (see [`Self::fail_deferred_launches_from`]).
     fail_deferred_from: Option<u64>,
@@ -772,7 +770,6 @@ impl CudaParticleFilter {
             prepared: None,
             deferred: None,
             deferred_err: None,
-            deferred_frame: 0,
             fail_deferred_from: None,
             n,
             k,
@@ -1340,17 +1337,11 @@ impl CudaParticleFilter {
     }
 
     fn launch_deferred(&mut self) {
-        if let Some(t) = self.deferred.take() {
-            if self
-                .fail_deferred_from
-                .is_some_and(|f| self.deferred_frame >= f)
-            {
+        if let Some((t, frame)) = self.deferred.take() {
+            if self.fail_deferred_from.is_some_and(|f| frame >= f) {
                 self.deferred_err.get_or_insert(BackendError::new(
                     "cuda",
-                    format!(
-                        "injected failure: the resampling of frame {} was not launched",
-                        self.deferred_frame
-                    ),
+                    format!("injected failure: the resampling of frame {frame} was not launched"),
                 ));
                 return;
             }
@@ -1529,8 +1520,7 @@ impl CudaParticleFilter {
                 // here: there the next step follows at once, and a resampling launched with it
                 // would keep the device idle until then (measured: 22 -> 28 us per frame back
                 // to back, and `pier_five` at 262,144 particles 83 -> 100 us).
-                self.deferred = Some(t);
-                self.deferred_frame = meas.frame;
+                self.deferred = Some((t, meas.frame));
             } else {
                 self.put_roughening(t);
                 self.run_graph(t, Seq::Resample)?;
