@@ -36,6 +36,9 @@ pub struct Report {
     pub pos: [f64; 3],
     /// Model probabilities in configuration order (empty when unknown).
     pub models: Vec<f32>,
+    /// The reported position covariance, upper triangle (xx, xy, xz, yy, yz, zz, m²), as in the
+    /// stream's `pos_cov`; None when the report has none.
+    pub cov: Option<[f64; 6]>,
 }
 
 /// The reports of one frame.
@@ -113,6 +116,68 @@ pub struct BoundSummary {
     pub unit: &'static str,
 }
 
+/// Whether a target's reported covariances were honest: the normalised estimation error squared
+/// (NEES, eᵀ P⁻¹ e for the error e and the reported position covariance P) of its assigned
+/// reports. For an unbiased tracker whose covariance is right, NEES follows a χ² law with three
+/// degrees of freedom: mean 3, median 2.366, below 7.815 (the truth inside the reported 95 %
+/// ellipsoid) in 95 % of reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Consistency {
+    /// Reports scored (those with a positive definite covariance).
+    pub reports: usize,
+    /// Reports whose covariance was not positive definite (not scored).
+    pub singular: usize,
+    pub nees_mean: f64,
+    pub nees_median: f64,
+    /// Percentage of reports with the truth inside the reported 95 % ellipsoid.
+    pub within_95_pct: f64,
+    /// The typical error over the typical reported spread, sqrt(median NEES / 2.366): 1 when
+    /// honest, above 1 when the reports are overconfident, below 1 when they are cautious.
+    pub error_over_spread: f64,
+}
+
+/// χ² with three degrees of freedom: median and 95th percentile.
+pub const CHI2_3_MEDIAN: f64 = 2.365_973_884;
+pub const CHI2_3_P95: f64 = 7.814_727_903;
+
+/// The upper triangle of a symmetric 3 × 3 matrix: xx, xy, xz, yy, yz, zz (the stream's
+/// `pos_cov` order).
+pub fn upper_triangle(c: &[[f64; 3]; 3]) -> [f64; 6] {
+    [c[0][0], c[0][1], c[0][2], c[1][1], c[1][2], c[2][2]]
+}
+
+/// eᵀ P⁻¹ e for P given by its upper triangle; None when P is not positive definite (or not
+/// finite).
+pub fn nees(e: &[f64; 3], cov: &[f64; 6]) -> Option<f64> {
+    let c = cov;
+    let p = nalgebra::Matrix3::new(c[0], c[1], c[2], c[1], c[3], c[4], c[2], c[4], c[5]);
+    if !p.iter().all(|v| v.is_finite()) {
+        return None;
+    }
+    let chol = p.cholesky()?;
+    let e = Vector3::from(*e);
+    let v = e.dot(&chol.solve(&e));
+    v.is_finite().then_some(v)
+}
+
+fn consistency_of(nees: &[f64], singular: usize) -> Option<Consistency> {
+    if nees.is_empty() {
+        return None;
+    }
+    let mut s = nees.to_vec();
+    s.sort_by(f64::total_cmp);
+    let median = percentile(&s, 0.5);
+    Some(Consistency {
+        reports: s.len(),
+        singular,
+        nees_mean: s.iter().sum::<f64>() / s.len() as f64,
+        nees_median: median,
+        within_95_pct: 100.0 * s.iter().filter(|&&v| v <= CHI2_3_P95).count() as f64
+            / s.len() as f64,
+        error_over_spread: (median / CHI2_3_MEDIAN).sqrt(),
+    })
+}
+
 /// Everything `evaluate` reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Evaluation {
@@ -120,6 +185,9 @@ pub struct Evaluation {
     pub targets: usize,
     /// Per truth target: position accuracy of its assigned reports (3-D tracking).
     pub per_target: BTreeMap<u32, Accuracy>,
+    /// Per truth target: whether the reported covariances match the errors (3-D tracking, from
+    /// reports that carry a covariance).
+    pub consistency: BTreeMap<u32, Consistency>,
     pub ospa: Option<OspaSummary>,
     pub id_switches: usize,
     pub angles: Option<AngleErrors>,
@@ -176,11 +244,25 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
                     ..Default::default()
                 });
                 e.t_frame = num("t_frame")?;
+                // Streams written before the covariance was reported have none: they are scored
+                // without the consistency check.
+                let cov = v
+                    .get("pos_cov")
+                    .and_then(|p| p.as_array())
+                    .filter(|a| a.len() == 6)
+                    .and_then(|a| {
+                        let mut c = [0.0; 6];
+                        for (x, y) in c.iter_mut().zip(a) {
+                            *x = y.as_f64()?;
+                        }
+                        Some(c)
+                    });
                 e.reports.push(Report {
                     id: num("id")? as u64,
                     t: num("t")?,
                     pos,
                     models: Vec::new(),
+                    cov,
                 });
             }
             Some("status") => {
@@ -369,6 +451,7 @@ pub fn evaluate(
         }
     };
     let mut errors: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let mut nees_of: BTreeMap<u32, (Vec<f64>, usize)> = BTreeMap::new();
     let mut scored: BTreeMap<u32, usize> = BTreeMap::new();
     let mut ospas = Vec::new();
     let (mut sum_tracks, mut sum_targets) = (0usize, 0usize);
@@ -427,6 +510,14 @@ pub fn evaluate(
             let Some(q) = truth_for(k, r) else { continue };
             if !o.direction_only {
                 errors.entry(k).or_default().push(d[ti][j]);
+                if let Some(c) = &r.cov {
+                    let e = [r.pos[0] - q[0], r.pos[1] - q[1], r.pos[2] - q[2]];
+                    let slot = nees_of.entry(k).or_default();
+                    match nees(&e, c) {
+                        Some(v) => slot.0.push(v),
+                        None => slot.1 += 1,
+                    }
+                }
             }
             if o.angles || o.direction_only {
                 if let (Some(a), Some(b)) = (direction_of(&r.pos), unit(Vector3::from(q) - centre))
@@ -479,6 +570,10 @@ pub fn evaluate(
             })
             .collect()
     };
+    let consistency = nees_of
+        .iter()
+        .filter_map(|(k, (v, singular))| consistency_of(v, *singular).map(|c| (*k, c)))
+        .collect();
     let ospa = (!ospas.is_empty()).then(|| {
         let mut s = ospas.clone();
         s.sort_by(f64::total_cmp);
@@ -523,6 +618,7 @@ pub fn evaluate(
         frames: scored_frames,
         targets: targets.len(),
         per_target,
+        consistency,
         ospa,
         id_switches: switches,
         angles,
@@ -559,6 +655,22 @@ impl std::fmt::Display for Evaluation {
                     a.threshold_m
                 )?;
             }
+        }
+        for (k, c) in &self.consistency {
+            writeln!(
+                f,
+                "  reported spread, target {k}: errors {:.2}× the spread (1 if honest; NEES median {:.2}, mean {:.2}, against 2.37 and 3); truth inside the 95 % ellipsoid in {:.1} % of {} reports{}",
+                c.error_over_spread,
+                c.nees_median,
+                c.nees_mean,
+                c.within_95_pct,
+                c.reports,
+                if c.singular > 0 {
+                    format!(" ({} without a usable covariance)", c.singular)
+                } else {
+                    String::new()
+                }
+            )?;
         }
         if let Some(o) = &self.ospa {
             writeln!(
@@ -608,6 +720,7 @@ mod tests {
                     t,
                     pos,
                     models: Vec::new(),
+                    cov: None,
                 })
                 .collect(),
         }
@@ -711,16 +824,107 @@ mod tests {
         assert!(e2.per_target.is_empty());
     }
 
+    /// Reports whose errors are drawn from the covariance they carry score as honest; the same
+    /// errors with the covariance scaled by 4 (a spread twice too wide) or by 1/4 (half too
+    /// narrow) score as cautious or overconfident by that factor; a covariance that is not
+    /// positive definite is counted apart.
+    #[test]
+    fn reported_spread_is_checked_against_the_errors() {
+        use crate::philox::{PhiloxStream, Stream};
+        let truth = Truth::parse("0,0,0,0,0\n1000,0,100,0,0\n").unwrap();
+        // A correlated covariance, P = L Lᵀ (metres).
+        let l = nalgebra::Matrix3::new(0.02, 0.0, 0.0, 0.01, 0.03, 0.0, -0.005, 0.004, 0.01);
+        let p = l * l.transpose();
+        let mut rng = PhiloxStream::new(7, 0, Stream::Predict);
+        let stream = |scale: f64, rng: &mut PhiloxStream| -> Vec<FrameReports> {
+            (0..4000u64)
+                .map(|i| {
+                    let t = 3.0 + i as f64 * 0.05;
+                    let z = Vector3::new(rng.normal_f64(), rng.normal_f64(), rng.normal_f64());
+                    let e = l * z;
+                    let q = truth.at(0, t).unwrap();
+                    let c = p * scale;
+                    let cov = if i == 0 {
+                        [0.0; 6] // not positive definite
+                    } else {
+                        upper_triangle(&c.into())
+                    };
+                    FrameReports {
+                        seq: i,
+                        t_frame: t,
+                        reports: vec![Report {
+                            id: 1,
+                            t,
+                            pos: [q[0] + e[0], q[1] + e[1], q[2] + e[2]],
+                            models: Vec::new(),
+                            cov: Some(cov),
+                        }],
+                    }
+                })
+                .collect()
+        };
+        let o = EvalOptions::default();
+        for (scale, ratio) in [(1.0, 1.0), (4.0, 0.5), (0.25, 2.0)] {
+            let frames = stream(scale, &mut rng);
+            let e = evaluate(&frames, &truth, None, &o);
+            let c = &e.consistency[&0];
+            assert_eq!((c.reports, c.singular), (3999, 1));
+            assert!(
+                (c.error_over_spread / ratio - 1.0).abs() < 0.05,
+                "scale {scale}: {c:?}"
+            );
+            assert!(
+                (c.nees_mean * scale - 3.0).abs() < 0.2,
+                "scale {scale}: {c:?}"
+            );
+            if scale == 1.0 {
+                assert!((c.within_95_pct - 95.0).abs() < 1.5, "{c:?}");
+            }
+        }
+        // The scaled cases move the 95 % share the right way.
+        let wide = evaluate(&stream(4.0, &mut rng), &truth, None, &o);
+        let narrow = evaluate(&stream(0.25, &mut rng), &truth, None, &o);
+        assert!(wide.consistency[&0].within_95_pct > 99.5);
+        assert!(narrow.consistency[&0].within_95_pct < 50.0);
+        assert!(format!("{wide}").contains("reported spread, target 0: errors 0.5"));
+        // Reports without a covariance (older streams) leave it out.
+        let none: Vec<FrameReports> = stream(1.0, &mut rng)
+            .into_iter()
+            .map(|mut f| {
+                f.reports[0].cov = None;
+                f
+            })
+            .collect();
+        assert!(evaluate(&none, &truth, None, &o).consistency.is_empty());
+    }
+
+    #[test]
+    fn nees_by_hand() {
+        // Diagonal P = diag(1, 4, 9): e = (1, 2, 3) gives 1 + 1 + 1.
+        let v = nees(&[1.0, 2.0, 3.0], &[1.0, 0.0, 0.0, 4.0, 0.0, 9.0]).unwrap();
+        assert!((v - 3.0).abs() < 1e-12);
+        assert_eq!(
+            nees(&[1.0, 0.0, 0.0], &[1.0, 0.0, 0.0, -1.0, 0.0, 1.0]),
+            None
+        );
+        assert_eq!(
+            nees(&[1.0, 0.0, 0.0], &[f64::NAN, 0.0, 0.0, 1.0, 0.0, 1.0]),
+            None
+        );
+    }
+
     #[test]
     fn stream_parsing_fills_frames_without_reports() {
         let text = r#"{"type":"status","t":1.0,"frames_in":6}
-{"type":"track","t":0.1,"t_frame":0.125,"seq":1,"id":3,"pos":[1,2,3]}
+{"type":"track","t":0.1,"t_frame":0.125,"seq":1,"id":3,"pos":[1,2,3],"pos_cov":[1,0,0,2,0,3]}
 {"type":"track","t":0.2,"t_frame":0.25,"seq":2,"id":3,"pos":[1,2,3]}
 {"type":"track","t":0.45,"t_frame":0.5,"seq":4,"id":3,"pos":[1,2,3]}
 "#;
         let f = parse_stream(text).unwrap();
         assert_eq!(f.len(), 6);
         assert!(f[3].reports.is_empty());
+        assert_eq!(f[1].reports[0].cov, Some([1.0, 0.0, 0.0, 2.0, 0.0, 3.0]));
+        assert_eq!(f[2].reports[0].cov, None);
         assert!((f[3].t_frame - 0.375).abs() < 1e-12);
         assert!((f[0].t_frame - 0.0).abs() < 1e-12);
         assert_eq!(parse_stream("{\"type\":\"x\"}").unwrap_err().0, 1);

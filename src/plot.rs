@@ -227,8 +227,10 @@ fn draw_tracks<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, inp: &PlotInpu
     Ok(())
 }
 
-/// (frame time, error of the report nearest target 0 at its emission time).
-fn errors(inp: &PlotInput) -> Vec<(f64, f64)> {
+/// (frame time, error of the report nearest target 0 at its emission time, and that report's
+/// spread: the square root of its position covariance's trace, which is the RMS error its
+/// covariance promises; None in direction mode or without a covariance).
+fn errors(inp: &PlotInput) -> Vec<(f64, f64, Option<f64>)> {
     let Some(truth) = inp.truth else {
         return Vec::new();
     };
@@ -245,13 +247,14 @@ fn errors(inp: &PlotInput) -> Vec<(f64, f64)> {
                     Some(if direction {
                         let u = (Vector3::from(q) - centre).normalize();
                         let v = Vector3::from(r.pos).normalize();
-                        u.dot(&v).clamp(-1.0, 1.0).acos().to_degrees()
+                        (u.dot(&v).clamp(-1.0, 1.0).acos().to_degrees(), None)
                     } else {
-                        (Vector3::from(r.pos) - Vector3::from(q)).norm()
+                        let spread = r.cov.map(|c| (c[0] + c[3] + c[5]).max(0.0).sqrt());
+                        ((Vector3::from(r.pos) - Vector3::from(q)).norm(), spread)
                     })
                 })
-                .reduce(f64::min)
-                .map(|e| (f.t_frame, e))
+                .reduce(|a, b| if b.0 < a.0 { b } else { a })
+                .map(|(e, s)| (f.t_frame, e, s))
         })
         .collect()
 }
@@ -282,7 +285,16 @@ fn draw_error<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, inp: &PlotInput
         .map(|f| f.t_frame)
         .unwrap_or(1.0)
         .max(1e-3);
-    let vals = || err.iter().chain(&bnd).map(|p| p.1).filter(|v| *v > 0.0);
+    let spread: Vec<(f64, f64)> = err
+        .iter()
+        .filter_map(|&(t, _, s)| s.map(|s| (t, s)))
+        .collect();
+    let vals = || {
+        err.iter()
+            .map(|p| p.1)
+            .chain(bnd.iter().chain(&spread).map(|p| p.1))
+            .filter(|v| *v > 0.0)
+    };
     let lo = vals().fold(f64::INFINITY, f64::min).min(1.0) * 0.5;
     let hi = vals().fold(0.0, f64::max).max(lo * 10.0) * 2.0;
     let unit = if direction {
@@ -292,7 +304,7 @@ fn draw_error<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, inp: &PlotInput
     };
     let mut chart = ChartBuilder::on(root)
         .caption(
-            "error over time, with the one-frame Cramér–Rao bound",
+            "error over time, with the reported spread and the one-frame Cramér–Rao bound",
             ("sans-serif", 20),
         )
         .margin(12)
@@ -307,11 +319,21 @@ fn draw_error<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, inp: &PlotInput
         .draw()?;
     chart
         .draw_series(LineSeries::new(
-            err.iter().map(|&(t, e)| (t, e.max(lo))),
+            err.iter().map(|&(t, e, _)| (t, e.max(lo))),
             RED.stroke_width(1),
         ))?
         .label("track error")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RED));
+    if !spread.is_empty() {
+        let green = RGBColor(0, 140, 60);
+        chart
+            .draw_series(LineSeries::new(
+                spread.iter().map(|&(t, s)| (t, s.max(lo))),
+                green.stroke_width(1),
+            ))?
+            .label("reported spread (√ trace of the covariance)")
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], green));
+    }
     if !bnd.is_empty() {
         chart
             .draw_series(LineSeries::new(bnd.iter().copied(), BLUE.stroke_width(2)))?

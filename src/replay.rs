@@ -231,6 +231,7 @@ pub fn replay_source(
                     t: r.t_s,
                     pos: r.position,
                     models: r.model_probs.clone(),
+                    cov: Some(crate::evaluate::upper_triangle(&r.pos_cov)),
                 })
                 .collect(),
         });
@@ -261,6 +262,15 @@ pub fn replay_source(
     let wall = start.elapsed();
     let evaluation =
         truth.map(|t| crate::evaluate::evaluate(&frames, t, None, &eval_options(cfg, t, opts)));
+    let mut warnings = src.warnings();
+    let frame = cfg.frame_samples();
+    if pipe.counters.frames_in == 0 && total > 0 && total < frame as u64 {
+        warnings.push(format!(
+            "the audio ({:.2} s) is shorter than one frame (gcc.frame_samples = {frame}, {:.2} s): nothing was tracked; replay a longer range or set a shorter gcc.frame_samples",
+            total as f64 / fs,
+            frame as f64 / fs
+        ));
+    }
     Ok(ReplaySummary {
         input: src.describe(),
         backend: pipe.backend().to_string(),
@@ -281,7 +291,7 @@ pub fn replay_source(
         gcc,
         model_names: cfg.tracker.models.iter().map(|m| m.name.clone()).collect(),
         plots: Vec::new(),
-        warnings: src.warnings(),
+        warnings,
     })
 }
 

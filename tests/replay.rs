@@ -29,12 +29,22 @@ fn pier_five_meets_the_accuracy_target() {
     let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
     assert_eq!(cfg.tracker.particles, 16_384);
     let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
-    let a = s.accuracy.unwrap();
+    let a = s.accuracy.clone().unwrap();
     eprintln!("pier_five: {a}");
     // Issue targets: RMSE <= 0.025 m after the first 2 s, 100% of the time within 2 m.
     assert!(a.rmse_m <= 0.025, "{a}");
     assert_eq!(a.within_pct, 100.0, "{a}");
     assert_eq!(s.counters.frames_in, s.counters.frames_processed);
+    check_spread("pier_five", &s);
+}
+
+/// On the shared recordings the reported covariance is within a factor of two of the errors
+/// (the typical error over the typical reported spread; 1 when honest).
+fn check_spread(name: &str, s: &replay::ReplaySummary) {
+    let c = &s.evaluation.as_ref().unwrap().consistency[&0];
+    eprintln!("{name}, reported spread: {c:?}");
+    assert_eq!(c.reports, s.accuracy.as_ref().unwrap().tracked);
+    assert!((0.5..=2.0).contains(&c.error_over_spread), "{c:?}");
 }
 
 #[test]
@@ -44,10 +54,11 @@ fn office_talker_meets_the_accuracy_target() {
     };
     let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
     let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
-    let a = s.accuracy.unwrap();
+    let a = s.accuracy.clone().unwrap();
     eprintln!("office_talker: {a}");
     // Issue target: RMSE <= 0.5 m (independent baselines reach 0.74-1.10 m).
     assert!(a.rmse_m <= 0.5, "{a}");
+    check_spread("office_talker", &s);
 }
 
 #[test]
@@ -94,6 +105,38 @@ fn simulated_scene_round_trip() {
     assert!(
         (8..=10).contains(&statuses),
         "one status a second of stream time: {statuses}"
+    );
+    // The stream, scored as `sonotrack evaluate` does, gives the replay's figures, the check
+    // of the reported covariance included (the stream rounds it to 1e-8 m²).
+    let frames = sonotrack::evaluate::read_stream(&out).unwrap();
+    let t = truth.as_ref().unwrap();
+    let e = sonotrack::evaluate::evaluate(&frames, t, None, &replay::eval_options(&cfg, t, &opts));
+    let (c, c_stream) = (
+        &s.evaluation.as_ref().unwrap().consistency[&0],
+        &e.consistency[&0],
+    );
+    eprintln!("simulated harbour, reported spread: {c:?}");
+    assert_eq!(c.reports, a.tracked);
+    assert_eq!(c_stream.reports, c.reports);
+    assert!((c_stream.error_over_spread / c.error_over_spread - 1.0).abs() < 0.02);
+}
+
+/// A replay of less audio than one frame tracks nothing, and says why.
+#[test]
+fn audio_shorter_than_a_frame_is_reported() {
+    let mut spec = SceneSpec::preset("harbour").unwrap();
+    spec.duration_s = 0.5;
+    let (cfg, wav, truth, _dir) = scene("sim-short", &spec);
+    let mut cfg = cfg;
+    cfg.gcc.frame_samples = Some(65_536);
+    let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
+    assert_eq!(s.counters.frames_in, 0);
+    let text = format!("{s}");
+    assert!(
+        text.contains(
+            "warning:  the audio (0.50 s) is shorter than one frame (gcc.frame_samples = 65536"
+        ),
+        "{text}"
     );
 }
 

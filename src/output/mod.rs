@@ -125,7 +125,7 @@ impl TrackMessage {
             pos: r.position.map(|v| round(v, 4)),
             vel: r.velocity.map(|v| round(v, 4)),
             pos_std: [0, 1, 2].map(|i| round(c[i][i].max(0.0).sqrt(), 5)),
-            pos_cov: [c[0][0], c[0][1], c[0][2], c[1][1], c[1][2], c[2][2]].map(|v| round(v, 8)),
+            pos_cov: crate::evaluate::upper_triangle(c).map(|v| round(v, 8)),
             vel_std: r.vel_std.map(|v| round(v, 4)),
             az_deg: az,
             el_deg: el,
