@@ -293,6 +293,12 @@ fn replay_plots_and_evaluate_the_stream() {
     let ratio = v["bound"]["ratio"].as_f64().unwrap();
     assert!(ratio.is_finite() && ratio > 0.0, "{v}");
     assert_eq!(v["id_switches"].as_u64(), Some(0));
+    // The reported covariances are scored from the stream: every tracked frame, a finite ratio.
+    let c = &v["consistency"]["0"];
+    assert_eq!(c["reports"], v["per_target"]["0"]["tracked"], "{v}");
+    let r = c["error_over_spread"].as_f64().unwrap();
+    assert!(r.is_finite() && r > 0.0, "{v}");
+    assert!(text.contains("reported spread, target 0"), "{text}");
     // No truth anywhere: a usage error that says what to give.
     let out = sonotrack()
         .args(["-q", "evaluate"])
