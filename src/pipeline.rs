@@ -449,6 +449,11 @@ impl Pipeline {
             bad_channel_frames: self.counters.bad_channel_frames.clone(),
             backend_switches: self.counters.backend_switches,
             tracks: self.tracker.active_tracks(),
+            tdoa_noise_samples: (f64::from(self.tracker.sigma_s())
+                * self.cfg.sample_rate_hz()
+                * 1e3)
+                .round()
+                / 1e3,
             proc_us_mean: timing
                 .then(|| (sum.as_secs_f64() / n as f64 * 1e6 * 10.0).round() / 10.0),
             proc_us_max: timing.then(|| (max.as_secs_f64() * 1e6 * 10.0).round() / 10.0),

@@ -97,6 +97,14 @@ fn simulated_scene_round_trip() {
                 statuses += 1;
                 assert_eq!(v["backend"], "cpu");
                 assert!(v["proc_us_mean"].as_f64().is_some());
+                // The assumed delay noise: never below the configured floor, nor above the
+                // estimate's ceiling.
+                let noise = v["tdoa_noise_samples"].as_f64().unwrap();
+                let ceiling = f64::from(sonotrack::track::manager::SIGMA_CEILING_SAMPLES);
+                assert!(
+                    (cfg.tracker.tdoa_std_samples..=ceiling).contains(&noise),
+                    "{v}"
+                );
             }
             other => panic!("unexpected type {other:?}"),
         }

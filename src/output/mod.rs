@@ -167,6 +167,10 @@ pub struct StatusMessage {
     pub bad_channel_frames: Vec<u64>,
     pub backend_switches: u64,
     pub tracks: usize,
+    /// The TDOA noise the tracker assumes now, in samples: its online estimate from the
+    /// tracks' residuals, at least `tracker.tdoa_std_samples`. It rises with reverberation,
+    /// noise or a second source near a track.
+    pub tdoa_noise_samples: f64,
     /// Mean and largest processing time per frame since the last status, microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proc_us_mean: Option<f64>,

@@ -805,9 +805,6 @@ impl TrackManager {
     }
 }
 
-/// Fraction of informative pairs with a peak near the TDOA the estimate predicts (None when no
-/// pair is informative), and the residual |peak - prediction| of the nearest peak of each
-/// informative pair within a wide gate (for the noise estimate).
 /// What the birth search reads: the frame's measurement and the array.
 struct BirthInputs<'a> {
     geo: &'a ArrayGeometry,
