@@ -5,7 +5,11 @@
 //! emission time of its state (`t`) besides the arrival time of its frame (`t_frame`), so each
 //! report is compared with the truth interpolated at its own `t`: the propagation delay between
 //! emission and arrival (tens of milliseconds across a harbour) is removed by construction and
-//! never counted as error. Frames are bucketed by their arrival time.
+//! never counted as error. Frames are bucketed by their arrival time. Direction-only reports
+//! have no range, so their `t` is the arrival time: they are compared with the truth at the
+//! emission time whose sound reaches the array centre then (see [`truth_heard_at`]); taken at
+//! `t` itself, the truth would be ahead of the sound by the source's speed over the speed of
+//! sound (0.19° for a boat crossing at 5 m/s underwater).
 //!
 //! One target: per-frame error of the report assigned to it (below), RMSE, median, 90th
 //! percentile, maximum and the share of frames within a threshold (a frame with no assigned
@@ -64,6 +68,10 @@ pub struct EvalOptions {
     pub direction_only: bool,
     /// Report azimuth/elevation errors (compact arrays; always in direction-only mode).
     pub angles: bool,
+    /// Speed of sound (m/s), for direction-only reports: they carry the arrival time, and are
+    /// compared with the truth at the emission time whose sound arrives then. 0 when unknown
+    /// (the truth is then taken at the report's time).
+    pub speed_of_sound_m_s: f64,
 }
 
 impl Default for EvalOptions {
@@ -76,8 +84,29 @@ impl Default for EvalOptions {
             centre: [0.0; 3],
             direction_only: false,
             angles: false,
+            speed_of_sound_m_s: 0.0,
         }
     }
+}
+
+/// Where target `k` of `truth` was when it emitted the sound that reaches `centre` at `t`: the
+/// emission time τ with τ + |q(τ) - centre| / c = t, by fixed-point steps (each shrinks the
+/// error by the source's speed over c). With `c` not positive, the truth at `t`.
+pub fn truth_heard_at(
+    truth: &Truth,
+    k: u32,
+    t: f64,
+    centre: &Vector3<f64>,
+    c: f64,
+) -> Option<[f64; 3]> {
+    let mut q = truth.at(k, t)?;
+    if c > 0.0 {
+        for _ in 0..4 {
+            let tau = t - (Vector3::from(q) - centre).norm() / c;
+            q = truth.at(k, tau).unwrap_or(q);
+        }
+    }
+    Some(q)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -120,9 +149,13 @@ pub struct BoundSummary {
 /// (NEES, eᵀ P⁻¹ e for the error e and the reported position covariance P) of its assigned
 /// reports. For an unbiased tracker whose covariance is right, NEES follows a χ² law with three
 /// degrees of freedom: mean 3, median 2.366, below 7.815 (the truth inside the reported 95 %
-/// ellipsoid) in 95 % of reports.
+/// ellipsoid) in 95 % of reports. Direction-only tracking reports a unit vector: its error and
+/// covariance are taken in the plane tangent to the sphere at the report, two degrees of
+/// freedom (mean 2, median 1.386, 95 % below 5.991).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Consistency {
+    /// Degrees of freedom: 3 for positions, 2 for directions.
+    pub dof: u32,
     /// Reports scored (those with a positive definite covariance).
     pub reports: usize,
     /// Reports whose covariance was not positive definite (not scored).
@@ -131,14 +164,18 @@ pub struct Consistency {
     pub nees_median: f64,
     /// Percentage of reports with the truth inside the reported 95 % ellipsoid.
     pub within_95_pct: f64,
-    /// The typical error over the typical reported spread, sqrt(median NEES / 2.366): 1 when
-    /// honest, above 1 when the reports are overconfident, below 1 when they are cautious.
+    /// The typical error over the typical reported spread, sqrt(median NEES / the χ² median):
+    /// 1 when honest, above 1 when the reports are overconfident, below 1 when they are
+    /// cautious.
     pub error_over_spread: f64,
 }
 
 /// χ² with three degrees of freedom: median and 95th percentile.
 pub const CHI2_3_MEDIAN: f64 = 2.365_973_884;
 pub const CHI2_3_P95: f64 = 7.814_727_903;
+/// χ² with two degrees of freedom: median (2 ln 2) and 95th percentile (2 ln 20).
+pub const CHI2_2_MEDIAN: f64 = 1.386_294_361;
+pub const CHI2_2_P95: f64 = 5.991_464_547;
 
 /// The upper triangle of a symmetric 3 × 3 matrix: xx, xy, xz, yy, yz, zz (the stream's
 /// `pos_cov` order).
@@ -160,21 +197,54 @@ pub fn nees(e: &[f64; 3], cov: &[f64; 6]) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
-fn consistency_of(nees: &[f64], singular: usize) -> Option<Consistency> {
+/// The NEES of a reported direction `u` (a unit vector, or any vector along it) against the
+/// true direction `truth` (unit), in the plane tangent to the sphere at `u`: the error's and the
+/// covariance's components along two unit vectors orthogonal to `u`. None when `u` is zero or
+/// the projected covariance is not positive definite.
+pub fn direction_nees(u: &[f64; 3], truth: &Vector3<f64>, cov: &[f64; 6]) -> Option<f64> {
+    let u = unit(Vector3::from(*u))?;
+    // Any axis not along u gives the first tangent vector.
+    let axis = if u.x.abs() < 0.9 {
+        Vector3::x()
+    } else {
+        Vector3::y()
+    };
+    let t1 = u.cross(&axis).normalize();
+    let t2 = u.cross(&t1);
+    let c = cov;
+    let p = nalgebra::Matrix3::new(c[0], c[1], c[2], c[1], c[3], c[4], c[2], c[4], c[5]);
+    if !p.iter().all(|v| v.is_finite()) {
+        return None;
+    }
+    let t = nalgebra::Matrix3x2::from_columns(&[t1, t2]);
+    let p2 = t.transpose() * p * t;
+    let e = truth - u;
+    let e2 = nalgebra::Vector2::new(e.dot(&t1), e.dot(&t2));
+    let chol = p2.cholesky()?;
+    let v = e2.dot(&chol.solve(&e2));
+    v.is_finite().then_some(v)
+}
+
+fn consistency_of(nees: &[f64], singular: usize, dof: u32) -> Option<Consistency> {
     if nees.is_empty() {
         return None;
     }
+    let (chi2_median, chi2_p95) = if dof == 2 {
+        (CHI2_2_MEDIAN, CHI2_2_P95)
+    } else {
+        (CHI2_3_MEDIAN, CHI2_3_P95)
+    };
     let mut s = nees.to_vec();
     s.sort_by(f64::total_cmp);
     let median = percentile(&s, 0.5);
     Some(Consistency {
+        dof,
         reports: s.len(),
         singular,
         nees_mean: s.iter().sum::<f64>() / s.len() as f64,
         nees_median: median,
-        within_95_pct: 100.0 * s.iter().filter(|&&v| v <= CHI2_3_P95).count() as f64
-            / s.len() as f64,
-        error_over_spread: (median / CHI2_3_MEDIAN).sqrt(),
+        within_95_pct: 100.0 * s.iter().filter(|&&v| v <= chi2_p95).count() as f64 / s.len() as f64,
+        error_over_spread: (median / chi2_median).sqrt(),
     })
 }
 
@@ -475,7 +545,16 @@ pub fn evaluate(
         scored_frames += 1;
         // Distances with the truth at each report's emission time (or the frame time when the
         // truth has ended by then).
-        let truth_for = |k: u32, r: &Report| truth.at(k, r.t).or_else(|| truth.at(k, f.t_frame));
+        // A direction-only report's time is the arrival time (its state has no range): the
+        // truth is then taken where the sound arriving then was emitted.
+        let truth_for = |k: u32, r: &Report| {
+            if o.direction_only {
+                truth_heard_at(truth, k, r.t, &centre, o.speed_of_sound_m_s)
+                    .or_else(|| truth.at(k, f.t_frame))
+            } else {
+                truth.at(k, r.t).or_else(|| truth.at(k, f.t_frame))
+            }
+        };
         let d: Vec<Vec<f64>> = alive
             .iter()
             .map(|&k| {
@@ -514,6 +593,15 @@ pub fn evaluate(
                     let e = [r.pos[0] - q[0], r.pos[1] - q[1], r.pos[2] - q[2]];
                     let slot = nees_of.entry(k).or_default();
                     match nees(&e, c) {
+                        Some(v) => slot.0.push(v),
+                        None => slot.1 += 1,
+                    }
+                }
+            }
+            if o.direction_only {
+                if let (Some(c), Some(b)) = (&r.cov, unit(Vector3::from(q) - centre)) {
+                    let slot = nees_of.entry(k).or_default();
+                    match direction_nees(&r.pos, &b, c) {
                         Some(v) => slot.0.push(v),
                         None => slot.1 += 1,
                     }
@@ -572,7 +660,9 @@ pub fn evaluate(
     };
     let consistency = nees_of
         .iter()
-        .filter_map(|(k, (v, singular))| consistency_of(v, *singular).map(|c| (*k, c)))
+        .filter_map(|(k, (v, singular))| {
+            consistency_of(v, *singular, if o.direction_only { 2 } else { 3 }).map(|c| (*k, c))
+        })
         .collect();
     let ospa = (!ospas.is_empty()).then(|| {
         let mut s = ospas.clone();
@@ -659,10 +749,13 @@ impl std::fmt::Display for Evaluation {
         for (k, c) in &self.consistency {
             writeln!(
                 f,
-                "  reported spread, target {k}: errors {:.2}× the spread (1 if honest; NEES median {:.2}, mean {:.2}, against 2.37 and 3); truth inside the 95 % ellipsoid in {:.1} % of {} reports{}",
+                "  reported spread, target {k}: errors {:.2}× the spread (1 if honest; NEES median {:.2}, mean {:.2}, against {} and {}); truth inside the 95 % {} in {:.1} % of {} reports{}",
                 c.error_over_spread,
                 c.nees_median,
                 c.nees_mean,
+                if c.dof == 2 { "1.39" } else { "2.37" },
+                c.dof,
+                if c.dof == 2 { "ellipse" } else { "ellipsoid" },
                 c.within_95_pct,
                 c.reports,
                 if c.singular > 0 {
@@ -896,6 +989,120 @@ mod tests {
             })
             .collect();
         assert!(evaluate(&none, &truth, None, &o).consistency.is_empty());
+    }
+
+    /// Directions: errors drawn in the tangent plane from the covariance the reports carry
+    /// (with a negligible radial part, as a cloud of unit vectors has) score as honest on two
+    /// degrees of freedom; a covariance four times too small scores 2× overconfident.
+    #[test]
+    fn reported_direction_spread_is_checked_in_the_tangent_plane() {
+        use crate::philox::{PhiloxStream, Stream};
+        let truth = Truth::parse("0,0,100,40,-20\n1000,0,100,40,-20\n").unwrap();
+        let b = Vector3::new(100.0, 40.0, -20.0).normalize();
+        let axis = Vector3::z();
+        let t1 = b.cross(&axis).normalize();
+        let t2 = b.cross(&t1);
+        let (s1, s2) = (0.02, 0.05); // radians
+        let p = t1 * t1.transpose() * (s1 * s1)
+            + t2 * t2.transpose() * (s2 * s2)
+            + (t1 * t2.transpose() + t2 * t1.transpose()) * (0.3 * s1 * s2)
+            + b * b.transpose() * 1e-10;
+        let l = nalgebra::Matrix2::new(s1 * s1, 0.3 * s1 * s2, 0.3 * s1 * s2, s2 * s2)
+            .cholesky()
+            .unwrap()
+            .l();
+        let mut rng = PhiloxStream::new(11, 0, Stream::Predict);
+        let o = EvalOptions {
+            direction_only: true,
+            ..Default::default()
+        };
+        for (scale, ratio) in [(1.0, 1.0), (0.25, 2.0)] {
+            let frames: Vec<FrameReports> = (0..4000u64)
+                .map(|i| {
+                    let t = 3.0 + i as f64 * 0.05;
+                    let z = l * nalgebra::Vector2::new(rng.normal_f64(), rng.normal_f64());
+                    // The report is off the truth by z in the tangent plane.
+                    let u = (b - t1 * z[0] - t2 * z[1]).normalize();
+                    FrameReports {
+                        seq: i,
+                        t_frame: t,
+                        reports: vec![Report {
+                            id: 1,
+                            t,
+                            pos: u.into(),
+                            models: Vec::new(),
+                            cov: Some(upper_triangle(&(p * scale).into())),
+                        }],
+                    }
+                })
+                .collect();
+            let e = evaluate(&frames, &truth, None, &o);
+            let c = &e.consistency[&0];
+            assert_eq!((c.dof, c.reports, c.singular), (2, 4000, 0));
+            assert!(
+                (c.error_over_spread / ratio - 1.0).abs() < 0.06,
+                "{scale}: {c:?}"
+            );
+            if scale == 1.0 {
+                assert!((c.nees_mean - 2.0).abs() < 0.15, "{c:?}");
+                assert!((c.within_95_pct - 95.0).abs() < 1.5, "{c:?}");
+                assert!(format!("{e}").contains("95 % ellipse in"), "{e}");
+            }
+        }
+        assert_eq!(
+            direction_nees(&[0.0; 3], &b, &upper_triangle(&p.into())),
+            None
+        );
+    }
+
+    /// A direction-only report (stamped with the arrival time) is compared with where the source
+    /// was when it emitted the sound arriving then: reports pointing there score no error; the
+    /// truth at the report's own time would be ahead by the speed over c.
+    #[test]
+    fn directions_are_compared_with_the_truth_heard_then() {
+        // 1000 m out along x, crossing along y at 50 m/s; c = 1500 m/s.
+        let truth = Truth::parse("0,0,1000,0,0\n100,0,1000,5000,0\n").unwrap();
+        let centre = Vector3::zeros();
+        let c = 1500.0;
+        let q = truth_heard_at(&truth, 0, 10.0, &centre, c).unwrap();
+        let tau = q[1] / 50.0;
+        let arrival = tau + Vector3::from(q).norm() / c;
+        assert!((arrival - 10.0).abs() < 1e-6, "{q:?}, arrives at {arrival}");
+        assert!(tau < 9.3, "emitted about 0.73 s earlier: {tau}");
+        assert_eq!(
+            truth_heard_at(&truth, 0, 10.0, &centre, 0.0),
+            truth.at(0, 10.0)
+        );
+        let frames: Vec<FrameReports> = (0..50u64)
+            .map(|i| {
+                let t = 3.0 + i as f64 * 0.1;
+                let u =
+                    Vector3::from(truth_heard_at(&truth, 0, t, &centre, c).unwrap()).normalize();
+                FrameReports {
+                    seq: i,
+                    t_frame: t,
+                    reports: vec![Report {
+                        id: 1,
+                        t,
+                        pos: u.into(),
+                        models: Vec::new(),
+                        cov: None,
+                    }],
+                }
+            })
+            .collect();
+        let mut o = EvalOptions {
+            direction_only: true,
+            speed_of_sound_m_s: c,
+            ..Default::default()
+        };
+        let heard = evaluate(&frames, &truth, None, &o).angles.unwrap();
+        assert!(heard.angle_rmse_deg < 1e-6, "{heard:?}");
+        // Without the speed of sound, the truth at the report's time: ahead by about v / c
+        // (a little less, as the source is not abeam): between 1.5 and 2 degrees here.
+        o.speed_of_sound_m_s = 0.0;
+        let at_t = evaluate(&frames, &truth, None, &o).angles.unwrap();
+        assert!((1.5..2.0).contains(&at_t.angle_rmse_deg), "{at_t:?}");
     }
 
     #[test]

@@ -236,14 +236,26 @@ fn errors(inp: &PlotInput) -> Vec<(f64, f64, Option<f64>)> {
     };
     let k = truth.targets.keys().next().copied().unwrap_or(0);
     let direction = inp.cfg.array.mode == TrackMode::Direction;
-    let centre = inp.cfg.geometry().centroid();
+    let geo = inp.cfg.geometry();
+    let centre = geo.centroid();
     inp.frames
         .iter()
         .filter_map(|f| {
             f.reports
                 .iter()
                 .filter_map(|r| {
-                    let q = truth.at(k, r.t)?;
+                    // (A direction's report time is the arrival time: see `truth_heard_at`.)
+                    let q = if direction {
+                        crate::evaluate::truth_heard_at(
+                            truth,
+                            k,
+                            r.t,
+                            &centre,
+                            geo.speed_of_sound_m_s,
+                        )?
+                    } else {
+                        truth.at(k, r.t)?
+                    };
                     Some(if direction {
                         let u = (Vector3::from(q) - centre).normalize();
                         let v = Vector3::from(r.pos).normalize();

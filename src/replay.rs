@@ -319,6 +319,7 @@ pub fn eval_options(cfg: &Config, truth: &Truth, opts: &ReplayOptions) -> EvalOp
         centre: centre.into(),
         direction_only,
         angles: direction_only || geo.aperture_m() < 0.2 * median,
+        speed_of_sound_m_s: geo.speed_of_sound_m_s,
     }
 }
 

@@ -65,7 +65,8 @@ pub struct TrackMessage {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub schema: u32,
-    /// Emission time of the reported state, seconds from the stream start.
+    /// Emission time of the reported state, seconds from the stream start (in direction mode,
+    /// which knows no range, the arrival time: `t_frame`).
     pub t: f64,
     /// Arrival time of the frame centre at the array, seconds from the stream start.
     pub t_frame: f64,
