@@ -819,6 +819,21 @@ mod tests {
         }
     }
 
+    /// A frame with one report of track 1 at `t`, with a covariance.
+    fn one(seq: u64, t: f64, pos: [f64; 3], cov: Option<[f64; 6]>) -> FrameReports {
+        FrameReports {
+            seq,
+            t_frame: t,
+            reports: vec![Report {
+                id: 1,
+                t,
+                pos,
+                models: Vec::new(),
+                cov,
+            }],
+        }
+    }
+
     #[test]
     fn hungarian_finds_the_optimum() {
         let c = vec![
@@ -942,17 +957,7 @@ mod tests {
                     } else {
                         upper_triangle(&c.into())
                     };
-                    FrameReports {
-                        seq: i,
-                        t_frame: t,
-                        reports: vec![Report {
-                            id: 1,
-                            t,
-                            pos: [q[0] + e[0], q[1] + e[1], q[2] + e[2]],
-                            models: Vec::new(),
-                            cov: Some(cov),
-                        }],
-                    }
+                    one(i, t, [q[0] + e[0], q[1] + e[1], q[2] + e[2]], Some(cov))
                 })
                 .collect()
         };
@@ -1023,17 +1028,7 @@ mod tests {
                     let z = l * nalgebra::Vector2::new(rng.normal_f64(), rng.normal_f64());
                     // The report is off the truth by z in the tangent plane.
                     let u = (b - t1 * z[0] - t2 * z[1]).normalize();
-                    FrameReports {
-                        seq: i,
-                        t_frame: t,
-                        reports: vec![Report {
-                            id: 1,
-                            t,
-                            pos: u.into(),
-                            models: Vec::new(),
-                            cov: Some(upper_triangle(&(p * scale).into())),
-                        }],
-                    }
+                    one(i, t, u.into(), Some(upper_triangle(&(p * scale).into())))
                 })
                 .collect();
             let e = evaluate(&frames, &truth, None, &o);
@@ -1078,17 +1073,7 @@ mod tests {
                 let t = 3.0 + i as f64 * 0.1;
                 let u =
                     Vector3::from(truth_heard_at(&truth, 0, t, &centre, c).unwrap()).normalize();
-                FrameReports {
-                    seq: i,
-                    t_frame: t,
-                    reports: vec![Report {
-                        id: 1,
-                        t,
-                        pos: u.into(),
-                        models: Vec::new(),
-                        cov: None,
-                    }],
-                }
+                one(i, t, u.into(), None)
             })
             .collect();
         let mut o = EvalOptions {
