@@ -268,6 +268,8 @@ pub struct Evaluation {
 }
 
 pub const TIME_REFERENCE: &str = "reports are compared with the truth at their emission time (t), so the emission-to-arrival delay is not counted as error";
+/// The same for direction-only reports, whose `t` is the arrival time.
+pub const TIME_REFERENCE_DIRECTIONS: &str = "directions carry their arrival time (t) and are compared with the truth at the emission time whose sound reaches the array centre then, so the emission-to-arrival delay is not counted as error";
 
 /// Read a JSON Lines position stream: track messages grouped by frame; status lines give the
 /// number of frames processed, so frames without any report are counted too.
@@ -714,7 +716,11 @@ pub fn evaluate(
         angles,
         bound,
         warmup_s: o.warmup_s,
-        time_reference: TIME_REFERENCE,
+        time_reference: if o.direction_only {
+            TIME_REFERENCE_DIRECTIONS
+        } else {
+            TIME_REFERENCE
+        },
     }
 }
 
@@ -1083,6 +1089,10 @@ mod tests {
         };
         let heard = evaluate(&frames, &truth, None, &o).angles.unwrap();
         assert!(heard.angle_rmse_deg < 1e-6, "{heard:?}");
+        assert_eq!(
+            evaluate(&frames, &truth, None, &o).time_reference,
+            TIME_REFERENCE_DIRECTIONS
+        );
         // Without the speed of sound, the truth at the report's time: ahead by about v / c
         // (a little less, as the source is not abeam): between 1.5 and 2 degrees here.
         o.speed_of_sound_m_s = 0.0;

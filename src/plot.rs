@@ -316,7 +316,11 @@ fn draw_error<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, inp: &PlotInput
     };
     let mut chart = ChartBuilder::on(root)
         .caption(
-            "error over time, with the reported spread and the one-frame Cramér–Rao bound",
+            if spread.is_empty() {
+                "error over time, with the one-frame Cramér–Rao bound"
+            } else {
+                "error over time, with the reported spread and the one-frame Cramér–Rao bound"
+            },
             ("sans-serif", 20),
         )
         .margin(12)
