@@ -177,6 +177,22 @@ pub const CHI2_3_P95: f64 = 7.814_727_903;
 pub const CHI2_2_MEDIAN: f64 = 1.386_294_361;
 pub const CHI2_2_P95: f64 = 5.991_464_547;
 
+/// The χ² median and 95th percentile for `dof` degrees of freedom (2 for directions, else 3).
+fn chi2_quantiles(dof: u32) -> (f64, f64) {
+    if dof == 2 {
+        (CHI2_2_MEDIAN, CHI2_2_P95)
+    } else {
+        (CHI2_3_MEDIAN, CHI2_3_P95)
+    }
+}
+
+/// The symmetric matrix of an upper triangle (see [`upper_triangle`]); None when an entry is
+/// not finite.
+fn symmetric(c: &[f64; 6]) -> Option<nalgebra::Matrix3<f64>> {
+    let p = nalgebra::Matrix3::new(c[0], c[1], c[2], c[1], c[3], c[4], c[2], c[4], c[5]);
+    p.iter().all(|v| v.is_finite()).then_some(p)
+}
+
 /// The upper triangle of a symmetric 3 × 3 matrix: xx, xy, xz, yy, yz, zz (the stream's
 /// `pos_cov` order).
 pub fn upper_triangle(c: &[[f64; 3]; 3]) -> [f64; 6] {
@@ -186,12 +202,7 @@ pub fn upper_triangle(c: &[[f64; 3]; 3]) -> [f64; 6] {
 /// eᵀ P⁻¹ e for P given by its upper triangle; None when P is not positive definite (or not
 /// finite).
 pub fn nees(e: &[f64; 3], cov: &[f64; 6]) -> Option<f64> {
-    let c = cov;
-    let p = nalgebra::Matrix3::new(c[0], c[1], c[2], c[1], c[3], c[4], c[2], c[4], c[5]);
-    if !p.iter().all(|v| v.is_finite()) {
-        return None;
-    }
-    let chol = p.cholesky()?;
+    let chol = symmetric(cov)?.cholesky()?;
     let e = Vector3::from(*e);
     let v = e.dot(&chol.solve(&e));
     v.is_finite().then_some(v)
@@ -211,11 +222,7 @@ pub fn direction_nees(u: &[f64; 3], truth: &Vector3<f64>, cov: &[f64; 6]) -> Opt
     };
     let t1 = u.cross(&axis).normalize();
     let t2 = u.cross(&t1);
-    let c = cov;
-    let p = nalgebra::Matrix3::new(c[0], c[1], c[2], c[1], c[3], c[4], c[2], c[4], c[5]);
-    if !p.iter().all(|v| v.is_finite()) {
-        return None;
-    }
+    let p = symmetric(cov)?;
     let t = nalgebra::Matrix3x2::from_columns(&[t1, t2]);
     let p2 = t.transpose() * p * t;
     let e = truth - u;
@@ -229,11 +236,7 @@ fn consistency_of(nees: &[f64], singular: usize, dof: u32) -> Option<Consistency
     if nees.is_empty() {
         return None;
     }
-    let (chi2_median, chi2_p95) = if dof == 2 {
-        (CHI2_2_MEDIAN, CHI2_2_P95)
-    } else {
-        (CHI2_3_MEDIAN, CHI2_3_P95)
-    };
+    let (chi2_median, chi2_p95) = chi2_quantiles(dof);
     let mut s = nees.to_vec();
     s.sort_by(f64::total_cmp);
     let median = percentile(&s, 0.5);
@@ -255,8 +258,8 @@ pub struct Evaluation {
     pub targets: usize,
     /// Per truth target: position accuracy of its assigned reports (3-D tracking).
     pub per_target: BTreeMap<u32, Accuracy>,
-    /// Per truth target: whether the reported covariances match the errors (3-D tracking, from
-    /// reports that carry a covariance).
+    /// Per truth target: whether the reported covariances match the errors (positions, or
+    /// directions in direction-only tracking; from reports that carry a covariance).
     pub consistency: BTreeMap<u32, Consistency>,
     pub ospa: Option<OspaSummary>,
     pub id_switches: usize,
@@ -591,22 +594,21 @@ pub fn evaluate(
             let Some(q) = truth_for(k, r) else { continue };
             if !o.direction_only {
                 errors.entry(k).or_default().push(d[ti][j]);
-                if let Some(c) = &r.cov {
-                    let e = [r.pos[0] - q[0], r.pos[1] - q[1], r.pos[2] - q[2]];
-                    let slot = nees_of.entry(k).or_default();
-                    match nees(&e, c) {
-                        Some(v) => slot.0.push(v),
-                        None => slot.1 += 1,
-                    }
-                }
             }
-            if o.direction_only {
-                if let (Some(c), Some(b)) = (&r.cov, unit(Vector3::from(q) - centre)) {
-                    let slot = nees_of.entry(k).or_default();
-                    match direction_nees(&r.pos, &b, c) {
-                        Some(v) => slot.0.push(v),
-                        None => slot.1 += 1,
-                    }
+            // The report's NEES (None: not scored; Some(None): its covariance is unusable).
+            let scored_nees = r.cov.as_ref().and_then(|c| {
+                if o.direction_only {
+                    unit(Vector3::from(q) - centre).map(|b| direction_nees(&r.pos, &b, c))
+                } else {
+                    let e = [r.pos[0] - q[0], r.pos[1] - q[1], r.pos[2] - q[2]];
+                    Some(nees(&e, c))
+                }
+            });
+            if let Some(v) = scored_nees {
+                let slot = nees_of.entry(k).or_default();
+                match v {
+                    Some(v) => slot.0.push(v),
+                    None => slot.1 += 1,
                 }
             }
             if o.angles || o.direction_only {
@@ -755,11 +757,11 @@ impl std::fmt::Display for Evaluation {
         for (k, c) in &self.consistency {
             writeln!(
                 f,
-                "  reported spread, target {k}: errors {:.2}× the spread (1 if honest; NEES median {:.2}, mean {:.2}, against {} and {}); truth inside the 95 % {} in {:.1} % of {} reports{}",
+                "  reported spread, target {k}: errors {:.2}× the spread (1 if honest; NEES median {:.2}, mean {:.2}, against {:.2} and {}); truth inside the 95 % {} in {:.1} % of {} reports{}",
                 c.error_over_spread,
                 c.nees_median,
                 c.nees_mean,
-                if c.dof == 2 { "1.39" } else { "2.37" },
+                chi2_quantiles(c.dof).0,
                 c.dof,
                 if c.dof == 2 { "ellipse" } else { "ellipsoid" },
                 c.within_95_pct,
