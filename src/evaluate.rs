@@ -320,18 +320,28 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
                 });
                 e.t_frame = num("t_frame")?;
                 // Streams written before the covariance was reported have none: they are scored
-                // without the consistency check.
-                let cov = v
-                    .get("pos_cov")
-                    .and_then(|p| p.as_array())
-                    .filter(|a| a.len() == 6)
-                    .and_then(|a| {
-                        let mut c = [0.0; 6];
-                        for (x, y) in c.iter_mut().zip(a) {
-                            *x = y.as_f64()?;
-                        }
-                        Some(c)
-                    });
+                // without the consistency check. One that is there must be six numbers.
+                let cov = match v.get("pos_cov") {
+                    None => None,
+                    Some(p) => Some(
+                        p.as_array()
+                            .filter(|a| a.len() == 6)
+                            .and_then(|a| {
+                                let mut c = [0.0; 6];
+                                for (x, y) in c.iter_mut().zip(a) {
+                                    *x = y.as_f64()?;
+                                }
+                                Some(c)
+                            })
+                            .ok_or_else(|| {
+                                (
+                                    i + 1,
+                                    "track message whose `pos_cov` is not 6 numbers (xx, xy, xz, yy, yz, zz)"
+                                        .to_string(),
+                                )
+                            })?,
+                    ),
+                };
                 e.reports.push(Report {
                     id: num("id")? as u64,
                     t: num("t")?,
@@ -1134,5 +1144,11 @@ mod tests {
         assert_eq!(parse_stream("{\"type\":\"x\"}").unwrap_err().0, 1);
         assert!(parse_stream("{\"type\":\"track\",\"seq\":1}").is_err());
         assert!(parse_stream("not json").is_err());
+        // A covariance that is there but malformed is an error naming the line, not a report
+        // scored without it.
+        let bad = "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":1,\"id\":3,\"pos\":[1,2,3],\"pos_cov\":[1,0,0,2,0]}";
+        let (line, problem) = parse_stream(&format!("\n{bad}\n")).unwrap_err();
+        assert_eq!(line, 2);
+        assert!(problem.contains("`pos_cov`"), "{problem}");
     }
 }
