@@ -188,6 +188,7 @@ pub fn pf_init() -> TrackInit {
         chol,
         speed_ball_m_s: 0.0,
         model_probs: Vec::new(),
+        inv_range_max: 0.0,
     }
 }
 

@@ -75,6 +75,11 @@ pub struct ArrayConfig {
     pub bounds_min_m: Option<[f64; 3]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounds_max_m: Option<[f64; 3]>,
+    /// Direction mode: the nearest a source may be (metres; default the array's aperture).
+    /// Directions allow for the wavefront's curvature from there out (each particle also
+    /// carries an inverse range); `inf` assumes a plane wave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_range_m: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -497,6 +502,7 @@ impl Config {
                 mode: TrackMode::ThreeD,
                 bounds_min_m: None,
                 bounds_max_m: None,
+                min_range_m: None,
             },
             audio: AudioConfig {
                 sample_rate_hz,
@@ -589,6 +595,23 @@ impl Config {
         let text = toml::to_string(&table)
             .map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
         Config::parse_str(&text, file)
+    }
+
+    /// Direction mode: the largest inverse range (1/m) a particle may start with, from
+    /// `array.min_range_m` (default the aperture); 0 for a plane wave and in 3-D mode.
+    pub fn direction_inv_range_max(&self) -> f64 {
+        if self.array.mode != TrackMode::Direction {
+            return 0.0;
+        }
+        let r = self
+            .array
+            .min_range_m
+            .unwrap_or_else(|| self.geometry().aperture_m());
+        if r.is_finite() && r > 0.0 {
+            1.0 / r
+        } else {
+            0.0
+        }
     }
 
     pub fn geometry(&self) -> ArrayGeometry {
@@ -735,6 +758,22 @@ impl Config {
                         "add a sensor off the line",
                     );
                 }
+            }
+        }
+        if let Some(r) = a.min_range_m {
+            if a.mode != TrackMode::Direction {
+                return err(
+                    "array.min_range_m",
+                    "min_range_m applies only to direction tracking".into(),
+                    "remove it, or set array.mode = \"direction\"",
+                );
+            }
+            if !(r > 0.0) {
+                return err(
+                    "array.min_range_m",
+                    format!("{r} m is not a range"),
+                    "give the nearest range a source may be at, in metres (inf for a plane wave)",
+                );
             }
         }
         match (a.bounds_min_m, a.bounds_max_m) {
@@ -1163,6 +1202,21 @@ impl Config {
         );
         if let (Some(lo), Some(hi)) = (self.array.bounds_min_m, self.array.bounds_max_m) {
             let _ = writeln!(s, "search volume: {lo:?} .. {hi:?} m");
+        }
+        if self.array.mode == TrackMode::Direction {
+            let rho = self.direction_inv_range_max();
+            if rho > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "directions allow for the wavefront's curvature from {:.2} m out (array.min_range_m)",
+                    1.0 / rho
+                );
+            } else {
+                let _ = writeln!(
+                    s,
+                    "directions assume a plane wave (array.min_range_m = inf)"
+                );
+            }
         }
         let _ = writeln!(
             s,

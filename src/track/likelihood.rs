@@ -45,8 +45,15 @@ impl LikelihoodConsts {
     }
 }
 
-/// Per-sensor terms of the prediction: `rho[a]` (range, or -m_a . u far field) and `rate[a]`
-/// (range rate u_a . v; zero far field), for the first `sensors.len()` entries of each.
+/// Per-sensor terms of the prediction: `rho[a]` (range; in direction mode the path to sensor a
+/// less the path to the array's centroid) and `rate[a]` (range rate u_a . v; zero in direction
+/// mode), for the first `sensors.len()` entries of each.
+///
+/// In direction mode a particle's position p is its direction u = p / |p| scaled by 1 + ρ, with
+/// ρ the inverse of its range r (1/m): the inverse-depth parametrisation, in which a far source
+/// (ρ → 0) is a plane wave and a near one's curved wavefront is modelled exactly. With d_a the
+/// sensor relative to the centroid, |r u - d_a| - r = (ρ |d_a|² - 2 u·d_a) / (1 + |u - ρ d_a|)
+/// (see [`direction_path`]), -u·d_a at ρ = 0.
 #[inline(always)]
 pub fn sensor_terms(
     p: &FilterParams,
@@ -67,13 +74,33 @@ pub fn sensor_terms(
             }
         }
         TrackMode::Direction => {
-            // Far field: r_a = R - m_a . u, so only -m_a . u matters.
+            let (n, inv) = norm_and_inverse_range(s[0], s[1], s[2]);
             for ((m, r), q) in p.sensors.iter().zip(rho.iter_mut()).zip(rate.iter_mut()) {
-                *r = -(m[0] * s[0] + m[1] * s[1] + m[2] * s[2]);
+                *r = direction_path(m, s[0], s[1], s[2], n, inv);
                 *q = 0.0;
             }
         }
     }
+}
+
+/// A direction-mode particle's |p| and inverse range ρ = |p| - 1 (at least 0); see
+/// [`sensor_terms`]. The GPU's `dir_norm` (kernels/common.cuh) does the same operations.
+#[inline(always)]
+pub fn norm_and_inverse_range(x: f32, y: f32, z: f32) -> (f32, f32) {
+    let n = crate::track::models::dir_norm(x, y, z);
+    (n, (n - 1.0).max(0.0))
+}
+
+/// The path from a source in direction p / n at inverse range `inv` to sensor `m` (relative
+/// to the centroid), less its range: (ρ |m|² - 2 u·m) / (1 + |u - ρ m|), exact at every range
+/// and without the cancellation of subtracting two long paths; the GPU's `dir_path`
+/// (kernels/common.cuh) does the same operations.
+#[inline(always)]
+pub fn direction_path(m: &[f32; 3], x: f32, y: f32, z: f32, n: f32, inv: f32) -> f32 {
+    let ud = (m[0] * x + m[1] * y + m[2] * z) / n;
+    let dd = m[0] * m[0] + m[1] * m[1] + m[2] * m[2];
+    let root = (1.0 - 2.0 * inv * ud + inv * inv * dd).max(0.0).sqrt();
+    (inv * dd - 2.0 * ud) / (1.0 + root)
 }
 
 /// Predicted TDOA of pair (a, b) from the sensor terms.
@@ -158,9 +185,9 @@ pub fn log_likelihood_slice(
                 }
             }
             TrackMode::Direction => {
-                // Far field: r_a = R - m_a . u, so only -m_a . u matters.
                 for i in 0..n {
-                    r[i] = -(sensor[0] * x[i] + sensor[1] * y[i] + sensor[2] * z[i]);
+                    let (nn, inv) = norm_and_inverse_range(x[i], y[i], z[i]);
+                    r[i] = direction_path(sensor, x[i], y[i], z[i], nn, inv);
                     q[i] = 0.0;
                 }
             }

@@ -295,6 +295,8 @@ impl TrackManager {
                 chol: cholesky6(&t.est.cov),
                 speed_ball_m_s: 0.0,
                 model_probs: t.est.model_probs.clone(),
+                // Each particle keeps the inverse range it draws from the estimate.
+                inv_range_max: -1.0,
             };
             bank.init_track(&init)?;
         }
@@ -481,16 +483,8 @@ impl TrackManager {
                     self.sigma_s * self.sample_rate_hz as f32
                 );
             }
-            if three_d {
-                // Nothing to normalise.
-            } else {
-                let n = (t.est.mean[0].powi(2) + t.est.mean[1].powi(2) + t.est.mean[2].powi(2))
-                    .sqrt()
-                    .max(1e-12);
-                for v in t.est.mean.iter_mut().take(3) {
-                    *v /= n;
-                }
-            }
+            // (In direction mode the estimate keeps its norm, 1 + the inverse range, for the
+            // track's predicted TDOAs; its report gives the unit direction: see `report`.)
             t.frames += 1;
             let mut res = Vec::new();
             let (pred, gate, wide) =
@@ -687,8 +681,14 @@ impl TrackManager {
         };
         // Not a second copy of a track we already have.
         if self.tracks.iter().any(|t| {
-            (Vector3::new(t.est.mean[0], t.est.mean[1], t.est.mean[2]) - last.position).norm()
-                < 3.0 * slack.max(0.05)
+            let at = Vector3::new(t.est.mean[0], t.est.mean[1], t.est.mean[2]);
+            // (A direction's estimate is scaled by 1 + its inverse range; the fix is a unit.)
+            let at = if three_d {
+                at
+            } else {
+                at / at.norm().max(1e-12)
+            };
+            (at - last.position).norm() < 3.0 * slack.max(0.05)
         }) {
             return Ok(None);
         }
@@ -751,6 +751,7 @@ impl TrackManager {
             chol,
             speed_ball_m_s: if three_d { self.max_speed_m_s } else { 0.5 },
             model_probs: vec![1.0 / l as f32; l],
+            inv_range_max: self.params.inv_range_max,
         };
         self.bank.init_track(&init)?;
         let id = self.next_id;
@@ -928,7 +929,12 @@ fn track_tdoas(
     let spread = if three_d {
         2.0 * pos_sd / c
     } else {
-        2.0 * pos_sd * geo.aperture_m() / c
+        // The direction's spread over the aperture, and the inverse range's over the
+        // curvature term (ρ |d|² / 2 per sensor, |d| at most the aperture from the centroid).
+        let d = direction_of(est);
+        let a = geo.aperture_m();
+        let tangent_sd = (d.cov[0][0] + d.cov[1][1] + d.cov[2][2]).max(0.0).sqrt();
+        2.0 * (tangent_sd * a + d.inv_range_sd * 0.5 * a * a) / c
     } as f32;
     let gate = 4.0 * m.sigma_s + spread;
     let wide = (6.0 * m.sigma_s).max(gate);
@@ -1006,25 +1012,70 @@ fn report(
             pos_cov[r][c] = e.cov[r][c];
         }
     }
+    let mut position = [e.mean[0], e.mean[1], e.mean[2]];
+    let mut velocity = [e.mean[3], e.mean[4], e.mean[5]];
+    let mut vel_std = [3, 4, 5].map(|i| e.cov[i][i].max(0.0).sqrt());
+    if mode == TrackMode::Direction {
+        let d = direction_of(e);
+        log::debug!(
+            "DBG t {:.2} invr {:.4} sd {:.4}",
+            t.t_state_s,
+            d.norm - 1.0,
+            d.inv_range_sd
+        );
+        position = d.u;
+        velocity = velocity.map(|v| v / d.norm);
+        vel_std = vel_std.map(|v| v / d.norm);
+        pos_cov = d.cov;
+    }
     TrackReport {
         id: t.id,
         status,
         seq,
         t_s: t.t_state_s,
         t_frame_s,
-        position: [e.mean[0], e.mean[1], e.mean[2]],
-        velocity: [e.mean[3], e.mean[4], e.mean[5]],
+        position,
+        velocity,
         pos_cov,
-        vel_std: [
-            e.cov[3][3].max(0.0).sqrt(),
-            e.cov[4][4].max(0.0).sqrt(),
-            e.cov[5][5].max(0.0).sqrt(),
-        ],
+        vel_std,
         model_probs: e.model_probs.clone(),
         turn_rate_rad_s: e.turn_rate,
         ess: e.ess,
         support: support.unwrap_or(f32::NAN),
         mode,
+    }
+}
+
+/// A direction-mode estimate as reported: its mean position p is the direction scaled by
+/// 1 + the inverse range (see [`crate::track::likelihood::sensor_terms`]).
+struct DirectionView {
+    /// The unit direction p / |p|.
+    u: [f64; 3],
+    /// |p|.
+    norm: f64,
+    /// The direction's covariance: p's, in the plane tangent at u, over |p|².
+    cov: [[f64; 3]; 3],
+    /// The standard deviation of |p| (of the inverse range, 1/m).
+    inv_range_sd: f64,
+}
+
+fn direction_of(e: &Estimate) -> DirectionView {
+    let p = Vector3::new(e.mean[0], e.mean[1], e.mean[2]);
+    let norm = p.norm().max(1e-12);
+    let u = p / norm;
+    let mut cov = Matrix3::zeros();
+    for r in 0..3 {
+        for c in 0..3 {
+            cov[(r, c)] = e.cov[r][c];
+        }
+    }
+    let proj = Matrix3::identity() - u * u.transpose();
+    let tangent = proj * cov * proj / (norm * norm);
+    DirectionView {
+        u: [u.x, u.y, u.z],
+        norm,
+        cov: std::array::from_fn(|r| std::array::from_fn(|c| tangent[(r, c)])),
+        inv_range_sd: (u.transpose() * cov * u)[(0, 0)].max(0.0).sqrt(),
     }
 }
 

@@ -46,12 +46,16 @@ pub struct FilterParams {
     pub ess_fraction: f32,
     pub seed: u64,
     pub speed_of_sound_m_s: f32,
-    /// Sensor positions (f32; metres).
+    /// Sensor positions (f32; metres). In direction mode relative to the array's centroid,
+    /// the point the directions are taken from.
     pub sensors: Vec<[f32; 3]>,
     /// Sensor pairs (a, b) in the correlator's order.
     pub pairs: Vec<(u32, u32)>,
     /// Search volume; particles outside get no weight.
     pub bounds: Option<([f32; 3], [f32; 3])>,
+    /// Direction mode: a newborn track's particles take inverse ranges spread evenly over
+    /// [0, this] (1/m; 0: a plane wave). See [`likelihood::sensor_terms`].
+    pub inv_range_max: f32,
 }
 
 impl FilterParams {
@@ -96,7 +100,19 @@ impl FilterParams {
             ess_fraction: t.ess_fraction as f32,
             seed: t.seed,
             speed_of_sound_m_s: cfg.array.speed_of_sound_m_s as f32,
-            sensors: cfg.array.sensors_m.iter().map(|s| f3(*s)).collect(),
+            sensors: {
+                // Directions are taken from the centroid, so their sensors are relative to it
+                // (a plane wave's delays do not depend on the origin; a curved one's do).
+                let c = match cfg.array.mode {
+                    TrackMode::Direction => geo.centroid(),
+                    TrackMode::ThreeD => nalgebra::Vector3::zeros(),
+                };
+                cfg.array
+                    .sensors_m
+                    .iter()
+                    .map(|s| f3([s[0] - c.x, s[1] - c.y, s[2] - c.z]))
+                    .collect()
+            },
             pairs,
             bounds: match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
                 (Some(lo), Some(hi)) if cfg.array.mode == TrackMode::ThreeD => {
@@ -104,6 +120,7 @@ impl FilterParams {
                 }
                 _ => None,
             },
+            inv_range_max: cfg.direction_inv_range_max() as f32,
         }
     }
 
@@ -238,6 +255,11 @@ pub struct TrackInit {
     pub speed_ball_m_s: f64,
     /// Initial model probabilities (cumulative draw per particle).
     pub model_probs: Vec<f32>,
+    /// Direction mode: at or above 0, particle i of n takes the inverse range
+    /// `this * (i + 0.5) / n` (a newborn track: every range from the nearest out); below 0,
+    /// each particle keeps the inverse range it draws from `mean` and `chol` (a track moved to
+    /// another backend). See [`likelihood::sensor_terms`].
+    pub inv_range_max: f32,
 }
 
 /// A host copy of one track's particles (tests, parity checks).

@@ -95,17 +95,37 @@ pub fn advance(c: &StepCoeffs, mode: TrackMode, dt: f32, s: &mut [f32; 7], n: [f
     s[5] = d * vz + az * dt;
     s[6] = if is_ct { w } else { s[6] };
     if mode == TrackMode::Direction {
-        // The "position" is a unit direction and the velocity its rate of change: project back
-        // onto the sphere and its tangent plane.
-        let norm = (s[0] * s[0] + s[1] * s[1] + s[2] * s[2]).sqrt().max(1e-12);
-        s[0] /= norm;
-        s[1] /= norm;
-        s[2] /= norm;
-        let radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
-        s[3] -= radial * s[0];
-        s[4] -= radial * s[1];
-        s[5] -= radial * s[2];
+        let (p, v) = reflect_at_infinity([s[0], s[1], s[2]], [s[3], s[4], s[5]]);
+        s[..3].copy_from_slice(&p);
+        s[3..6].copy_from_slice(&v);
     }
+}
+
+/// |p| of a direction-mode position (1 + its inverse range: see
+/// [`crate::track::likelihood::sensor_terms`]). kernels/common.cuh: `dir_norm`.
+#[inline(always)]
+pub fn dir_norm(x: f32, y: f32, z: f32) -> f32 {
+    (x * x + y * y + z * z).sqrt().max(1e-12)
+}
+
+/// A direction-mode particle after a move. Its position p is its direction scaled by 1 + its
+/// inverse range ρ (see [`crate::track::likelihood::sensor_terms`]), and its velocity is ṗ, so
+/// the motion models move the inverse range as they move a coordinate (its rate is the radial
+/// part of the velocity). A particle that moved past infinity (|p| < 1, ρ < 0) is reflected
+/// back: |p| becomes 2 - |p| and the radial velocity turns round. kernels/common.cuh:
+/// `reflect_at_infinity`.
+#[inline(always)]
+pub fn reflect_at_infinity(p: [f32; 3], v: [f32; 3]) -> ([f32; 3], [f32; 3]) {
+    let n = dir_norm(p[0], p[1], p[2]);
+    let beyond = n < 1.0;
+    let k = if beyond { (2.0 - n) / n } else { 1.0 };
+    let u = [p[0] / n, p[1] / n, p[2] / n];
+    let radial = v[0] * u[0] + v[1] * u[1] + v[2] * u[2];
+    let f = if beyond { 2.0 * radial } else { 0.0 };
+    (
+        [p[0] * k, p[1] * k, p[2] * k],
+        [v[0] - f * u[0], v[1] - f * u[1], v[2] - f * u[2]],
+    )
 }
 
 /// The step coefficients of every model as fixed-size arrays indexed by the model number
@@ -216,16 +236,9 @@ pub fn advance_slice(
     }
     if mode == TrackMode::Direction {
         for i in 0..n {
-            let norm = (s0[i] * s0[i] + s1[i] * s1[i] + s2[i] * s2[i])
-                .sqrt()
-                .max(1e-12);
-            s0[i] /= norm;
-            s1[i] /= norm;
-            s2[i] /= norm;
-            let radial = s3[i] * s0[i] + s4[i] * s1[i] + s5[i] * s2[i];
-            s3[i] -= radial * s0[i];
-            s4[i] -= radial * s1[i];
-            s5[i] -= radial * s2[i];
+            let (p, v) = reflect_at_infinity([s0[i], s1[i], s2[i]], [s3[i], s4[i], s5[i]]);
+            (s0[i], s1[i], s2[i]) = (p[0], p[1], p[2]);
+            (s3[i], s4[i], s5[i]) = (v[0], v[1], v[2]);
         }
     }
 }

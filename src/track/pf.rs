@@ -15,6 +15,7 @@ use crate::error::BackendError;
 use crate::fastmath::{self, F, LANES, U};
 use crate::philox::{self, Stream};
 use crate::track::likelihood::{LikScratch, LikelihoodConsts, log_likelihood_slice, predict_tdoas};
+use crate::track::models;
 use crate::track::models::{
     CoeffTable, StepCoeffs, advance_slice, padded_cdf, predict, switch_slice,
 };
@@ -903,11 +904,11 @@ fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], mode: TrackMode)
         part[r] += acc;
     }
     if mode == TrackMode::Direction {
-        let n = (part[0] * part[0] + part[1] * part[1] + part[2] * part[2])
-            .sqrt()
-            .max(1e-12);
+        // The jitter moves the inverse range too (|p| - 1), reflected at 0.
+        let n = models::dir_norm(part[0], part[1], part[2]);
+        let k = if n < 1.0 { (2.0 - n) / n } else { 1.0 };
         for v in part.iter_mut().take(3) {
-            *v /= n;
+            *v *= k;
         }
     }
 }
@@ -951,13 +952,24 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
         s[3 + a] += d[a] / dn * radius;
     }
     if p.mode == TrackMode::Direction {
-        let nrm = (s[0] * s[0] + s[1] * s[1] + s[2] * s[2]).sqrt().max(1e-12);
-        for v in s.iter_mut().take(3) {
-            *v /= nrm;
-        }
-        let radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
-        for a in 0..3 {
-            s[3 + a] -= radial * s[a];
+        if init.inv_range_max >= 0.0 {
+            // A newborn track: the direction drawn, at rest (no radial velocity), and the
+            // inverse range (|p| - 1) spread evenly over [0, max].
+            let nrm = models::dir_norm(s[0], s[1], s[2]);
+            let keep = 1.0 + init.inv_range_max * ((i as f32 + 0.5) / p.particles as f32);
+            for v in s.iter_mut().take(3) {
+                *v /= nrm;
+            }
+            let radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
+            for a in 0..3 {
+                s[3 + a] -= radial * s[a];
+                s[a] *= keep;
+            }
+        } else {
+            // Drawn from an estimate: as drawn, reflected at infinity.
+            let (q, v) = models::reflect_at_infinity([s[0], s[1], s[2]], [s[3], s[4], s[5]]);
+            s[..3].copy_from_slice(&q);
+            s[3..6].copy_from_slice(&v);
         }
     }
     // Initial model by the given probabilities, from the first spare word.
