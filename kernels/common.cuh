@@ -237,6 +237,42 @@ struct TrackParams {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Direction mode: a particle's position p is its direction scaled by 1 + its inverse range
+// (src/track/likelihood.rs: sensor_terms).
+
+// |p| (src/track/models.rs: dir_norm).
+__device__ __forceinline__ float dir_norm(float x, float y, float z) {
+    return fmaxf(sqrtf(x * x + y * y + z * z), 1e-12f);
+}
+
+// A particle past infinity (|p| < 1) reflected back, its radial velocity turned round
+// (src/track/models.rs: reflect_at_infinity).
+__device__ __forceinline__ void reflect_at_infinity(float* s) {
+    float n = dir_norm(s[0], s[1], s[2]);
+    bool beyond = n < 1.0f;
+    float k = beyond ? (2.0f - n) / n : 1.0f;
+    float u0 = s[0] / n, u1 = s[1] / n, u2 = s[2] / n;
+    float radial = s[3] * u0 + s[4] * u1 + s[5] * u2;
+    float f = beyond ? 2.0f * radial : 0.0f;
+    s[0] *= k;
+    s[1] *= k;
+    s[2] *= k;
+    s[3] -= f * u0;
+    s[4] -= f * u1;
+    s[5] -= f * u2;
+}
+
+// The path to sensor (mx, my, mz) (relative to the centroid) less the range, for a source in
+// direction p / n at inverse range inv (src/track/likelihood.rs: direction_path).
+__device__ __forceinline__ float dir_path(float mx, float my, float mz, float x, float y,
+                                          float z, float n, float inv) {
+    float ud = (mx * x + my * y + mz * z) / n;
+    float dd = mx * mx + my * my + mz * mz;
+    float root = sqrtf(fmaxf(1.0f - 2.0f * inv * ud + inv * inv * dd, 0.0f));
+    return (inv * dd - 2.0f * ud) / (1.0f + root);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Motion models (src/track/models.rs: advance).
 
 __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float dt, float* s,
@@ -278,16 +314,7 @@ __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float
     s[4] = rs * vx + rc * vy + ay * dt;
     s[5] = d * vz + az * dt;
     s[6] = is_ct ? w : s[6];
-    if (mode == 1) {
-        float norm = fmaxf(sqrtf(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]), 1e-12f);
-        s[0] /= norm;
-        s[1] /= norm;
-        s[2] /= norm;
-        float radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
-        s[3] -= radial * s[0];
-        s[4] -= radial * s[1];
-        s[5] -= radial * s[2];
-    }
+    if (mode == 1) reflect_at_infinity(s);
 }
 
 // Model switching: the number of cumulative thresholds at or below u (src/track/models.rs:
@@ -325,6 +352,11 @@ __device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const fl
     const u32 kk = M::K > 0 ? (u32)M::K : sp->k;
     const float inv_c = sp->inv_c, inv_two_var = sp->inv_two_var, gate = sp->gate;
     const bool three_d = sp->mode == 0;
+    float dn = 1.0f, dinv = 0.0f;
+    if (!three_d) {
+        dn = dir_norm(s[0], s[1], s[2]);
+        dinv = fmaxf(dn - 1.0f, 0.0f);
+    }
     for (u32 a = 0; a < ns; ++a) {
         float mx = m.sensor(3 * a), my = m.sensor(3 * a + 1), mz = m.sensor(3 * a + 2);
         if (three_d) {
@@ -334,7 +366,7 @@ __device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const fl
             float d = fmaxf(sqrtf(dx * dx + dy * dy + dz * dz), 1e-6f);
             m.set(a, d, (dx * s[3] + dy * s[4] + dz * s[5]) / d);
         } else {
-            m.set(a, -(mx * s[0] + my * s[1] + mz * s[2]), 0.0f);
+            m.set(a, dir_path(mx, my, mz, s[0], s[1], s[2], dn, dinv), 0.0f);
         }
     }
     float total = 0.0f;

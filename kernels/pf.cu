@@ -1409,10 +1409,12 @@ __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, c
         part[r] = s[r] + acc;
     }
     if (sp->mode == 1) {
-        float nn = fmaxf(sqrtf(part[0] * part[0] + part[1] * part[1] + part[2] * part[2]), 1e-12f);
-        part[0] /= nn;
-        part[1] /= nn;
-        part[2] /= nn;
+        // The jitter moves the inverse range too (|p| - 1), reflected at 0.
+        float nn = dir_norm(part[0], part[1], part[2]);
+        float k = nn < 1.0f ? (2.0f - nn) / nn : 1.0f;
+        part[0] *= k;
+        part[1] *= k;
+        part[2] *= k;
     }
     for (int r = 0; r < 6; ++r) s[r] = part[r];
 }
@@ -1577,7 +1579,7 @@ struct InitParams {
     u32 n_model_probs;
     u32 slot;
     u32 cur;
-    u32 pad;
+    float inv_range_max; // direction mode (src/track/mod.rs: TrackInit)
     u64 frame;
 };
 
@@ -1614,10 +1616,20 @@ extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, f
     s[6] = 0.0f;
     for (int a = 0; a < 3; ++a) s[3 + a] += d[a] / dn * radius;
     if (sp->mode == 1) {
-        float nrm = fmaxf(sqrtf(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]), 1e-12f);
-        for (int a = 0; a < 3; ++a) s[a] /= nrm;
-        float radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
-        for (int a = 0; a < 3; ++a) s[3 + a] -= radial * s[a];
+        if (ip->inv_range_max >= 0.0f) {
+            // A newborn track: the direction drawn, at rest (no radial velocity), and the
+            // inverse range (|p| - 1) spread evenly over [0, max].
+            float nrm = dir_norm(s[0], s[1], s[2]);
+            float keep = 1.0f + ip->inv_range_max * (((float)i + 0.5f) / (float)n);
+            for (int a = 0; a < 3; ++a) s[a] /= nrm;
+            float radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
+            for (int a = 0; a < 3; ++a) {
+                s[3 + a] -= radial * s[a];
+                s[a] *= keep;
+            }
+        } else {
+            reflect_at_infinity(s);
+        }
     }
     float u = uniform(w.x);
     u32 model = ip->n_model_probs > 0 ? ip->n_model_probs - 1 : 0;

@@ -43,6 +43,8 @@ pub struct Report {
     /// The reported position covariance, upper triangle (xx, xy, xz, yy, yz, zz, m²), as in the
     /// stream's `pos_cov`; None when the report has none.
     pub cov: Option<[f64; 6]>,
+    /// Direction mode: the range (m) where the report gives one (the stream's `range_m`).
+    pub range_m: Option<f64>,
 }
 
 /// The reports of one frame.
@@ -131,6 +133,12 @@ pub struct AngleErrors {
     pub angle_rmse_deg: f64,
     pub angle_median_deg: f64,
     pub angle_p90_deg: f64,
+    /// Reports that gave a range (`range_m`: near enough for the wavefront's curvature to
+    /// measure it), and their range errors relative to the true range, median and 90th
+    /// percentile (%).
+    pub ranged_reports: usize,
+    pub range_median_rel_pct: Option<f64>,
+    pub range_p90_rel_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -342,12 +350,22 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
                             })?,
                     ),
                 };
+                let range_m = match v.get("range_m") {
+                    None => None,
+                    Some(r) => Some(r.as_f64().filter(|r| *r > 0.0).ok_or_else(|| {
+                        (
+                            i + 1,
+                            "track message whose `range_m` is not a positive number".to_string(),
+                        )
+                    })?),
+                };
                 e.reports.push(Report {
                     id: num("id")? as u64,
                     t: num("t")?,
                     pos,
                     models: Vec::new(),
                     cov,
+                    range_m,
                 });
             }
             Some("status") => {
@@ -543,6 +561,7 @@ pub fn evaluate(
     let mut last_id: BTreeMap<u32, u64> = BTreeMap::new();
     let mut switches = 0usize;
     let (mut az2, mut el2, mut ang) = (0.0, 0.0, Vec::new());
+    let mut range_rel: Vec<f64> = Vec::new();
     let mut bound_pairs: Vec<(f64, f64)> = Vec::new();
     let mut scored_frames = 0usize;
     for f in frames {
@@ -631,6 +650,10 @@ pub fn evaluate(
                     az2 += daz * daz;
                     el2 += (ela - elb).to_degrees().powi(2);
                     ang.push(a.dot(&b).clamp(-1.0, 1.0).acos().to_degrees());
+                    if let Some(range) = r.range_m {
+                        let truth_range = (Vector3::from(q) - centre).norm();
+                        range_rel.push(100.0 * (range - truth_range).abs() / truth_range);
+                    }
                 }
             }
             if k == targets.first().copied().unwrap_or(0) {
@@ -691,6 +714,7 @@ pub fn evaluate(
             mean_targets: sum_targets as f64 / ospas.len() as f64,
         }
     });
+    range_rel.sort_by(f64::total_cmp);
     let angles = (!ang.is_empty()).then(|| {
         let n = ang.len() as f64;
         let mut s = ang.clone();
@@ -702,6 +726,9 @@ pub fn evaluate(
             angle_rmse_deg: (ang.iter().map(|a| a * a).sum::<f64>() / n).sqrt(),
             angle_median_deg: percentile(&s, 0.5),
             angle_p90_deg: percentile(&s, 0.9),
+            ranged_reports: range_rel.len(),
+            range_median_rel_pct: (!range_rel.is_empty()).then(|| percentile(&range_rel, 0.5)),
+            range_p90_rel_pct: (!range_rel.is_empty()).then(|| percentile(&range_rel, 0.9)),
         }
     });
     let bound = (!bound_pairs.is_empty()).then(|| {
@@ -800,6 +827,13 @@ impl std::fmt::Display for Evaluation {
                 a.angle_median_deg,
                 a.angle_p90_deg
             )?;
+            if let (Some(m), Some(p90)) = (a.range_median_rel_pct, a.range_p90_rel_pct) {
+                writeln!(
+                    f,
+                    "  range, where reported ({} of {} reports): median error {m:.1} % of the range, p90 {p90:.1} %",
+                    a.ranged_reports, a.frames
+                )?;
+            }
         }
         if let Some(b) = &self.bound {
             writeln!(
@@ -832,6 +866,7 @@ mod tests {
                     pos,
                     models: Vec::new(),
                     cov: None,
+                    range_m: None,
                 })
                 .collect(),
         }
@@ -848,6 +883,7 @@ mod tests {
                 pos,
                 models: Vec::new(),
                 cov,
+                range_m: None,
             }],
         }
     }

@@ -232,6 +232,7 @@ pub fn replay_source(
                     pos: r.position,
                     models: r.model_probs.clone(),
                     cov: Some(crate::evaluate::upper_triangle(&r.pos_cov)),
+                    range_m: r.range_m(),
                 })
                 .collect(),
         });

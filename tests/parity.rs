@@ -501,6 +501,194 @@ fn tempered_and_degenerate_steps_agree() {
     }
 }
 
+/// Direction mode, where each particle's position is its direction scaled by 1 + its inverse
+/// range: a newborn track's prior (inverse ranges spread over [0, max]), a prior drawn from an
+/// estimate (reflected at infinity), one step particle by particle (the curved wavefront's
+/// delays, the move and its reflection), and a resampled, roughened step's cloud agree.
+#[test]
+fn direction_filter_agrees() {
+    use sonotrack::track::likelihood::{LikelihoodConsts, predict_tdoas};
+    for particles in [3000usize, 20_000] {
+        let models = 4;
+        let mut p = pf_params(particles, models);
+        p.mode = sonotrack::config::TrackMode::Direction;
+        // The 2 m tetrahedron about its centroid, every pair.
+        let tetra = [
+            [0.0f32, 0.0, -10.0],
+            [2.0, 0.0, -10.0],
+            [1.0, 1.732, -10.0],
+            [1.0, 0.577, -8.367],
+        ];
+        let c: Vec<f32> = (0..3)
+            .map(|k| tetra.iter().map(|s| s[k]).sum::<f32>() / 4.0)
+            .collect();
+        p.sensors = tetra
+            .iter()
+            .map(|s| [s[0] - c[0], s[1] - c[1], s[2] - c[2]])
+            .collect();
+        p.pairs = vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)];
+        p.bounds = None;
+        p.inv_range_max = 0.5;
+        p.tdoa_std_s = 0.5 / 96_000.0;
+        let un = (0.36f32 + 0.25 + 0.09).sqrt();
+        let u = [-0.6 / un, 0.5 / un, 0.3 / un];
+        // A source 6 m away, and three clutter peaks per pair.
+        let src = [
+            u[0] * (1.0 + 1.0 / 6.0),
+            u[1] * (1.0 + 1.0 / 6.0),
+            u[2] * (1.0 + 1.0 / 6.0),
+        ];
+        let measurement = |p: &sonotrack::track::FilterParams, frame: u64| {
+            let mut meas = pf_measurement(p, frame);
+            let lk = LikelihoodConsts::new(p, p.tdoa_std_s);
+            let mut pred = vec![0.0; p.pairs.len()];
+            predict_tdoas(
+                p,
+                &lk,
+                &[src[0], src[1], src[2], 0.0, 0.0, 0.0, 0.0],
+                0.0,
+                &mut pred,
+            );
+            let k = meas.peaks_per_pair;
+            for (pi, t) in pred.iter().enumerate() {
+                let shift = t - meas.tdoa_s[pi * k];
+                for j in 0..k {
+                    meas.tdoa_s[pi * k + j] += shift;
+                }
+            }
+            meas
+        };
+        let mut chol = [[0.0; 6]; 6];
+        for (i, row) in chol.iter_mut().enumerate() {
+            row[i] = if i < 3 { 0.03 } else { 0.05 };
+        }
+        let born = sonotrack::track::TrackInit {
+            slot: 0,
+            frame: 7,
+            mean: [
+                f64::from(u[0]),
+                f64::from(u[1]),
+                f64::from(u[2]),
+                0.0,
+                0.0,
+                0.0,
+            ],
+            chol,
+            speed_ball_m_s: 0.5,
+            model_probs: vec![1.0 / models as f32; models],
+            inv_range_max: 0.5,
+        };
+        // A prior drawn from an estimate 8 m away, some of whose draws fall past infinity.
+        let mut moved = born.clone();
+        moved.inv_range_max = -1.0;
+        for (a, m) in moved.mean.iter_mut().take(3).enumerate() {
+            *m = f64::from(u[a]) * (1.0 + 1.0 / 8.0);
+        }
+        moved.mean[3] = 0.02;
+        for (init, what) in [(&born, "newborn"), (&moved, "moved")] {
+            let mut cpu = CpuParticleFilter::new(p.clone());
+            cpu.init_track(init).unwrap();
+            let before = cpu.read_particles(0).unwrap();
+            let n = particles;
+            let norms: Vec<f32> = (0..n)
+                .map(|i| {
+                    (0..3)
+                        .map(|c| before.state[c * n + i].powi(2))
+                        .sum::<f32>()
+                        .sqrt()
+                })
+                .collect();
+            assert!(
+                norms.iter().all(|&v| v >= 1.0 - 1e-6),
+                "{what}: a norm below 1"
+            );
+            if init.inv_range_max > 0.0 {
+                let top = norms.iter().fold(0.0f32, |m, &v| m.max(v));
+                assert!(
+                    (top - 1.5).abs() < 1e-3,
+                    "{what}: inverse ranges up to {top}"
+                );
+            }
+            let mut q = p.clone();
+            q.ess_fraction = 1e-9;
+            let meas = measurement(&q, 3);
+            let step = [TrackStep {
+                slot: 0,
+                dt_s: 0.043,
+                lag_s: 0.0,
+            }];
+            let mut cpu = CpuParticleFilter::new(q.clone());
+            cpu.init_track(init).unwrap();
+            let mut est_cpu = vec![Estimate::new(models)];
+            cpu.step(&meas, &step, &mut est_cpu).unwrap();
+            let after_cpu = cpu.read_particles(0).unwrap();
+            // Resample at any weights, with a wider noise so the update is not tempered.
+            let mut r = p.clone();
+            r.ess_fraction = 1.0;
+            r.tdoa_std_s *= 20.0;
+            let meas_r = measurement(&r, 3);
+            let mut cpu_r = CpuParticleFilter::new(r.clone());
+            cpu_r.init_track(init).unwrap();
+            let mut est_cpu_r = vec![Estimate::new(models)];
+            cpu_r.step(&meas_r, &step, &mut est_cpu_r).unwrap();
+            assert!(est_cpu_r[0].resampled && est_cpu_r[0].temper == 1.0);
+            let after_cpu_r = cpu_r.read_particles(0).unwrap();
+            if !cuda_present() {
+                continue;
+            }
+            let mut g = gpu::particle_filter(q.clone()).unwrap();
+            g.init_track(init).unwrap();
+            let g_before = g.read_particles(0).unwrap();
+            let worst_init = before
+                .state
+                .iter()
+                .zip(&g_before.state)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs() / (1.0 + a.abs())));
+            assert!(worst_init <= 1e-5, "{what}: init differs by {worst_init}");
+            let mut est_gpu = vec![Estimate::new(models)];
+            g.step(&meas, &step, &mut est_gpu).unwrap();
+            let after_gpu = g.read_particles(0).unwrap();
+            for c in 0..STATE_DIM {
+                let worst = (0..n).fold(0.0f32, |m, i| {
+                    let (a, b) = (after_cpu.state[c * n + i], after_gpu.state[c * n + i]);
+                    m.max((a - b).abs() / (1.0 + a.abs()))
+                });
+                assert!(
+                    worst <= 1e-4,
+                    "{what}: state component {c} differs by {worst}"
+                );
+            }
+            let worst_w = after_cpu
+                .log_weight
+                .iter()
+                .zip(&after_gpu.log_weight)
+                .filter(|(a, _)| a.is_finite())
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(worst_w <= 1e-4, "{what}: log weights differ by {worst_w}");
+            assert_estimates_agree(&est_cpu[0], &est_gpu[0], 1e-3);
+            let mut g = gpu::particle_filter(r.clone()).unwrap();
+            g.init_track(init).unwrap();
+            let mut est_gpu_r = vec![Estimate::new(models)];
+            g.step(&meas_r, &step, &mut est_gpu_r).unwrap();
+            assert_estimates_agree(&est_cpu_r[0], &est_gpu_r[0], 1e-3);
+            let after_gpu_r = g.read_particles(0).unwrap();
+            let same = (0..n)
+                .filter(|&i| {
+                    (0..6).all(|c| {
+                        (after_cpu_r.state[c * n + i] - after_gpu_r.state[c * n + i]).abs()
+                            <= 1e-3 * (1.0 + after_cpu_r.state[c * n + i].abs())
+                    })
+                })
+                .count();
+            assert!(
+                same as f64 >= 0.99 * n as f64,
+                "{what}: only {same} of {n} resampled particles agree"
+            );
+            eprintln!("direction, {particles} particles, {what}: prior, step and resampling agree");
+        }
+    }
+}
+
 /// Over a simulated scene, the two backends' track errors are within 5% of each other.
 ///
 /// The two backends sum in different orders, so their particle clouds part ways after a few

@@ -86,6 +86,15 @@ pub struct TrackMessage {
     pub az_deg: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub el_deg: Option<f64>,
+    /// Direction mode: the inverse range (1/m; 0 is a plane wave) and its standard deviation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inv_range: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inv_range_std: Option<f64>,
+    /// Direction mode: the range (m), 1 / `inv_range`, where the inverse range is at least
+    /// twice its standard deviation (nearer, the wavefront's curvature measures it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_m: Option<f64>,
     pub model: String,
     pub models: BTreeMap<String, f64>,
     pub turn_rate: f64,
@@ -130,6 +139,9 @@ impl TrackMessage {
             vel_std: r.vel_std.map(|v| round(v, 4)),
             az_deg: az,
             el_deg: el,
+            inv_range: r.inv_range.map(|v| round(v[0], 6)),
+            inv_range_std: r.inv_range.map(|v| round(v[1], 6)),
+            range_m: r.range_m().map(|v| round(v, 3)),
             model: model_names.get(best).cloned().unwrap_or_default(),
             models: model_names
                 .iter()

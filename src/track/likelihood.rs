@@ -279,6 +279,32 @@ pub fn inside(bounds: &Option<([f32; 3], [f32; 3])>, s: &[f32; 7]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The direction-mode path difference is the exact |r u - d| - r at every range, and the
+    /// plane wave's -u·d at infinity.
+    #[test]
+    fn direction_path_is_exact_at_every_range() {
+        let d = [0.9f32, -0.6, 0.4];
+        let u = [0.48f32, 0.6, -0.64];
+        let plane = -(d[0] * u[0] + d[1] * u[1] + d[2] * u[2]);
+        assert!((direction_path(&d, u[0], u[1], u[2], 1.0, 0.0) - plane).abs() < 1e-7);
+        for r in [1.5f64, 3.0, 10.0, 160.0, 1e5] {
+            let inv = (1.0 / r) as f32;
+            let p = u.map(|v| v * (1.0 + inv));
+            let (n, got_inv) = norm_and_inverse_range(p[0], p[1], p[2]);
+            let got = direction_path(&d, p[0], p[1], p[2], n, got_inv);
+            let src = u.map(|v| f64::from(v) * r);
+            let exact = ((src[0] - f64::from(d[0])).powi(2)
+                + (src[1] - f64::from(d[1])).powi(2)
+                + (src[2] - f64::from(d[2])).powi(2))
+            .sqrt()
+                - r;
+            assert!(
+                (f64::from(got) - exact).abs() < 2e-6,
+                "r = {r}: {got} against {exact}"
+            );
+        }
+    }
     use crate::config::{Config, ModelSelection};
     use crate::dsp::geometry::ArrayGeometry;
     use nalgebra::Vector3;

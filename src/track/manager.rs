@@ -109,6 +109,18 @@ pub struct TrackReport {
     /// frame had no informative pair, e.g. silence).
     pub support: f32,
     pub mode: TrackMode,
+    /// Direction mode: the inverse range (1/m, at least 0) and its standard deviation.
+    pub inv_range: Option<[f64; 2]>,
+}
+
+impl TrackReport {
+    /// Direction mode: the range (m), where the inverse range is at least twice its standard
+    /// deviation (near enough for the wavefront's curvature to measure it).
+    pub fn range_m(&self) -> Option<f64> {
+        self.inv_range
+            .filter(|v| v[0] > 0.0 && v[0] >= 2.0 * v[1])
+            .map(|v| 1.0 / v[0])
+    }
 }
 
 /// What the birth search reads, borrowed field by field (so that the filter bank can be
@@ -1015,6 +1027,7 @@ fn report(
     let mut position = [e.mean[0], e.mean[1], e.mean[2]];
     let mut velocity = [e.mean[3], e.mean[4], e.mean[5]];
     let mut vel_std = [3, 4, 5].map(|i| e.cov[i][i].max(0.0).sqrt());
+    let mut inv_range = None;
     if mode == TrackMode::Direction {
         let d = direction_of(e);
         log::debug!(
@@ -1027,6 +1040,7 @@ fn report(
         velocity = velocity.map(|v| v / d.norm);
         vel_std = vel_std.map(|v| v / d.norm);
         pos_cov = d.cov;
+        inv_range = Some([(d.norm - 1.0).max(0.0), d.inv_range_sd]);
     }
     TrackReport {
         id: t.id,
@@ -1043,6 +1057,7 @@ fn report(
         ess: e.ess,
         support: support.unwrap_or(f32::NAN),
         mode,
+        inv_range,
     }
 }
 

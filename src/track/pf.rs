@@ -1116,6 +1116,7 @@ mod tests {
             chol,
             speed_ball_m_s: 2.0,
             model_probs: vec![0.25; 4],
+            inv_range_max: 0.0,
         }
     }
 

@@ -201,7 +201,7 @@ struct InitParams {
     n_model_probs: u32,
     slot: u32,
     cur: u32,
-    pad: u32,
+    inv_range_max: f32,
     frame: u64,
 }
 
@@ -1681,7 +1681,7 @@ impl ParticleFilter for CudaParticleFilter {
             n_model_probs: init.model_probs.len().min(MAX_MODELS) as u32,
             slot: init.slot,
             cur: self.cur[slot],
-            pad: 0,
+            inv_range_max: init.inv_range_max,
             frame: init.frame,
         };
         let sp = self.step_params(&TdoaMeasurement::empty(
