@@ -343,7 +343,9 @@ __device__ __forceinline__ u32 switch_model(const StepParams* sp, u32 from, floa
 // sensors come as the policy's own handles (m.pair_a, m.pair_b: an index, or an offset ready
 // for m.rho and m.rate), after m.load_pair(pi) (where a policy may load the pair's data at
 // once); the sensor loop sets rho and rate by sensor index (m.set).
-template <class M>
+// MODE: -1 reads the mode from sp; 0 (3-D) or 1 (direction) fixes it at compile time, so
+// that a kernel built for one mode carries none of the other's code (pf_step, pf_step_dir).
+template <int MODE = -1, class M>
 __device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const float* s, float lag,
                                                   M& m) {
     // The step's constants, read once (the compiler cannot tell they do not change).
@@ -351,21 +353,21 @@ __device__ __forceinline__ float log_likelihood_t(const StepParams* sp, const fl
     const u32 n_pairs = sp->n_pairs;
     const u32 kk = M::K > 0 ? (u32)M::K : sp->k;
     const float inv_c = sp->inv_c, inv_two_var = sp->inv_two_var, gate = sp->gate;
-    const bool three_d = sp->mode == 0;
-    float dn = 1.0f, dinv = 0.0f;
-    if (!three_d) {
-        dn = dir_norm(s[0], s[1], s[2]);
-        dinv = fmaxf(dn - 1.0f, 0.0f);
-    }
-    for (u32 a = 0; a < ns; ++a) {
-        float mx = m.sensor(3 * a), my = m.sensor(3 * a + 1), mz = m.sensor(3 * a + 2);
-        if (three_d) {
+    const bool three_d = MODE >= 0 ? MODE == 0 : sp->mode == 0;
+    if (three_d) {
+        for (u32 a = 0; a < ns; ++a) {
+            float mx = m.sensor(3 * a), my = m.sensor(3 * a + 1), mz = m.sensor(3 * a + 2);
             float dx = s[0] - mx;
             float dy = s[1] - my;
             float dz = s[2] - mz;
             float d = fmaxf(sqrtf(dx * dx + dy * dy + dz * dz), 1e-6f);
             m.set(a, d, (dx * s[3] + dy * s[4] + dz * s[5]) / d);
-        } else {
+        }
+    } else {
+        float dn = dir_norm(s[0], s[1], s[2]);
+        float dinv = fmaxf(dn - 1.0f, 0.0f);
+        for (u32 a = 0; a < ns; ++a) {
+            float mx = m.sensor(3 * a), my = m.sensor(3 * a + 1), mz = m.sensor(3 * a + 2);
             m.set(a, dir_path(mx, my, mz, s[0], s[1], s[2], dn, dinv), 0.0f);
         }
     }

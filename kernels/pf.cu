@@ -280,6 +280,7 @@ __device__ __forceinline__ u32 keep_at(int q, u32 keep_col, u32 rr_col) {
 // before anything uses the particle's loads: its Philox rounds (integer work that needs none of
 // them) cover their latency. The switch uniform comes from the same block's spare bits
 // (src/philox.rs: spare_uniform).
+template <int MODE = -1>
 __device__ __forceinline__ void predict_particle(const StepParams* sp, const TrackParams& tp,
                                                  const Coeffs* cf, u32 i, float* s, u32& m) {
     const u32 mode_switch = sp->forced_model != 0xffffffffu ? 0u : (sp->n_models > 1 ? 1u : 2u);
@@ -295,7 +296,7 @@ __device__ __forceinline__ void predict_particle(const StepParams* sp, const Tra
     } else {
         m = 0; // what switch_model gives for one model
     }
-    advance(cf, sp->mode, m, tp.dt, s, z);
+    advance(cf, MODE >= 0 ? (u32)MODE : sp->mode, m, tp.dt, s, z);
 }
 
 __device__ __forceinline__ u64 global_ns() {
@@ -443,7 +444,8 @@ __device__ __forceinline__ void put_pair_rest(float* meas, u32 a, u32 b, u32 q, 
 // `stamp` and `lm` (pf_step_live only, else null): the measurement is read once the stamp says
 // the host has copied it in, or built from the correlator's peaks once they are written (see
 // live_wait). Returns false when a live step was withdrawn or timed out, having written nothing.
-template <int B, int P>
+// MODE: see log_likelihood_t.
+template <int B, int P, int MODE = -1>
 __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* stamp,
                                              const LiveMeas* lm, u32* flags,
                                              float* row_copy = nullptr) {
@@ -476,7 +478,7 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
         for (int c = 0; c < STATE_DIM; ++c) s_pre[c] = st[(size_t)c * n + i0];
         m_pre = md[i0];
         lw_pre = log_w[base + i0];
-        if (early) predict_particle(sp, tp, &coeffs[t], i0, s_pre, m_pre);
+        if (early) predict_particle<MODE>(sp, tp, &coeffs[t], i0, s_pre, m_pre);
     }
     u32 np = sp->n_pairs, nk = np * sp->k;
     bool msh = nk <= MEAS_SHARED && np <= MEAS_PAIRS;
@@ -560,21 +562,21 @@ __device__ __forceinline__ bool pf_step_body(PF_STEP_ARGS, const volatile u32* s
             // Loaded with the state: issued after the likelihood, this load's latency was the
             // single largest stall in pf_step (ncu, 1M particles).
             const float lw_prev = P == 1 ? lw_pre : log_w[base + i];
-            if (!early) predict_particle(sp, tp, &coeffs[t], i, s, m);
+            if (!early) predict_particle<MODE>(sp, tp, &coeffs[t], i, s, m);
             float l;
             if (packed) {
                 PackedMeas4<B> m;
                 m.rr = rr_col;
                 m.tab = tab_at;
                 m.sens = m_sensors;
-                l = log_likelihood_t(sp, s, tp.lag, m);
+                l = log_likelihood_t<MODE>(sp, s, tp.lag, m);
             } else if (msh && sp->n_sensors <= RR_SHARED) {
                 SharedMeas<B> m{{rr_col}, m_sensors, meas, sp->k};
-                l = log_likelihood_t(sp, s, tp.lag, m);
+                l = log_likelihood_t<MODE>(sp, s, tp.lag, m);
             } else {
                 // A measurement or an array too large for the shared arrays: from global memory.
                 GlobalMeas m(sensors, pairs, tdoa, amp, floor_, sp->k);
-                l = log_likelihood_t(sp, s, tp.lag, m);
+                l = log_likelihood_t<MODE>(sp, s, tp.lag, m);
             }
             if (sp->has_bounds) {
                 bool inside = s[0] >= sp->lo[0] && s[0] <= sp->hi[0] && s[1] >= sp->lo[1] &&
@@ -927,8 +929,17 @@ __device__ void step_finalize(const StepParams* sp, const float* partials, u32 n
 // At least four blocks per SM (64 registers): measured 7 % faster at 1M particles than the
 // compiler's own choice (80 registers, three blocks), the few spilled registers included.
 // Both end with the finalize (step_finalize): one launch less per step.
+// Built for one mode each (3-D, direction): with the direction mode's curved-wavefront code
+// beside the 3-D code, the 3-D step at 1M particles x 4 models ran 1.4 % more instructions
+// (ncu) and took 1.3 % longer.
 extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS, PF_FIN_ARGS) {
-    pf_step_body<PF_BLOCK, PF_PER_THREAD>(PF_STEP_PASS, nullptr, nullptr, flags);
+    pf_step_body<PF_BLOCK, PF_PER_THREAD, 0>(PF_STEP_PASS, nullptr, nullptr, flags);
+    step_finalize<PF_BLOCK, false>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
+                            FLAG_KEEP, 0, nullptr);
+}
+
+extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step_dir(PF_STEP_ARGS, PF_FIN_ARGS) {
+    pf_step_body<PF_BLOCK, PF_PER_THREAD, 1>(PF_STEP_PASS, nullptr, nullptr, flags);
     step_finalize<PF_BLOCK, false>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
                             FLAG_KEEP, 0, nullptr);
 }

@@ -661,8 +661,11 @@ impl CudaParticleFilter {
         s.memcpy_htod(&pair_flat, &mut pairs)
             .map_err(err("uploading pairs"))?;
         let k = Kernels {
+            // The large step is built for one mode each (kernels/pf.cu: pf_step).
             step: gpu.function(if small_filter(n) {
                 "pf_step_small"
+            } else if p.mode == TrackMode::Direction {
+                "pf_step_dir"
             } else {
                 "pf_step"
             })?,
