@@ -75,9 +75,10 @@ pub struct ArrayConfig {
     pub bounds_min_m: Option<[f64; 3]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounds_max_m: Option<[f64; 3]>,
-    /// Direction mode: the nearest a source may be (metres; default the array's aperture).
-    /// Directions allow for the wavefront's curvature from there out (each particle also
-    /// carries an inverse range); `inf` assumes a plane wave.
+    /// Direction mode: the nearest a newborn track's source may be (metres; default the
+    /// array's aperture). Each particle also carries an inverse range, so that directions allow
+    /// for the wavefront's curvature; a newborn track's inverse ranges spread evenly from 0 (a
+    /// plane wave) to 1 / this (`inf`: all start as a plane wave, and the data move them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_range_m: Option<f64>,
 }
@@ -598,7 +599,8 @@ impl Config {
     }
 
     /// Direction mode: the largest inverse range (1/m) a particle may start with, from
-    /// `array.min_range_m` (default the aperture); 0 for a plane wave and in 3-D mode.
+    /// `array.min_range_m` (default the aperture); 0 for `inf` (every particle starts as a plane
+    /// wave) and in 3-D mode.
     pub fn direction_inv_range_max(&self) -> f64 {
         if self.array.mode != TrackMode::Direction {
             return 0.0;
@@ -772,7 +774,7 @@ impl Config {
                 return err(
                     "array.min_range_m",
                     format!("{r} m is not a range"),
-                    "give the nearest range a source may be at, in metres (inf for a plane wave)",
+                    "give the nearest range a source may be at, in metres (inf: every track starts as a plane wave)",
                 );
             }
         }
@@ -1205,18 +1207,15 @@ impl Config {
         }
         if self.array.mode == TrackMode::Direction {
             let rho = self.direction_inv_range_max();
-            if rho > 0.0 {
-                let _ = writeln!(
-                    s,
-                    "directions allow for the wavefront's curvature from {:.2} m out (array.min_range_m)",
-                    1.0 / rho
-                );
+            let from = if rho > 0.0 {
+                format!("{:.2} m out (array.min_range_m)", 1.0 / rho)
             } else {
-                let _ = writeln!(
-                    s,
-                    "directions assume a plane wave (array.min_range_m = inf)"
-                );
-            }
+                "infinity (array.min_range_m = inf; the data move them nearer)".to_string()
+            };
+            let _ = writeln!(
+                s,
+                "directions allow for the wavefront's curvature: a new track's ranges start from {from}"
+            );
         }
         let _ = writeln!(
             s,
@@ -1508,6 +1507,33 @@ sample_rate_hz = 16000
             "speed_of_sound_m_s = 343\nmode = \"direction\"",
         );
         Config::parse_str(&ok, "t.toml").unwrap();
+    }
+
+    /// `array.min_range_m`: direction mode only, a positive range or `inf`; it sets the largest
+    /// inverse range a newborn track's particles start with (the aperture by default).
+    #[test]
+    fn min_range_checks() {
+        let base = "[array]\nsensors_m = [[0,0,0],[2,0,0],[1,1.732,0],[1,0.577,1.633]]\nspeed_of_sound_m_s = 1500\nmode = \"direction\"\n";
+        let tail = "[audio]\nsample_rate_hz = 48000\n";
+        let c = Config::parse_str(&format!("{base}{tail}"), "t.toml").unwrap();
+        assert!(
+            (c.direction_inv_range_max() - 0.5).abs() < 1e-3,
+            "the aperture, 2 m"
+        );
+        let c = Config::parse_str(&format!("{base}min_range_m = 8\n{tail}"), "t.toml").unwrap();
+        assert!((c.direction_inv_range_max() - 0.125).abs() < 1e-12);
+        let c = Config::parse_str(&format!("{base}min_range_m = inf\n{tail}"), "t.toml").unwrap();
+        assert_eq!(c.direction_inv_range_max(), 0.0);
+        for bad in ["0", "-3", "nan"] {
+            let e = Config::parse_str(&format!("{base}min_range_m = {bad}\n{tail}"), "t.toml")
+                .unwrap_err();
+            assert_eq!(e.key, "array.min_range_m", "{bad}: {e}");
+        }
+        let three_d = base.replace("mode = \"direction\"\n", "");
+        let e =
+            Config::parse_str(&format!("{three_d}min_range_m = 8\n{tail}"), "t.toml").unwrap_err();
+        assert_eq!(e.key, "array.min_range_m");
+        assert!(e.fix.contains("direction"), "{e}");
     }
 
     #[test]

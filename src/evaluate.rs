@@ -1186,5 +1186,40 @@ mod tests {
         let (line, problem) = parse_stream(&format!("\n{bad}\n")).unwrap_err();
         assert_eq!(line, 2);
         assert!(problem.contains("`pos_cov`"), "{problem}");
+        // A direction's range: read where given, an error naming the line where malformed.
+        let ranged = "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":1,\"id\":3,\"pos\":[1,0,0],\"range_m\":12.5}";
+        let f = parse_stream(ranged).unwrap();
+        assert_eq!(f.last().unwrap().reports[0].range_m, Some(12.5));
+        for bad in ["\"far\"", "-2"] {
+            let line = ranged.replace("12.5", bad);
+            let (_, problem) = parse_stream(&line).unwrap_err();
+            assert!(problem.contains("`range_m`"), "{bad}: {problem}");
+        }
+    }
+
+    /// Direction reports that give a range are scored against the true range from the array
+    /// centre: the share that give one and the median and 90th-percentile relative errors.
+    #[test]
+    fn direction_ranges_are_scored() {
+        let truth = Truth::parse("t,target,x,y,z\n0,0,10,0,0\n100,0,10,0,0\n").unwrap();
+        let frames: Vec<FrameReports> = (0..10)
+            .map(|i| {
+                let mut f = one(i, 1.0 + i as f64, [1.0, 0.0, 0.0], None);
+                // 11 m (10 % off) on even frames, none on odd ones.
+                f.reports[0].range_m = (i % 2 == 0).then_some(11.0);
+                f
+            })
+            .collect();
+        let o = EvalOptions {
+            direction_only: true,
+            warmup_s: 0.0,
+            ..EvalOptions::default()
+        };
+        let a = evaluate(&frames, &truth, None, &o).angles.unwrap();
+        assert_eq!((a.frames, a.ranged_reports), (10, 5));
+        assert!(
+            (a.range_median_rel_pct.unwrap() - 10.0).abs() < 1e-9,
+            "{a:?}"
+        );
     }
 }
