@@ -215,34 +215,15 @@ fn particle_filter_step_agrees() {
         // The same prior on the GPU's own init kernel...
         g.init_track(&init).unwrap();
         let g_before = g.read_particles(0).unwrap();
-        let worst_init = before
-            .state
-            .iter()
-            .zip(&g_before.state)
-            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs() / (1.0 + a.abs())));
-        assert!(worst_init <= 1e-5, "init differs by {worst_init}");
+        assert_priors_agree(&before, &g_before, "3-D");
         assert_eq!(before.model, g_before.model);
         // ...and then one step from exactly the CPU's particles.
         g.write_particles(0, &before).unwrap();
         let mut est_gpu = vec![Estimate::new(models)];
         g.step(&meas, &step, &mut est_gpu).unwrap();
         let after_gpu = g.read_particles(0).unwrap();
-        let n = particles;
-        for c in 0..STATE_DIM {
-            let worst = (0..n).fold(0.0f32, |m, i| {
-                let (a, b) = (after_cpu.state[c * n + i], after_gpu.state[c * n + i]);
-                m.max((a - b).abs() / (1.0 + a.abs()))
-            });
-            assert!(worst <= 1e-4, "state component {c} differs by {worst}");
-        }
+        assert_particles_agree(&after_cpu, &after_gpu, particles, "3-D");
         assert_eq!(after_cpu.model, after_gpu.model, "model switches");
-        let worst_w = after_cpu
-            .log_weight
-            .iter()
-            .zip(&after_gpu.log_weight)
-            .filter(|(a, _)| a.is_finite())
-            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-        assert!(worst_w <= 1e-4, "log weights differ by {worst_w}");
         let (a, b) = (&est_cpu[0], &est_gpu[0]);
         for i in 0..6 {
             assert!(
@@ -283,6 +264,65 @@ fn cloud_stats(p: &sonotrack::track::Particles, n: usize) -> Vec<(f64, f64)> {
             (m, var.sqrt())
         })
         .collect()
+}
+
+/// A prior drawn by both backends' init: every state component to 1e-5 (relative).
+fn assert_priors_agree(
+    a: &sonotrack::track::Particles,
+    b: &sonotrack::track::Particles,
+    what: &str,
+) {
+    let worst = a
+        .state
+        .iter()
+        .zip(&b.state)
+        .fold(0.0f32, |m, (x, y)| m.max((x - y).abs() / (1.0 + x.abs())));
+    assert!(worst <= 1e-5, "{what}: init differs by {worst}");
+}
+
+/// How many particles of two clouds agree (every component to 1e-3, relative): after a
+/// resampling, nearly all (the ancestors differ only where two cumulative sums straddle a
+/// sampling point; roughening draws the same noise).
+fn matching_particles(
+    a: &sonotrack::track::Particles,
+    b: &sonotrack::track::Particles,
+    n: usize,
+) -> usize {
+    (0..n)
+        .filter(|&i| {
+            (0..6).all(|c| {
+                (a.state[c * n + i] - b.state[c * n + i]).abs()
+                    <= 1e-3 * (1.0 + a.state[c * n + i].abs())
+            })
+        })
+        .count()
+}
+
+/// Two clouds after the same step from the same particles: every state component to 1e-4
+/// (relative) and every finite log weight to 1e-4.
+fn assert_particles_agree(
+    a: &sonotrack::track::Particles,
+    b: &sonotrack::track::Particles,
+    n: usize,
+    what: &str,
+) {
+    for c in 0..STATE_DIM {
+        let worst = (0..n).fold(0.0f32, |m, i| {
+            let (x, y) = (a.state[c * n + i], b.state[c * n + i]);
+            m.max((x - y).abs() / (1.0 + x.abs()))
+        });
+        assert!(
+            worst <= 1e-4,
+            "{what}: state component {c} differs by {worst}"
+        );
+    }
+    let worst_w = a
+        .log_weight
+        .iter()
+        .zip(&b.log_weight)
+        .filter(|(x, _)| x.is_finite())
+        .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+    assert!(worst_w <= 1e-4, "{what}: log weights differ by {worst_w}");
 }
 
 fn assert_estimates_agree(a: &Estimate, b: &Estimate, tol: f32) {
@@ -466,16 +506,7 @@ fn tempered_and_degenerate_steps_agree() {
         assert_estimates_agree(&est_cpu[0], &est_gpu[0], 1e-3);
         let after_gpu = g.read_particles(0).unwrap();
         let n = particles;
-        // Resampling picks the same ancestors except where two cumulative sums straddle a
-        // sampling point; roughening draws the same noise. Nearly every particle matches.
-        let same = (0..n)
-            .filter(|&i| {
-                (0..6).all(|c| {
-                    (after_cpu.state[c * n + i] - after_gpu.state[c * n + i]).abs()
-                        <= 1e-3 * (1.0 + after_cpu.state[c * n + i].abs())
-                })
-            })
-            .count();
+        let same = matching_particles(&after_cpu, &after_gpu, n);
         assert!(
             same as f64 >= 0.99 * n as f64,
             "{case}: only {same} of {n} particles agree"
@@ -639,32 +670,11 @@ fn direction_filter_agrees() {
             let mut g = gpu::particle_filter(q.clone()).unwrap();
             g.init_track(init).unwrap();
             let g_before = g.read_particles(0).unwrap();
-            let worst_init = before
-                .state
-                .iter()
-                .zip(&g_before.state)
-                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs() / (1.0 + a.abs())));
-            assert!(worst_init <= 1e-5, "{what}: init differs by {worst_init}");
+            assert_priors_agree(&before, &g_before, what);
             let mut est_gpu = vec![Estimate::new(models)];
             g.step(&meas, &step, &mut est_gpu).unwrap();
             let after_gpu = g.read_particles(0).unwrap();
-            for c in 0..STATE_DIM {
-                let worst = (0..n).fold(0.0f32, |m, i| {
-                    let (a, b) = (after_cpu.state[c * n + i], after_gpu.state[c * n + i]);
-                    m.max((a - b).abs() / (1.0 + a.abs()))
-                });
-                assert!(
-                    worst <= 1e-4,
-                    "{what}: state component {c} differs by {worst}"
-                );
-            }
-            let worst_w = after_cpu
-                .log_weight
-                .iter()
-                .zip(&after_gpu.log_weight)
-                .filter(|(a, _)| a.is_finite())
-                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-            assert!(worst_w <= 1e-4, "{what}: log weights differ by {worst_w}");
+            assert_particles_agree(&after_cpu, &after_gpu, n, what);
             assert_estimates_agree(&est_cpu[0], &est_gpu[0], 1e-3);
             let mut g = gpu::particle_filter(r.clone()).unwrap();
             g.init_track(init).unwrap();
@@ -672,14 +682,7 @@ fn direction_filter_agrees() {
             g.step(&meas_r, &step, &mut est_gpu_r).unwrap();
             assert_estimates_agree(&est_cpu_r[0], &est_gpu_r[0], 1e-3);
             let after_gpu_r = g.read_particles(0).unwrap();
-            let same = (0..n)
-                .filter(|&i| {
-                    (0..6).all(|c| {
-                        (after_cpu_r.state[c * n + i] - after_gpu_r.state[c * n + i]).abs()
-                            <= 1e-3 * (1.0 + after_cpu_r.state[c * n + i].abs())
-                    })
-                })
-                .count();
+            let same = matching_particles(&after_cpu_r, &after_gpu_r, n);
             assert!(
                 same as f64 >= 0.99 * n as f64,
                 "{what}: only {same} of {n} resampled particles agree"
