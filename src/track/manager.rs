@@ -1037,8 +1037,8 @@ fn report(
             d.inv_range_sd
         );
         position = d.u;
-        velocity = velocity.map(|v| v / d.norm);
-        vel_std = vel_std.map(|v| v / d.norm);
+        velocity = d.rate;
+        vel_std = d.rate_std;
         pos_cov = d.cov;
         inv_range = Some([(d.norm - 1.0).max(0.0), d.inv_range_sd]);
     }
@@ -1072,6 +1072,10 @@ struct DirectionView {
     cov: [[f64; 3]; 3],
     /// The standard deviation of |p| (of the inverse range, 1/m).
     inv_range_sd: f64,
+    /// The direction's rate of change: the velocity's tangent part over |p| (its radial part
+    /// is the inverse range's rate), and its standard deviations.
+    rate: [f64; 3],
+    rate_std: [f64; 3],
 }
 
 fn direction_of(e: &Estimate) -> DirectionView {
@@ -1086,11 +1090,17 @@ fn direction_of(e: &Estimate) -> DirectionView {
     }
     let proj = Matrix3::identity() - u * u.transpose();
     let tangent = proj * cov * proj / (norm * norm);
+    let v = Vector3::new(e.mean[3], e.mean[4], e.mean[5]);
+    let vcov = Matrix3::from_fn(|r, c| e.cov[3 + r][3 + c]);
+    let rate = proj * v / norm;
+    let rate_cov = proj * vcov * proj / (norm * norm);
     DirectionView {
         u: [u.x, u.y, u.z],
         norm,
         cov: std::array::from_fn(|r| std::array::from_fn(|c| tangent[(r, c)])),
         inv_range_sd: (u.transpose() * cov * u)[(0, 0)].max(0.0).sqrt(),
+        rate: [rate.x, rate.y, rate.z],
+        rate_std: std::array::from_fn(|i| rate_cov[(i, i)].max(0.0).sqrt()),
     }
 }
 
@@ -1130,6 +1140,42 @@ pub fn cholesky6(cov: &[[f64; 6]; 6]) -> [[f64; 6]; 6] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A direction-mode estimate as reported: the unit direction, its covariance in the tangent
+    /// plane over |p|², the inverse range and its spread from the radial part, and the rate of
+    /// change of the direction without the inverse range's rate.
+    #[test]
+    fn direction_estimates_are_reported_on_the_sphere() {
+        let u = Vector3::new(0.6, 0.0, 0.8);
+        let t1 = Vector3::new(0.0, 1.0, 0.0);
+        let mut e = Estimate::new(1);
+        let p = u * 1.25;
+        let v = t1 * 0.5 + u * 0.3;
+        e.mean = [p.x, p.y, p.z, v.x, v.y, v.z];
+        // Variance 0.01 along u (the inverse range), 0.04 along t1; velocity likewise.
+        let pc = u * u.transpose() * 0.01 + t1 * t1.transpose() * 0.04;
+        for r in 0..3 {
+            for c in 0..3 {
+                e.cov[r][c] = pc[(r, c)];
+                e.cov[3 + r][3 + c] = pc[(r, c)];
+            }
+        }
+        let d = direction_of(&e);
+        assert!((Vector3::from(d.u) - u).norm() < 1e-12);
+        assert!((d.norm - 1.25).abs() < 1e-12);
+        assert!((d.inv_range_sd - 0.1).abs() < 1e-12);
+        let cov = Matrix3::from_fn(|r, c| d.cov[r][c]);
+        assert!((u.transpose() * cov * u)[(0, 0)].abs() < 1e-15);
+        assert!(((t1.transpose() * cov * t1)[(0, 0)] - 0.04 / 1.5625).abs() < 1e-12);
+        assert!((Vector3::from(d.rate) - t1 * 0.4).norm() < 1e-12);
+        assert!((d.rate_std[1] - 0.2 / 1.25).abs() < 1e-12);
+        // (Standard deviations: square roots of rounding-level variances.)
+        assert!(
+            d.rate_std[0] < 1e-7 && d.rate_std[2] < 1e-7,
+            "{:?}",
+            d.rate_std
+        );
+    }
 
     /// The window's median is the value a selection over the last RESIDUAL_WINDOW residuals
     /// gives, bit for bit, through fills, evictions, repeated values and clears.
