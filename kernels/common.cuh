@@ -181,7 +181,7 @@ struct StepParams {
     u32 n_sensors;
     u32 n_pairs;
     u32 k;            // peaks per pair
-    u32 mode;         // 0: 3-D, 1: direction
+    u32 mode;         // 0: 3-D, 1: direction (curved wavefronts), 2: direction (plane waves)
     u32 has_bounds;
     u32 forced_model; // 0xffffffff: Markov switching
     // pf_step_live: this step's stamp value (the stamp reads it once the host has copied the
@@ -262,6 +262,20 @@ __device__ __forceinline__ void reflect_at_infinity(float* s) {
     s[5] -= f * u2;
 }
 
+// Plane waves: the position back on the unit sphere, the velocity in its tangent plane
+// (src/track/models.rs: direction_after_move).
+__device__ __forceinline__ void onto_unit_sphere(float* s) {
+    float n = dir_norm(s[0], s[1], s[2]);
+    float u0 = s[0] / n, u1 = s[1] / n, u2 = s[2] / n;
+    float radial = s[3] * u0 + s[4] * u1 + s[5] * u2;
+    s[0] = u0;
+    s[1] = u1;
+    s[2] = u2;
+    s[3] -= radial * u0;
+    s[4] -= radial * u1;
+    s[5] -= radial * u2;
+}
+
 // The path to sensor (mx, my, mz) (relative to the centroid) less the range, for a source in
 // direction p / n at inverse range inv (src/track/likelihood.rs: direction_path).
 __device__ __forceinline__ float dir_path(float mx, float my, float mz, float x, float y,
@@ -315,6 +329,7 @@ __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float
     s[5] = d * vz + az * dt;
     s[6] = is_ct ? w : s[6];
     if (mode == 1) reflect_at_infinity(s);
+    else if (mode == 2) onto_unit_sphere(s);
 }
 
 // Model switching: the number of cumulative thresholds at or below u (src/track/models.rs:

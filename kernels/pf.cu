@@ -939,7 +939,8 @@ extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step(PF_STEP_ARGS, 
 }
 
 extern "C" __global__ void __launch_bounds__(PF_BLOCK, 4) pf_step_dir(PF_STEP_ARGS, PF_FIN_ARGS) {
-    pf_step_body<PF_BLOCK, PF_PER_THREAD, 1>(PF_STEP_PASS, nullptr, nullptr, flags);
+    // (Curved or plane wavefronts, read from sp.)
+    pf_step_body<PF_BLOCK, PF_PER_THREAD, -1>(PF_STEP_PASS, nullptr, nullptr, flags);
     step_finalize<PF_BLOCK, false>(sp, partials, n_tiles, fin_groups, fin_tickets, sums_out, flags,
                             FLAG_KEEP, 0, nullptr);
 }
@@ -1419,10 +1420,11 @@ __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, c
         for (int c = 0; c <= r; ++c) acc += l[r * 6 + c] * z[c];
         part[r] = s[r] + acc;
     }
-    if (sp->mode == 1) {
-        // The jitter moves the inverse range too (|p| - 1), reflected at 0.
+    if (sp->mode != 0) {
+        // Curved: the jitter moves the inverse range too (|p| - 1), reflected at 0. Plane:
+        // back on the unit sphere.
         float nn = dir_norm(part[0], part[1], part[2]);
-        float k = nn < 1.0f ? (2.0f - nn) / nn : 1.0f;
+        float k = sp->mode == 2 ? 1.0f / nn : (nn < 1.0f ? (2.0f - nn) / nn : 1.0f);
         part[0] *= k;
         part[1] *= k;
         part[2] *= k;
@@ -1626,12 +1628,14 @@ extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, f
     for (int a = 0; a < 6; ++a) s[a] = (float)x[a];
     s[6] = 0.0f;
     for (int a = 0; a < 3; ++a) s[3 + a] += d[a] / dn * radius;
-    if (sp->mode == 1) {
-        if (ip->inv_range_max >= 0.0f) {
-            // A newborn track: the direction drawn, at rest (no radial velocity), and the
-            // inverse range (|p| - 1) spread evenly over [0, max].
+    if (sp->mode != 0) {
+        const bool plane = sp->mode == 2;
+        if (plane || ip->inv_range_max >= 0.0f) {
+            // A newborn track (or any, with plane waves): the direction drawn, at rest (no
+            // radial velocity), and the inverse range (|p| - 1) spread evenly over [0, max]
+            // (0 for plane waves).
             float nrm = dir_norm(s[0], s[1], s[2]);
-            float keep = 1.0f + ip->inv_range_max * (((float)i + 0.5f) / (float)n);
+            float keep = plane ? 1.0f : 1.0f + ip->inv_range_max * (((float)i + 0.5f) / (float)n);
             for (int a = 0; a < 3; ++a) s[a] /= nrm;
             float radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
             for (int a = 0; a < 3; ++a) {

@@ -76,9 +76,10 @@ pub struct ArrayConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounds_max_m: Option<[f64; 3]>,
     /// Direction mode: the nearest a newborn track's source may be (metres; default the
-    /// array's aperture). Each particle also carries an inverse range, so that directions allow
-    /// for the wavefront's curvature; a newborn track's inverse ranges spread evenly from 0 (a
-    /// plane wave) to 1 / this (`inf`: all start as a plane wave, and the data move them).
+    /// array's aperture, at least 1 m). Where the array resolves the wavefront's curvature
+    /// there, each particle also carries an inverse range, spread evenly from 0 (a plane wave)
+    /// to 1 / this for a newborn track; otherwise (or with `inf`) directions assume plane
+    /// waves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_range_m: Option<f64>,
 }
@@ -598,18 +599,36 @@ impl Config {
         Config::parse_str(&text, file)
     }
 
-    /// Direction mode: the largest inverse range (1/m) a particle may start with, from
-    /// `array.min_range_m` (default the aperture); 0 for `inf` (every particle starts as a plane
-    /// wave) and in 3-D mode.
+    /// Direction mode: the nearest range (m) a newborn track allows for
+    /// (`array.min_range_m`; default the aperture, and at least 1 m), and the wavefront's
+    /// curvature there against the tracker's TDOA noise floor, both as path differences (m):
+    /// max |d|² / 2r over the sensors d (relative to the centroid), and
+    /// `tdoa_std_samples` × c / fs.
+    pub fn direction_curvature(&self) -> (f64, f64, f64) {
+        let geo = self.geometry();
+        let r = self
+            .array
+            .min_range_m
+            .unwrap_or_else(|| geo.aperture_m().max(1.0));
+        let c = geo.centroid();
+        let d2 = (0..geo.len())
+            .map(|i| (geo.sensor(i) - c).norm_squared())
+            .fold(0.0, f64::max);
+        let noise =
+            self.tracker.tdoa_std_samples * self.array.speed_of_sound_m_s / self.sample_rate_hz();
+        (r, d2 / (2.0 * r), noise)
+    }
+
+    /// Direction mode: the largest inverse range (1/m) a newborn track's particles start with
+    /// (see [`Self::direction_curvature`]); 0 for plane waves (`min_range_m = inf`, or an array
+    /// too small to resolve the curvature at that range: its particles then stay on the unit
+    /// sphere) and in 3-D mode.
     pub fn direction_inv_range_max(&self) -> f64 {
         if self.array.mode != TrackMode::Direction {
             return 0.0;
         }
-        let r = self
-            .array
-            .min_range_m
-            .unwrap_or_else(|| self.geometry().aperture_m());
-        if r.is_finite() && r > 0.0 {
+        let (r, curvature, noise) = self.direction_curvature();
+        if r.is_finite() && r > 0.0 && curvature >= noise {
             1.0 / r
         } else {
             0.0
@@ -774,7 +793,7 @@ impl Config {
                 return err(
                     "array.min_range_m",
                     format!("{r} m is not a range"),
-                    "give the nearest range a source may be at, in metres (inf: every track starts as a plane wave)",
+                    "give the nearest range a source may be at, in metres (inf for plane waves)",
                 );
             }
         }
@@ -1206,16 +1225,22 @@ impl Config {
             let _ = writeln!(s, "search volume: {lo:?} .. {hi:?} m");
         }
         if self.array.mode == TrackMode::Direction {
-            let rho = self.direction_inv_range_max();
-            let from = if rho > 0.0 {
-                format!("{:.2} m out (array.min_range_m)", 1.0 / rho)
+            let (r, curvature, noise) = self.direction_curvature();
+            let _ = if self.direction_inv_range_max() > 0.0 {
+                writeln!(
+                    s,
+                    "directions allow for the wavefront's curvature: a new track's ranges start from {r:.2} m out (array.min_range_m), where the curvature ({:.1} mm) exceeds the TDOA noise floor ({:.1} mm)",
+                    curvature * 1e3,
+                    noise * 1e3
+                )
             } else {
-                "infinity (array.min_range_m = inf; the data move them nearer)".to_string()
+                writeln!(
+                    s,
+                    "directions assume plane waves: the curvature at {r:.2} m (array.min_range_m) is {:.2} mm, below the TDOA noise floor ({:.1} mm)",
+                    curvature * 1e3,
+                    noise * 1e3
+                )
             };
-            let _ = writeln!(
-                s,
-                "directions allow for the wavefront's curvature: a new track's ranges start from {from}"
-            );
         }
         let _ = writeln!(
             s,
@@ -1534,6 +1559,14 @@ sample_rate_hz = 16000
             Config::parse_str(&format!("{three_d}min_range_m = 8\n{tail}"), "t.toml").unwrap_err();
         assert_eq!(e.key, "array.min_range_m");
         assert!(e.fix.contains("direction"), "{e}");
+        // A 10 cm microphone circle cannot resolve the curvature at its default nearest range
+        // (1 m: 1.25 mm against half a sample, 3.6 mm): plane waves. At 0.2 m it can.
+        let mics = "[array]\nsensors_m = [[0.05,0,0],[0,0.05,0],[-0.05,0,0],[0,-0.05,0]]\nspeed_of_sound_m_s = 343\nmode = \"direction\"\n";
+        let c = Config::parse_str(&format!("{mics}{tail}"), "t.toml").unwrap();
+        assert_eq!(c.direction_inv_range_max(), 0.0);
+        assert!(c.explain().contains("plane waves"), "{}", c.explain());
+        let c = Config::parse_str(&format!("{mics}min_range_m = 0.2\n{tail}"), "t.toml").unwrap();
+        assert!((c.direction_inv_range_max() - 5.0).abs() < 1e-9);
     }
 
     #[test]

@@ -18,6 +18,10 @@ struct ArrayJson {
     description: String,
     #[serde(default)]
     search_bounds: Option<Bounds>,
+    /// "3d" or "direction"; when absent, direction for a flat or linear array (whose 3-D
+    /// positions are ambiguous), else 3-D.
+    #[serde(default)]
+    mode: Option<crate::config::TrackMode>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -91,6 +95,17 @@ impl Scene {
             config.array.bounds_min_m = Some(b.min);
             config.array.bounds_max_m = Some(b.max);
         }
+        config.array.mode = match a.mode {
+            Some(m) => m,
+            None if config.geometry().span() != crate::dsp::geometry::Span::Volume => {
+                log::info!(
+                    "{}: the sensors are not spread in 3-D, so this scene tracks directions (set \"mode\": \"3d\" in array.json to be told why not)",
+                    array_path.display()
+                );
+                crate::config::TrackMode::Direction
+            }
+            None => crate::config::TrackMode::ThreeD,
+        };
         config
             .validate(&array_path.display().to_string())
             .map_err(Error::Config)?;
@@ -224,7 +239,12 @@ mod tests {
         std::fs::write(d.join("audio.wav"), b"x").unwrap();
         let e = Scene::open(&d).unwrap_err().to_string();
         assert!(e.contains("array.json"), "{e}");
-        std::fs::write(d.join("array.json"), "{\"sample_rate\": 16000, \"speed_of_sound\": 343, \"sensors\": [[0,0,0],[1,0,0],[0,1,0],[1,1,0]]}").unwrap();
+        // A flat array tracks directions unless array.json asks for 3-D, which it cannot do.
+        let flat = "{\"sample_rate\": 16000, \"speed_of_sound\": 343, \"sensors\": [[0,0,0],[1,0,0],[0,1,0],[1,1,0]]";
+        std::fs::write(d.join("array.json"), format!("{flat}}}")).unwrap();
+        let s = Scene::open(&d).unwrap();
+        assert_eq!(s.config.array.mode, crate::config::TrackMode::Direction);
+        std::fs::write(d.join("array.json"), format!("{flat}, \"mode\": \"3d\"}}")).unwrap();
         let e = Scene::open(&d).unwrap_err().to_string();
         assert!(e.contains("coplanar"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();

@@ -539,7 +539,12 @@ fn tempered_and_degenerate_steps_agree() {
 #[test]
 fn direction_filter_agrees() {
     use sonotrack::track::likelihood::{LikelihoodConsts, predict_tdoas};
-    for particles in [3000usize, 20_000] {
+    for (particles, curved) in [
+        (3000usize, true),
+        (20_000, true),
+        (3000, false),
+        (20_000, false),
+    ] {
         let models = 4;
         let mut p = pf_params(particles, models);
         p.mode = sonotrack::config::TrackMode::Direction;
@@ -559,7 +564,9 @@ fn direction_filter_agrees() {
             .collect();
         p.pairs = vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)];
         p.bounds = None;
-        p.inv_range_max = 0.5;
+        // Plane waves (inverse range 0: an array that cannot resolve the curvature) keep every
+        // particle on the unit sphere.
+        p.inv_range_max = if curved { 0.5 } else { 0.0 };
         p.tdoa_std_s = 0.5 / 96_000.0;
         let un = (0.36f32 + 0.25 + 0.09).sqrt();
         let u = [-0.6 / un, 0.5 / un, 0.3 / un];
@@ -633,8 +640,10 @@ fn direction_filter_agrees() {
                 norms.iter().all(|&v| v >= 1.0 - 1e-6),
                 "{what}: a norm below 1"
             );
-            if init.inv_range_max > 0.0 {
-                let top = norms.iter().fold(0.0f32, |m, &v| m.max(v));
+            let top = norms.iter().fold(0.0f32, |m, &v| m.max(v));
+            if !curved {
+                assert!(top < 1.0 + 1e-6, "{what}, plane waves: a norm of {top}");
+            } else if init.inv_range_max > 0.0 {
                 assert!(
                     (top - 1.5).abs() < 1e-3,
                     "{what}: inverse ranges up to {top}"
@@ -687,7 +696,10 @@ fn direction_filter_agrees() {
                 same as f64 >= 0.99 * n as f64,
                 "{what}: only {same} of {n} resampled particles agree"
             );
-            eprintln!("direction, {particles} particles, {what}: prior, step and resampling agree");
+            eprintln!(
+                "direction ({}), {particles} particles, {what}: prior, step and resampling agree",
+                if curved { "curved" } else { "plane" }
+            );
         }
     }
 }

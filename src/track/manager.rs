@@ -17,6 +17,7 @@ use crate::dsp::geometry::{ArrayGeometry, Pair};
 use crate::dsp::multilat::{self, Fix, Obs};
 use crate::error::BackendError;
 use crate::track::likelihood::{LikelihoodConsts, predict_tdoas};
+use crate::track::models::Kinematics;
 use crate::track::{Estimate, FilterParams, ParticleFilter, TdoaMeasurement, TrackInit, TrackStep};
 
 /// Peaks whose quality (z-score above the curve) is around this value are as likely noise as
@@ -556,7 +557,7 @@ impl TrackManager {
                 seq,
                 t_centre_s,
                 support,
-                self.params.mode,
+                Kinematics::of(&self.params),
             ));
         }
         self.find_duplicates(&mut dead, &mut reports);
@@ -810,7 +811,7 @@ impl TrackManager {
             seq,
             t_centre_s,
             Some(1.0),
-            self.params.mode,
+            Kinematics::of(&self.params),
         );
         self.tracks.push(track);
         self.candidates.clear();
@@ -1015,8 +1016,12 @@ fn report(
     seq: u64,
     t_frame_s: f64,
     support: Option<f32>,
-    mode: TrackMode,
+    kin: Kinematics,
 ) -> TrackReport {
+    let mode = match kin {
+        Kinematics::ThreeD => TrackMode::ThreeD,
+        _ => TrackMode::Direction,
+    };
     let e = &t.est;
     let mut pos_cov = [[0.0; 3]; 3];
     for r in 0..3 {
@@ -1040,7 +1045,8 @@ fn report(
         velocity = d.rate;
         vel_std = d.rate_std;
         pos_cov = d.cov;
-        inv_range = Some([(d.norm - 1.0).max(0.0), d.inv_range_sd]);
+        // (With plane waves there is no range to report.)
+        inv_range = (kin == Kinematics::Curved).then(|| [(d.norm - 1.0).max(0.0), d.inv_range_sd]);
     }
     TrackReport {
         id: t.id,

@@ -10,7 +10,7 @@ use crate::track::{MAX_MODELS, MotionModel};
 
 /// Advance one particle by `dt` under `model`. `n` are four standard normals.
 #[inline(always)]
-pub fn predict(model: &MotionModel, mode: TrackMode, dt: f32, s: &mut [f32; 7], n: [f32; 4]) {
+pub fn predict(model: &MotionModel, mode: Kinematics, dt: f32, s: &mut [f32; 7], n: [f32; 4]) {
     let c = StepCoeffs::new(model, dt);
     advance(&c, mode, dt, s, n);
 }
@@ -61,7 +61,7 @@ impl StepCoeffs {
 ///   position follows the arc (sin ωT / ω, (1 - cos ωT) / ω); vertical as constant velocity;
 /// - near-static: v = d v + a dt, p += v dt, with d = e^(-dt/τ).
 #[inline(always)]
-pub fn advance(c: &StepCoeffs, mode: TrackMode, dt: f32, s: &mut [f32; 7], n: [f32; 4]) {
+pub fn advance(c: &StepCoeffs, mode: Kinematics, dt: f32, s: &mut [f32; 7], n: [f32; 4]) {
     let is_ct = c.kind == 1;
     let is_static = c.kind == 2;
     let ax = c.accel_std * n[0];
@@ -94,10 +94,53 @@ pub fn advance(c: &StepCoeffs, mode: TrackMode, dt: f32, s: &mut [f32; 7], n: [f
     s[4] = rs * vx + rc * vy + ay * dt;
     s[5] = d * vz + az * dt;
     s[6] = if is_ct { w } else { s[6] };
-    if mode == TrackMode::Direction {
-        let (p, v) = reflect_at_infinity([s[0], s[1], s[2]], [s[3], s[4], s[5]]);
+    if mode != Kinematics::ThreeD {
+        let (p, v) = direction_after_move(mode, [s[0], s[1], s[2]], [s[3], s[4], s[5]]);
         s[..3].copy_from_slice(&p);
         s[3..6].copy_from_slice(&v);
+    }
+}
+
+/// How a particle's position is kept: a point (3-D mode); a direction scaled by 1 + its
+/// inverse range (direction mode, curved wavefronts); or a unit direction (direction mode where
+/// the array cannot resolve the curvature: a plane wave). kernels/common.cuh: the step's mode
+/// 0, 1 and 2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kinematics {
+    ThreeD,
+    Curved,
+    Plane,
+}
+
+impl Kinematics {
+    pub fn of(p: &crate::track::FilterParams) -> Self {
+        match p.mode {
+            TrackMode::ThreeD => Self::ThreeD,
+            TrackMode::Direction if p.inv_range_max > 0.0 => Self::Curved,
+            TrackMode::Direction => Self::Plane,
+        }
+    }
+}
+
+/// A direction-mode particle after a move: reflected at infinity (curved: see
+/// [`reflect_at_infinity`]), or back on the unit sphere with its velocity in the tangent plane
+/// (plane wave). kernels/common.cuh: `direction_after_move`.
+#[inline(always)]
+pub fn direction_after_move(mode: Kinematics, p: [f32; 3], v: [f32; 3]) -> ([f32; 3], [f32; 3]) {
+    if mode == Kinematics::Plane {
+        let n = dir_norm(p[0], p[1], p[2]);
+        let u = [p[0] / n, p[1] / n, p[2] / n];
+        let radial = v[0] * u[0] + v[1] * u[1] + v[2] * u[2];
+        (
+            u,
+            [
+                v[0] - radial * u[0],
+                v[1] - radial * u[1],
+                v[2] - radial * u[2],
+            ],
+        )
+    } else {
+        reflect_at_infinity(p, v)
     }
 }
 
@@ -179,7 +222,7 @@ pub fn padded_cdf(cdf: &[f32], n_models: usize) -> [f32; MAX_MODELS * MAX_MODELS
 pub fn advance_slice(
     t: &CoeffTable,
     m: &[u32],
-    mode: TrackMode,
+    mode: Kinematics,
     dt: f32,
     s: &mut [&mut [f32]; 7],
     z: &[Vec<f32>; 4],
@@ -234,9 +277,9 @@ pub fn advance_slice(
         s5[i] = d * vz + az * dt;
         s6[i] = if is_ct { w } else { s6[i] };
     }
-    if mode == TrackMode::Direction {
+    if mode != Kinematics::ThreeD {
         for i in 0..n {
-            let (p, v) = reflect_at_infinity([s0[i], s1[i], s2[i]], [s3[i], s4[i], s5[i]]);
+            let (p, v) = direction_after_move(mode, [s0[i], s1[i], s2[i]], [s3[i], s4[i], s5[i]]);
             (s0[i], s1[i], s2[i]) = (p[0], p[1], p[2]);
             (s3[i], s4[i], s5[i]) = (v[0], v[1], v[2]);
         }
@@ -299,7 +342,7 @@ mod tests {
         let mut s = [1.0, 2.0, 3.0, 0.5, -1.0, 0.25, 0.0];
         predict(
             &model(ModelKind::Cv),
-            TrackMode::ThreeD,
+            Kinematics::ThreeD,
             2.0,
             &mut s,
             [0.0; 4],
@@ -316,7 +359,7 @@ mod tests {
         for _ in 0..steps {
             predict(
                 &model(ModelKind::Ct),
-                TrackMode::ThreeD,
+                Kinematics::ThreeD,
                 dt,
                 &mut s,
                 [0.0; 4],
@@ -336,7 +379,7 @@ mod tests {
         for _ in 0..100 {
             predict(
                 &model(ModelKind::Static),
-                TrackMode::ThreeD,
+                Kinematics::ThreeD,
                 0.05,
                 &mut s,
                 [0.0; 4],
@@ -359,7 +402,7 @@ mod tests {
         m.accel_std = 0.0;
         let mut reflected = false;
         for _ in 0..10 {
-            predict(&m, TrackMode::Direction, 0.1, &mut s, [0.0; 4]);
+            predict(&m, Kinematics::Curved, 0.1, &mut s, [0.0; 4]);
             let n = (s[0] * s[0] + s[1] * s[1] + s[2] * s[2]).sqrt();
             assert!(n >= 1.0 - 1e-6, "|p| = {n}");
             let radial = (s[0] * s[3] + s[1] * s[4] + s[2] * s[5]) / n;
@@ -416,7 +459,7 @@ mod tests {
                 .map(|i| ((c + 1) * (i + 2)) as f32 * 0.13 - 1.0)
                 .collect()
         });
-        for mode in [TrackMode::ThreeD, TrackMode::Direction] {
+        for mode in [Kinematics::ThreeD, Kinematics::Curved, Kinematics::Plane] {
             let mut lanes = st.clone();
             {
                 let mut it = lanes.iter_mut();

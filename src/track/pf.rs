@@ -17,7 +17,7 @@ use crate::philox::{self, Stream};
 use crate::track::likelihood::{LikScratch, LikelihoodConsts, log_likelihood_slice, predict_tdoas};
 use crate::track::models;
 use crate::track::models::{
-    CoeffTable, StepCoeffs, advance_slice, padded_cdf, predict, switch_slice,
+    CoeffTable, Kinematics, StepCoeffs, advance_slice, padded_cdf, predict, switch_slice,
 };
 use crate::track::resample;
 use crate::track::{
@@ -151,7 +151,14 @@ fn pass1_impl(
         Some(f) => ch.model.fill(f),
         None => switch_slice(x.cdf, p.n_models(), ch.model, u, sw),
     }
-    advance_slice(x.coeffs, ch.model, p.mode, x.t.dt_s, &mut ch.s, z);
+    advance_slice(
+        x.coeffs,
+        ch.model,
+        Kinematics::of(p),
+        x.t.dt_s,
+        &mut ch.s,
+        z,
+    );
     log_likelihood_slice(p, x.k, x.meas, &ch.s, x.t.lag_s, sc, ch.ll);
     if let Some((lo, hi)) = p.bounds {
         let (sx, sy, sz) = (&ch.s[0][..len], &ch.s[1][..len], &ch.s[2][..len]);
@@ -522,7 +529,7 @@ impl CpuParticleFilter {
                             i as u32,
                             Stream::Predict,
                         ));
-                        predict(model, p.mode, t.dt_s, &mut s, z);
+                        predict(model, Kinematics::of(p), t.dt_s, &mut s, z);
                         predict_tdoas(p, k, &s, t.lag_s, &mut pred);
                         let w = (f64::from(self.log_w[slot * self.n + i]) - offset).exp();
                         sw += w;
@@ -761,7 +768,7 @@ impl CpuParticleFilter {
             ROUGHEN_RESAMPLE_H
         };
         let lchol = roughen_factor(&out.cov, h);
-        let (seed, frame, track, mode) = (self.p.seed, meas.frame, t.slot, self.p.mode);
+        let (seed, frame, track, mode) = (self.p.seed, meas.frame, t.slot, Kinematics::of(&self.p));
         split(self.arrays(slot), n)
             .into_par_iter()
             .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
@@ -845,7 +852,7 @@ fn roughen_chunk(
     seed: u64,
     frame: u64,
     track: u32,
-    mode: TrackMode,
+    mode: Kinematics,
 ) {
     let len = ch.log_w.len();
     let mut b = 0;
@@ -888,14 +895,14 @@ pub fn roughen(
     frame: u64,
     slot: u32,
     i: u32,
-    mode: TrackMode,
+    mode: Kinematics,
 ) {
     let z = philox::normals6(philox::draw(seed, frame, slot, i, Stream::Roughen));
     jitter(part, l, &z, mode);
 }
 
 #[inline(always)]
-fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], mode: TrackMode) {
+fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], mode: Kinematics) {
     for r in 0..6 {
         let mut acc = 0.0f32;
         for (c, zc) in z.iter().enumerate().take(r + 1) {
@@ -903,10 +910,17 @@ fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], mode: TrackMode)
         }
         part[r] += acc;
     }
-    if mode == TrackMode::Direction {
-        // The jitter moves the inverse range too (|p| - 1), reflected at 0.
+    if mode != Kinematics::ThreeD {
+        // Curved: the jitter moves the inverse range too (|p| - 1), reflected at 0. Plane:
+        // back on the unit sphere.
         let n = models::dir_norm(part[0], part[1], part[2]);
-        let k = if n < 1.0 { (2.0 - n) / n } else { 1.0 };
+        let k = if mode == Kinematics::Plane {
+            1.0 / n
+        } else if n < 1.0 {
+            (2.0 - n) / n
+        } else {
+            1.0
+        };
         for v in part.iter_mut().take(3) {
             *v *= k;
         }
@@ -952,11 +966,17 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
         s[3 + a] += d[a] / dn * radius;
     }
     if p.mode == TrackMode::Direction {
-        if init.inv_range_max >= 0.0 {
-            // A newborn track: the direction drawn, at rest (no radial velocity), and the
-            // inverse range (|p| - 1) spread evenly over [0, max].
+        let plane = Kinematics::of(p) == Kinematics::Plane;
+        if plane || init.inv_range_max >= 0.0 {
+            // A newborn track (or any, with plane waves): the direction drawn, at rest (no
+            // radial velocity), and the inverse range (|p| - 1) spread evenly over [0, max]
+            // (0 for plane waves).
             let nrm = models::dir_norm(s[0], s[1], s[2]);
-            let keep = 1.0 + init.inv_range_max * ((i as f32 + 0.5) / p.particles as f32);
+            let keep = if plane {
+                1.0
+            } else {
+                1.0 + init.inv_range_max * ((i as f32 + 0.5) / p.particles as f32)
+            };
             for v in s.iter_mut().take(3) {
                 *v /= nrm;
             }
