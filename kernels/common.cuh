@@ -263,7 +263,7 @@ __device__ __forceinline__ void reflect_at_infinity(float* s) {
 }
 
 // Plane waves: the position back on the unit sphere, the velocity in its tangent plane
-// (src/track/models.rs: direction_after_move).
+// (src/track/models.rs: onto_unit_sphere).
 __device__ __forceinline__ void onto_unit_sphere(float* s) {
     float n = dir_norm(s[0], s[1], s[2]);
     float u0 = s[0] / n, u1 = s[1] / n, u2 = s[2] / n;

@@ -1634,14 +1634,9 @@ extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, f
             // A newborn track (or any, with plane waves): the direction drawn, at rest (no
             // radial velocity), and the inverse range (|p| - 1) spread evenly over [0, max]
             // (0 for plane waves).
-            float nrm = dir_norm(s[0], s[1], s[2]);
             float keep = plane ? 1.0f : 1.0f + ip->inv_range_max * (((float)i + 0.5f) / (float)n);
-            for (int a = 0; a < 3; ++a) s[a] /= nrm;
-            float radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
-            for (int a = 0; a < 3; ++a) {
-                s[3 + a] -= radial * s[a];
-                s[a] *= keep;
-            }
+            onto_unit_sphere(s);
+            for (int a = 0; a < 3; ++a) s[a] *= keep;
         } else {
             reflect_at_infinity(s);
         }

@@ -86,7 +86,7 @@ impl Scene {
         let a: ArrayJson = serde_json::from_str(&text).map_err(|e| {
             err(
                 format!("array.json: {e}"),
-                "array.json needs sample_rate, speed_of_sound and sensors [[x,y,z], ...]",
+                "array.json needs sample_rate, speed_of_sound and sensors [[x,y,z], ...]; it may add search_bounds {min, max} and mode (\"3d\" or \"direction\")",
             )
         })?;
         let mut config = Config::for_array(a.sensors, a.speed_of_sound, a.sample_rate);

@@ -170,6 +170,13 @@ pub fn log_likelihood_slice(
     sc.prod.resize(n, 0.0);
     let (x, y, z) = (&s[0][..n], &s[1][..n], &s[2][..n]);
     let (vx, vy, vz) = (&s[3][..n], &s[4][..n], &s[5][..n]);
+    if k.mode == TrackMode::Direction {
+        // Each particle's |p| and inverse range, once for every sensor (in `pred` and `l`,
+        // which the pair loop below fills afresh).
+        for i in 0..n {
+            (sc.pred[i], sc.l[i]) = norm_and_inverse_range(x[i], y[i], z[i]);
+        }
+    }
     for (a, sensor) in p.sensors.iter().enumerate() {
         let r = &mut sc.rho[a * n..(a + 1) * n];
         let q = &mut sc.rate[a * n..(a + 1) * n];
@@ -185,9 +192,9 @@ pub fn log_likelihood_slice(
                 }
             }
             TrackMode::Direction => {
+                let (nn, inv) = (&sc.pred[..n], &sc.l[..n]);
                 for i in 0..n {
-                    let (nn, inv) = norm_and_inverse_range(x[i], y[i], z[i]);
-                    r[i] = direction_path(sensor, x[i], y[i], z[i], nn, inv);
+                    r[i] = direction_path(sensor, x[i], y[i], z[i], nn[i], inv[i]);
                     q[i] = 0.0;
                 }
             }

@@ -1035,12 +1035,6 @@ fn report(
     let mut inv_range = None;
     if mode == TrackMode::Direction {
         let d = direction_of(e);
-        log::debug!(
-            "DBG t {:.2} invr {:.4} sd {:.4}",
-            t.t_state_s,
-            d.norm - 1.0,
-            d.inv_range_sd
-        );
         position = d.u;
         velocity = d.rate;
         vel_std = d.rate_std;

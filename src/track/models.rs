@@ -120,28 +120,44 @@ impl Kinematics {
             TrackMode::Direction => Self::Plane,
         }
     }
+
+    /// The step's mode number in kernels/common.cuh (`StepParams::mode`).
+    pub fn kernel_mode(self) -> u32 {
+        match self {
+            Self::ThreeD => 0,
+            Self::Curved => 1,
+            Self::Plane => 2,
+        }
+    }
 }
 
 /// A direction-mode particle after a move: reflected at infinity (curved: see
-/// [`reflect_at_infinity`]), or back on the unit sphere with its velocity in the tangent plane
-/// (plane wave). kernels/common.cuh: `direction_after_move`.
+/// [`reflect_at_infinity`]), or back on the unit sphere (plane wave: [`onto_unit_sphere`]).
+/// kernels/common.cuh: the end of `advance`.
 #[inline(always)]
 pub fn direction_after_move(mode: Kinematics, p: [f32; 3], v: [f32; 3]) -> ([f32; 3], [f32; 3]) {
     if mode == Kinematics::Plane {
-        let n = dir_norm(p[0], p[1], p[2]);
-        let u = [p[0] / n, p[1] / n, p[2] / n];
-        let radial = v[0] * u[0] + v[1] * u[1] + v[2] * u[2];
-        (
-            u,
-            [
-                v[0] - radial * u[0],
-                v[1] - radial * u[1],
-                v[2] - radial * u[2],
-            ],
-        )
+        onto_unit_sphere(p, v)
     } else {
         reflect_at_infinity(p, v)
     }
+}
+
+/// The position back on the unit sphere, the velocity in its tangent plane.
+/// kernels/common.cuh: `onto_unit_sphere`.
+#[inline(always)]
+pub fn onto_unit_sphere(p: [f32; 3], v: [f32; 3]) -> ([f32; 3], [f32; 3]) {
+    let n = dir_norm(p[0], p[1], p[2]);
+    let u = [p[0] / n, p[1] / n, p[2] / n];
+    let radial = v[0] * u[0] + v[1] * u[1] + v[2] * u[2];
+    (
+        u,
+        [
+            v[0] - radial * u[0],
+            v[1] - radial * u[1],
+            v[2] - radial * u[2],
+        ],
+    )
 }
 
 /// |p| of a direction-mode position (1 + its inverse range: see

@@ -971,19 +971,15 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
             // A newborn track (or any, with plane waves): the direction drawn, at rest (no
             // radial velocity), and the inverse range (|p| - 1) spread evenly over [0, max]
             // (0 for plane waves).
-            let nrm = models::dir_norm(s[0], s[1], s[2]);
             let keep = if plane {
                 1.0
             } else {
                 1.0 + init.inv_range_max * ((i as f32 + 0.5) / p.particles as f32)
             };
-            for v in s.iter_mut().take(3) {
-                *v /= nrm;
-            }
-            let radial = s[3] * s[0] + s[4] * s[1] + s[5] * s[2];
+            let (u, v) = models::onto_unit_sphere([s[0], s[1], s[2]], [s[3], s[4], s[5]]);
             for a in 0..3 {
-                s[3 + a] -= radial * s[a];
-                s[a] *= keep;
+                s[a] = u[a] * keep;
+                s[3 + a] = v[a];
             }
         } else {
             // Drawn from an estimate: as drawn, reflected at infinity.

@@ -800,11 +800,7 @@ impl CudaParticleFilter {
             n_sensors: p.sensors.len() as u32,
             n_pairs: p.pairs.len() as u32,
             k: meas.peaks_per_pair as u32,
-            mode: match crate::track::models::Kinematics::of(p) {
-                crate::track::models::Kinematics::ThreeD => 0,
-                crate::track::models::Kinematics::Curved => 1,
-                crate::track::models::Kinematics::Plane => 2,
-            },
+            mode: crate::track::models::Kinematics::of(p).kernel_mode(),
             has_bounds,
             forced_model: u32::MAX,
             live: 0,
