@@ -45,6 +45,11 @@ pub struct Report {
     pub cov: Option<[f64; 6]>,
     /// Direction mode: the range (m) where the report gives one (the stream's `range_m`).
     pub range_m: Option<f64>,
+    /// Direction mode with curved wavefronts: the inverse range (1/m) and its standard
+    /// deviation (the stream's `inv_range` and `inv_range_std`).
+    pub inv_range: Option<[f64; 2]>,
+    /// A direction report (the stream's message carries `az_deg`): `pos` is a unit vector.
+    pub direction: bool,
 }
 
 /// The reports of one frame.
@@ -139,6 +144,50 @@ pub struct AngleErrors {
     pub ranged_reports: usize,
     pub range_median_rel_pct: Option<f64>,
     pub range_p90_rel_pct: Option<f64>,
+    /// Whether the reported inverse ranges' spreads were honest (None when no report gave
+    /// one).
+    pub inv_range: Option<InvRangeConsistency>,
+}
+
+/// Whether the reported inverse range's standard deviation σ was honest: the normalised error
+/// z = (ρ̂ − ρ) / σ of each report that gave one, ρ = 1 / r the true inverse range. For an
+/// honest, unbiased report z² follows a χ² law with one degree of freedom (median 0.455, |z|
+/// below 1.96 in 95 % of reports).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InvRangeConsistency {
+    /// Reports scored (those with a positive σ).
+    pub reports: usize,
+    /// Reports whose σ was zero (not scored).
+    pub singular: usize,
+    /// sqrt(median z² / the χ² median): 1 when honest, above 1 when overconfident.
+    pub error_over_spread: f64,
+    /// Percentage of reports with the true inverse range within ±1.96 σ.
+    pub within_95_pct: f64,
+    /// Median of z: how far, in spreads, the typical report sits beyond (positive: nearer
+    /// than) the truth.
+    pub median_z: f64,
+}
+
+/// χ² with one degree of freedom: median.
+pub const CHI2_1_MEDIAN: f64 = 0.454_936_423_119_572_7;
+
+/// Scores normalised inverse-range errors `z` (see [`InvRangeConsistency`]); None when empty.
+fn inv_range_consistency_of(z: &[f64], singular: usize) -> Option<InvRangeConsistency> {
+    if z.is_empty() {
+        return None;
+    }
+    let mut z2: Vec<f64> = z.iter().map(|v| v * v).collect();
+    z2.sort_by(f64::total_cmp);
+    let mut zs = z.to_vec();
+    zs.sort_by(f64::total_cmp);
+    let inside = z.iter().filter(|v| v.abs() <= 1.959_963_985).count();
+    Some(InvRangeConsistency {
+        reports: z.len(),
+        singular,
+        error_over_spread: (percentile(&z2, 0.5) / CHI2_1_MEDIAN).sqrt(),
+        within_95_pct: 100.0 * inside as f64 / z.len() as f64,
+        median_z: percentile(&zs, 0.5),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -297,6 +346,24 @@ pub fn read_stream(path: &Path) -> Result<Vec<FrameReports>> {
     })
 }
 
+/// Whether a stream's reports are directions (`Some(true)`) or 3-D positions (`Some(false)`);
+/// None when it has no reports; an error naming the two kinds when it mixes them.
+pub fn stream_holds_directions(
+    frames: &[FrameReports],
+) -> std::result::Result<Option<bool>, String> {
+    let mut kinds = frames.iter().flat_map(|f| &f.reports).map(|r| r.direction);
+    let Some(first) = kinds.next() else {
+        return Ok(None);
+    };
+    if kinds.any(|k| k != first) {
+        return Err(
+            "the stream mixes direction reports (with `az_deg`) and 3-D positions; evaluate each run's stream on its own"
+                .into(),
+        );
+    }
+    Ok(Some(first))
+}
+
 /// Parse a position stream (see `read_stream`).
 pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize, String)> {
     let mut by_seq: BTreeMap<u64, FrameReports> = BTreeMap::new();
@@ -359,6 +426,24 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
                         )
                     })?),
                 };
+                // The inverse range and its spread come together, or not at all.
+                let inv_range = match (v.get("inv_range"), v.get("inv_range_std")) {
+                    (None, None) => None,
+                    (a, b) => {
+                        let non_negative = |x: Option<&serde_json::Value>| {
+                            x.and_then(|x| x.as_f64()).filter(|x| *x >= 0.0)
+                        };
+                        match (non_negative(a), non_negative(b)) {
+                            (Some(a), Some(b)) => Some([a, b]),
+                            _ => {
+                                return Err((
+                                    i + 1,
+                                    "track message whose `inv_range` and `inv_range_std` are not both non-negative numbers".to_string(),
+                                ));
+                            }
+                        }
+                    }
+                };
                 e.reports.push(Report {
                     id: num("id")? as u64,
                     t: num("t")?,
@@ -366,6 +451,8 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
                     models: Vec::new(),
                     cov,
                     range_m,
+                    inv_range,
+                    direction: v.get("az_deg").is_some(),
                 });
             }
             Some("status") => {
@@ -562,6 +649,7 @@ pub fn evaluate(
     let mut switches = 0usize;
     let (mut az2, mut el2, mut ang) = (0.0, 0.0, Vec::new());
     let mut range_rel: Vec<f64> = Vec::new();
+    let (mut inv_range_z, mut inv_range_singular): (Vec<f64>, usize) = (Vec::new(), 0);
     let mut bound_pairs: Vec<(f64, f64)> = Vec::new();
     let mut scored_frames = 0usize;
     for f in frames {
@@ -650,9 +738,16 @@ pub fn evaluate(
                     az2 += daz * daz;
                     el2 += (ela - elb).to_degrees().powi(2);
                     ang.push(a.dot(&b).clamp(-1.0, 1.0).acos().to_degrees());
+                    let truth_range = (Vector3::from(q) - centre).norm();
                     if let Some(range) = r.range_m {
-                        let truth_range = (Vector3::from(q) - centre).norm();
                         range_rel.push(100.0 * (range - truth_range).abs() / truth_range);
+                    }
+                    if let Some([rho, sd]) = r.inv_range {
+                        if sd > 0.0 {
+                            inv_range_z.push((rho - 1.0 / truth_range) / sd);
+                        } else {
+                            inv_range_singular += 1;
+                        }
                     }
                 }
             }
@@ -729,6 +824,7 @@ pub fn evaluate(
             ranged_reports: range_rel.len(),
             range_median_rel_pct: (!range_rel.is_empty()).then(|| percentile(&range_rel, 0.5)),
             range_p90_rel_pct: (!range_rel.is_empty()).then(|| percentile(&range_rel, 0.9)),
+            inv_range: inv_range_consistency_of(&inv_range_z, inv_range_singular),
         }
     });
     let bound = (!bound_pairs.is_empty()).then(|| {
@@ -834,6 +930,21 @@ impl std::fmt::Display for Evaluation {
                     a.ranged_reports, a.frames
                 )?;
             }
+            if let Some(c) = &a.inv_range {
+                writeln!(
+                    f,
+                    "  inverse range: errors {:.2}× the spread (1 if honest; median error {:+.2} spreads); truth within ±1.96σ in {:.1} % of {} reports{}",
+                    c.error_over_spread,
+                    c.median_z,
+                    c.within_95_pct,
+                    c.reports,
+                    if c.singular > 0 {
+                        format!(" ({} without a usable spread)", c.singular)
+                    } else {
+                        String::new()
+                    }
+                )?;
+            }
         }
         if let Some(b) = &self.bound {
             writeln!(
@@ -867,6 +978,8 @@ mod tests {
                     models: Vec::new(),
                     cov: None,
                     range_m: None,
+                    inv_range: None,
+                    direction: false,
                 })
                 .collect(),
         }
@@ -884,6 +997,8 @@ mod tests {
                 models: Vec::new(),
                 cov,
                 range_m: None,
+                inv_range: None,
+                direction: false,
             }],
         }
     }
@@ -1195,6 +1310,38 @@ mod tests {
             let (_, problem) = parse_stream(&line).unwrap_err();
             assert!(problem.contains("`range_m`"), "{bad}: {problem}");
         }
+        // The inverse range and its spread: read together; one without the other, or a
+        // negative or non-numeric one, is an error naming the line.
+        let inv = ranged.replace("}", ",\"inv_range\":0.08,\"inv_range_std\":0.004}");
+        let f = parse_stream(&inv).unwrap();
+        assert_eq!(f.last().unwrap().reports[0].inv_range, Some([0.08, 0.004]));
+        assert_eq!(parse_stream(ranged).unwrap()[0].reports[0].inv_range, None);
+        for bad in [
+            ",\"inv_range\":0.08}",
+            ",\"inv_range_std\":0.004}",
+            ",\"inv_range\":-0.1,\"inv_range_std\":0.004}",
+            ",\"inv_range\":0.08,\"inv_range_std\":\"wide\"}",
+        ] {
+            let line = format!("\n\n{}", ranged.replace("}", bad));
+            let (n, problem) = parse_stream(&line).unwrap_err();
+            assert_eq!(n, 3, "{bad}");
+            assert!(problem.contains("`inv_range`"), "{bad}: {problem}");
+        }
+    }
+
+    /// A stream says what it holds: direction reports carry `az_deg`; mixing the two kinds is
+    /// an error, an empty stream holds neither.
+    #[test]
+    fn streams_say_whether_they_hold_directions() {
+        let three_d =
+            "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":1,\"id\":3,\"pos\":[5,1,-2]}";
+        let direction = "{\"type\":\"track\",\"t\":0.2,\"t_frame\":0.2,\"seq\":2,\"id\":3,\"pos\":[0.6,0.8,0],\"az_deg\":53.13,\"el_deg\":0}";
+        let kind = |text: &str| stream_holds_directions(&parse_stream(text).unwrap());
+        assert_eq!(kind(three_d), Ok(Some(false)));
+        assert_eq!(kind(direction), Ok(Some(true)));
+        assert_eq!(kind(""), Ok(None));
+        let mixed = kind(&format!("{three_d}\n{direction}")).unwrap_err();
+        assert!(mixed.contains("mixes"), "{mixed}");
     }
 
     /// Direction reports that give a range are scored against the true range from the array
@@ -1221,5 +1368,57 @@ mod tests {
             (a.range_median_rel_pct.unwrap() - 10.0).abs() < 1e-9,
             "{a:?}"
         );
+        assert_eq!(a.inv_range, None);
+    }
+
+    /// The reported inverse range's spread is scored: z = (ρ̂ − ρ) / σ per report. Errors drawn
+    /// as the reported spread says score about 1 with about 95 % inside ±1.96σ; the same errors
+    /// with spreads a third of that score about 3, and a spread of zero is counted apart.
+    #[test]
+    fn inverse_range_spreads_are_scored() {
+        let truth = Truth::parse("t,target,x,y,z\n0,0,10,0,0\n1000,0,10,0,0\n").unwrap();
+        // Deterministic standard normals (Box–Muller on a fixed sequence of uniforms).
+        let normals: Vec<f64> = (0..2000)
+            .map(|i| {
+                let u1 = (i as f64 + 0.5) / 2000.0;
+                let u2 = ((i * 7919) % 2000) as f64 / 2000.0;
+                (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+            })
+            .collect();
+        let run = |scale: f64, zero_every: Option<usize>| {
+            let frames: Vec<FrameReports> = normals
+                .iter()
+                .enumerate()
+                .map(|(i, z)| {
+                    let mut f = one(i as u64, 1.0 + 0.1 * i as f64, [1.0, 0.0, 0.0], None);
+                    let sd = if zero_every.is_some_and(|n| i % n == 0) {
+                        0.0
+                    } else {
+                        0.01 * scale
+                    };
+                    f.reports[0].inv_range = Some([0.1 + 0.01 * z, sd]);
+                    f
+                })
+                .collect();
+            let o = EvalOptions {
+                direction_only: true,
+                warmup_s: 0.0,
+                ..EvalOptions::default()
+            };
+            evaluate(&frames, &truth, None, &o)
+                .angles
+                .unwrap()
+                .inv_range
+                .unwrap()
+        };
+        let honest = run(1.0, None);
+        assert_eq!((honest.reports, honest.singular), (2000, 0));
+        assert!((honest.error_over_spread - 1.0).abs() < 0.05, "{honest:?}");
+        assert!((honest.within_95_pct - 95.0).abs() < 1.5, "{honest:?}");
+        assert!(honest.median_z.abs() < 0.1, "{honest:?}");
+        let narrow = run(1.0 / 3.0, Some(100));
+        assert_eq!((narrow.reports, narrow.singular), (1980, 20));
+        assert!((narrow.error_over_spread - 3.0).abs() < 0.15, "{narrow:?}");
+        assert!(narrow.within_95_pct < 60.0, "{narrow:?}");
     }
 }

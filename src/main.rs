@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use sonotrack::audio::sim::{PRESETS, SceneSpec, SimSource, write_scene};
-use sonotrack::config::{BackendChoice, Config};
+use sonotrack::config::{BackendChoice, Config, TrackMode};
 use sonotrack::error::{Error, Result};
 use sonotrack::replay::{self, ReplayOptions};
 use sonotrack::scene::Truth;
@@ -635,7 +635,7 @@ struct EvaluateArgs {
 fn evaluate_cmd(a: EvaluateArgs) -> Result<()> {
     let frames = sonotrack::evaluate::read_stream(&a.tracks)?;
     // Where the truth, the configuration and the audio come from.
-    let (cfg, wav, scene_truth) = match (&a.scene, &a.audio) {
+    let (mut cfg, wav, scene_truth) = match (&a.scene, &a.audio) {
         (Some(dir), _) => {
             let (c, w, t) = replay::resolve(dir, a.config.as_deref())?;
             (Some(c), Some(w), t)
@@ -669,6 +669,37 @@ fn evaluate_cmd(a: EvaluateArgs) -> Result<()> {
             a.tracks.display()
         )));
     }
+    // The stream says what it holds: a stream of directions (written with `--set
+    // array.mode=direction`, say) is scored as directions whatever the scene's array.json says,
+    // and 3-D positions as positions.
+    let holds_directions =
+        sonotrack::evaluate::stream_holds_directions(&frames).map_err(|problem| Error::Scene {
+            path: a.tracks.clone(),
+            problem,
+            fix: "give one run's stream".into(),
+        })?;
+    if let (Some(c), Some(directions)) = (cfg.as_mut(), holds_directions) {
+        let mode = if directions {
+            TrackMode::Direction
+        } else {
+            TrackMode::ThreeD
+        };
+        if c.array.mode != mode {
+            let name = |m: TrackMode| match m {
+                TrackMode::Direction => "directions",
+                TrackMode::ThreeD => "3-D positions",
+            };
+            println!(
+                "note: {} holds {}, where the configuration tracks {}: scored as {}",
+                a.tracks.display(),
+                name(mode),
+                name(c.array.mode),
+                name(mode)
+            );
+            c.array.mode = mode;
+            c.validate(&a.tracks.display().to_string())?;
+        }
+    }
     let ropts = ReplayOptions {
         warmup_s: a.warmup,
         threshold_m: a.threshold,
@@ -688,16 +719,26 @@ fn evaluate_cmd(a: EvaluateArgs) -> Result<()> {
             };
             (replay::eval_options(c, &truth, &ropts), bounds)
         }
-        None => (
-            sonotrack::evaluate::EvalOptions {
-                warmup_s: a.warmup,
-                threshold_m: a.threshold,
-                ospa_c_m: a.ospa_c,
-                ospa_p: a.ospa_p,
-                ..Default::default()
-            },
-            None,
-        ),
+        None => {
+            let direction_only = holds_directions == Some(true);
+            if direction_only {
+                println!(
+                    "note: {} holds directions; without the array (--scene, or --config) they are scored from the origin, and against the truth at the report's own time",
+                    a.tracks.display()
+                );
+            }
+            (
+                sonotrack::evaluate::EvalOptions {
+                    warmup_s: a.warmup,
+                    threshold_m: a.threshold,
+                    ospa_c_m: a.ospa_c,
+                    ospa_p: a.ospa_p,
+                    direction_only,
+                    ..Default::default()
+                },
+                None,
+            )
+        }
     };
     let e = sonotrack::evaluate::evaluate(&frames, &truth, bounds.as_deref(), &eopts);
     println!("{e}");

@@ -233,6 +233,8 @@ pub fn replay_source(
                     models: r.model_probs.clone(),
                     cov: Some(crate::evaluate::upper_triangle(&r.pos_cov)),
                     range_m: r.range_m(),
+                    inv_range: r.inv_range,
+                    direction: r.mode == crate::config::TrackMode::Direction,
                 })
                 .collect(),
         });

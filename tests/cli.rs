@@ -309,6 +309,77 @@ fn replay_plots_and_evaluate_the_stream() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--truth"));
 }
 
+/// A stream of directions (replayed with `--set array.mode=direction` from a scene whose
+/// array.json says 3-D) is scored as directions by `evaluate --scene`, which says so: angles,
+/// the inverse range's honesty and a finite ratio to the direction bound. (It was scored as 3-D
+/// positions: unit vectors against positions metres away, "0 of N tracked".)
+#[test]
+fn evaluate_scores_a_direction_stream_as_directions() {
+    let dir = common::tmp_dir("cli-eval-dir");
+    let scene = dir.join("scene");
+    let out = sonotrack()
+        .args([
+            "-q",
+            "simulate",
+            "--preset",
+            "tetra",
+            "--duration",
+            "5",
+            "--out",
+        ])
+        .arg(&scene)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stream = dir.join("directions.jsonl");
+    let out = sonotrack()
+        .args(["-q", "replay", "--backend", "cpu", "--no-progress"])
+        .args(["--set", "array.mode=direction", "--out"])
+        .arg(&stream)
+        .arg(&scene)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = dir.join("eval.json");
+    let out = sonotrack()
+        .args(["-q", "evaluate"])
+        .arg(&stream)
+        .arg("--scene")
+        .arg(&scene)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("holds directions") && text.contains("scored as directions"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let a = &v["angles"];
+    let angle = a["angle_rmse_deg"].as_f64().unwrap();
+    assert!(angle > 0.0 && angle < 0.5, "{v}");
+    let ir = &a["inv_range"];
+    assert!(ir["reports"].as_u64().unwrap() > 50, "{v}");
+    assert!(ir["error_over_spread"].as_f64().unwrap().is_finite(), "{v}");
+    assert_eq!(v["bound"]["unit"], "deg", "{v}");
+    assert!(v["bound"]["ratio"].as_f64().unwrap().is_finite(), "{v}");
+    assert!(text.contains("inverse range: errors"), "{text}");
+}
+
 /// `plan` on a shipped array writes its maps and summary in seconds.
 #[test]
 fn plan_writes_maps_for_a_shipped_array() {
