@@ -11,6 +11,11 @@
 //! bin and divided by the window's equivalent noise bandwidth (1.5 bins for Hann), since
 //! neighbouring bins of a windowed frame are not independent.
 //!
+//! A direction's bound takes the range as unknown, as the tracker does: the direction block of
+//! the bound on (azimuth, elevation, inverse range) at the true position
+//! (`crlb::direction_cov_unknown_range`). The spectra are aligned on the exact spherical
+//! arrival times in either mode.
+//!
 //! The bound is for one frame (a snapshot). A tracker that follows the source over many frames
 //! can beat it; a ratio of RMSE to bound below 1 says how much the filter gains from that.
 
@@ -174,7 +179,7 @@ impl BoundTracker {
         let mut p = truth.at(self.target, t)?;
         for _ in 0..2 {
             let r = (Vector3::from(p) - self.centroid).norm();
-            t = t_frame - if self.direction { 0.0 } else { r / self.c };
+            t = t_frame - r / self.c;
             p = truth.at(self.target, t)?;
         }
         Some(p)
@@ -196,15 +201,7 @@ impl BoundTracker {
             let delays: Vec<f64> = self
                 .sensors
                 .iter()
-                .map(|s| {
-                    let sv = Vector3::from(*s);
-                    if self.direction {
-                        let u = (Vector3::from(p) - self.centroid).normalize();
-                        -(sv - self.centroid).dot(&u) / self.c
-                    } else {
-                        (Vector3::from(p) - sv).norm() / self.c
-                    }
-                })
+                .map(|s| (Vector3::from(p) - Vector3::from(*s)).norm() / self.c)
                 .collect();
             for ch in 0..m {
                 for (d, (x, w)) in self
@@ -266,8 +263,10 @@ impl BoundTracker {
                     .iter()
                     .map(|s| (Vector3::from(*s) - self.centroid).into())
                     .collect();
-                let (az, el) = crlb::angles(&(Vector3::from(p) - self.centroid));
-                if let Some(cv) = crlb::direction_cov(&rel, self.c, az, el, &j) {
+                let x = Vector3::from(p) - self.centroid;
+                let (az, el) = crlb::angles(&x);
+                let rho = 1.0 / x.norm().max(1e-9);
+                if let Some(cv) = crlb::direction_cov_unknown_range(&rel, self.c, az, el, rho, &j) {
                     fb.azimuth_deg = Some(cv[(0, 0)].max(0.0).sqrt().to_degrees());
                     fb.elevation_deg = Some(cv[(1, 1)].max(0.0).sqrt().to_degrees());
                 }

@@ -20,7 +20,8 @@
 //!
 //! Position: τ_i = t₀ + |x − s_i| / c, so J_x = Gᵀ J_τ G / c² with G's rows the unit vectors from
 //! the sensors to x; the bound on the position covariance is J_x⁻¹ and its RMS figure
-//! √trace(J_x⁻¹). Direction (far field): τ_i = −s_i·u / c with u(azimuth, elevation).
+//! √trace(J_x⁻¹). Direction (far field): τ_i = −s_i·u / c with u(azimuth, elevation); with the
+//! range unknown, the direction block of the bound on (azimuth, elevation, inverse range).
 
 use nalgebra::{DMatrix, Matrix2, Matrix3, Vector3};
 
@@ -175,6 +176,69 @@ pub fn direction_cov(
         return None;
     }
     j.try_inverse()
+}
+
+/// The bound on (azimuth, elevation) in radians² for a source in direction (azimuth,
+/// elevation) at inverse range `inv_range` (1/m; 0 for a plane wave) from the array centre,
+/// whose range is not known: the direction block of the inverse information on (azimuth,
+/// elevation, inverse range). That is the information on the direction with the range's share
+/// taken out (a Schur complement); at ρ = 0 it is never below [`direction_cov`]'s, which takes
+/// the plane wave as known. `sensors` are relative to the array centre. The delay of sensor
+/// i relative to the centre is the exact (ρ|d|² − 2u·d) / (1 + |u − ρd|) / c for its offset d,
+/// as the tracker's curved-wavefront model; at ρ = 0 it is the plane wave's −u·d / c. None
+/// where the direction is unobservable.
+pub fn direction_cov_unknown_range(
+    sensors: &[[f64; 3]],
+    speed_of_sound_m_s: f64,
+    azimuth: f64,
+    elevation: f64,
+    inv_range: f64,
+    j_tau: &DMatrix<f64>,
+) -> Option<Matrix2<f64>> {
+    let u = unit_vector(azimuth, elevation);
+    let du_az = Vector3::new(
+        -elevation.cos() * azimuth.sin(),
+        elevation.cos() * azimuth.cos(),
+        0.0,
+    );
+    let du_el = Vector3::new(
+        -elevation.sin() * azimuth.cos(),
+        -elevation.sin() * azimuth.sin(),
+        elevation.cos(),
+    );
+    let rho = inv_range.max(0.0);
+    let m = sensors.len();
+    let mut h = DMatrix::<f64>::zeros(m, 3);
+    for (i, s) in sensors.iter().enumerate() {
+        let d = Vector3::from(*s);
+        // f = (ρ|d|² − 2u·d) / (1 + q), q = |u − ρd|.
+        let w = u - rho * d;
+        let q = w.norm();
+        if q < 1e-12 {
+            return None;
+        }
+        let num = rho * d.norm_squared() - 2.0 * u.dot(&d);
+        let den = 1.0 + q;
+        // ∂f/∂u and ∂f/∂ρ.
+        let df_du = (-2.0 * d * den - num * w / q) / (den * den);
+        let df_drho = (d.norm_squared() * den + num * d.dot(&w) / q) / (den * den);
+        h[(i, 0)] = df_du.dot(&du_az) / speed_of_sound_m_s;
+        h[(i, 1)] = df_du.dot(&du_el) / speed_of_sound_m_s;
+        h[(i, 2)] = df_drho / speed_of_sound_m_s;
+    }
+    let j = h.transpose() * j_tau * h;
+    let mut jd = Matrix2::new(j[(0, 0)], j[(0, 1)], j[(1, 0)], j[(1, 1)]);
+    let jrr = j[(2, 2)];
+    if jrr > 0.0 {
+        let b = nalgebra::Vector2::new(j[(0, 2)], j[(1, 2)]);
+        jd -= b * b.transpose() / jrr;
+    }
+    let det = jd.determinant();
+    let scale = jd[(0, 0)].max(jd[(1, 1)]);
+    if !(scale > 0.0) || det <= 1e-12 * scale * scale {
+        return None;
+    }
+    jd.try_inverse()
 }
 
 /// Frequency bands (bin ranges) for SNR estimation and the bound: the processing band cut into
@@ -437,6 +501,103 @@ mod tests {
         )
         .unwrap();
         assert!(far > 10.0 * high, "{far} vs {high}");
+    }
+
+    /// A frame's arrival-time information for `m` sensors with unequal SNRs (J 1 = 0).
+    fn uneven_fim(m: usize) -> DMatrix<f64> {
+        let w = omegas(4096, 48_000.0, 20, 1500);
+        let snr: Vec<Vec<f64>> = (0..w.len())
+            .map(|b| {
+                (0..m)
+                    .map(|i| (0.3 + 0.4 * i as f64) / (1.0 + 0.002 * b as f64))
+                    .collect()
+            })
+            .collect();
+        delay_fim(&w, &snr)
+    }
+
+    /// With the range unknown, the direction bound is the direction part of the 3-D position
+    /// bound: (azimuth, elevation, inverse range) only reparametrise the position. Checked at
+    /// several ranges and directions around a 2 m tetrahedron (positions relative to its
+    /// centre), against `position_cov` carried through ∂(azimuth, elevation)/∂x.
+    #[test]
+    fn direction_bound_with_unknown_range_is_the_position_bounds_direction() {
+        let sensors = [
+            [-1.0, -0.577, 0.408],
+            [1.0, -0.577, 0.408],
+            [0.0, 1.155, 0.408],
+            [0.0, 0.0, -1.225],
+        ];
+        let j = uneven_fim(4);
+        for &(r, az, el) in &[(3.0, 0.3, -0.2), (8.0, 2.0, 0.4), (40.0, -1.2, -0.7)] {
+            let u = unit_vector(az, el);
+            let x = r * u;
+            let pc = position_cov(&sensors, 1500.0, x.into(), &j).unwrap();
+            let du_az = Vector3::new(-el.cos() * az.sin(), el.cos() * az.cos(), 0.0);
+            let du_el = Vector3::new(-el.sin() * az.cos(), -el.sin() * az.sin(), el.cos());
+            let g_az = du_az / (r * el.cos() * el.cos());
+            let g_el = du_el / r;
+            let want = Matrix2::new(
+                g_az.dot(&(pc * g_az)),
+                g_az.dot(&(pc * g_el)),
+                g_el.dot(&(pc * g_az)),
+                g_el.dot(&(pc * g_el)),
+            );
+            let got = direction_cov_unknown_range(&sensors, 1500.0, az, el, 1.0 / r, &j).unwrap();
+            for k in 0..4 {
+                assert!(
+                    (got[k] - want[k]).abs() <= 1e-6 * want[(0, 0)].max(want[(1, 1)]),
+                    "r {r}: {got} vs {want}"
+                );
+            }
+        }
+    }
+
+    /// For an array symmetric about its centre (each sensor's mirror image is a sensor too),
+    /// a plane wave's curvature term is even in the offsets and its direction term odd, so not
+    /// knowing the range costs nothing at ρ = 0; a tetrahedron (not symmetric) pays for it.
+    #[test]
+    fn unknown_range_costs_a_symmetric_array_nothing_at_infinity() {
+        let cube: Vec<[f64; 3]> = (0..8)
+            .map(|k| {
+                [
+                    if k & 1 == 0 { -0.5 } else { 0.5 },
+                    if k & 2 == 0 { -0.4 } else { 0.4 },
+                    if k & 4 == 0 { -0.3 } else { 0.3 },
+                ]
+            })
+            .collect();
+        let snr_equal = |m: usize| {
+            let w = omegas(4096, 48_000.0, 20, 1500);
+            let snr: Vec<Vec<f64>> = (0..w.len()).map(|_| vec![2.0; m]).collect();
+            delay_fim(&w, &snr)
+        };
+        let j = snr_equal(8);
+        let (az, el) = (0.7, 0.25);
+        let known = direction_cov(&cube, 1500.0, az, el, &j).unwrap();
+        let unknown = direction_cov_unknown_range(&cube, 1500.0, az, el, 0.0, &j).unwrap();
+        for k in 0..4 {
+            assert!(
+                (known[k] - unknown[k]).abs() <= 1e-9 * known[(0, 0)],
+                "{known} vs {unknown}"
+            );
+        }
+        let tetra = [
+            [-1.0, -0.577, 0.408],
+            [1.0, -0.577, 0.408],
+            [0.0, 1.155, 0.408],
+            [0.0, 0.0, -1.225],
+        ];
+        let j = snr_equal(4);
+        let known = direction_cov(&tetra, 1500.0, az, el, &j).unwrap();
+        let unknown = direction_cov_unknown_range(&tetra, 1500.0, az, el, 0.0, &j).unwrap();
+        assert!(
+            unknown.trace() > 1.01 * known.trace(),
+            "{known} vs {unknown}"
+        );
+        // Positive semi-definite difference: the unknown range never helps.
+        let diff = unknown - known;
+        assert!(diff[(0, 0)] >= 0.0 && diff.determinant() >= -1e-12 * diff.norm_squared());
     }
 
     #[test]
