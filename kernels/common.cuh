@@ -286,8 +286,32 @@ __device__ __forceinline__ float dir_path(float mx, float my, float mz, float x,
     return (inv * dd - 2.0f * ud) / (1.0f + root);
 }
 
+// Curved wavefronts, before a step: p replaced by its direction; returns the inverse range
+// (src/track/models.rs: to_unit_direction).
+__device__ __forceinline__ float to_unit_direction(float* s) {
+    float n = dir_norm(s[0], s[1], s[2]);
+    s[0] /= n;
+    s[1] /= n;
+    s[2] /= n;
+    return fmaxf(n - 1.0f, 0.0f);
+}
+
+// Curved wavefronts, after a step: the moved point and velocity back to p and w
+// (src/track/models.rs: from_unit_direction).
+__device__ __forceinline__ void from_unit_direction(float* s, float rho) {
+    float m = fmaxf(sqrtf(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]), 1e-6f);
+    float f = (1.0f + rho / m) / m;
+    s[0] *= f;
+    s[1] *= f;
+    s[2] *= f;
+    s[3] /= m;
+    s[4] /= m;
+    s[5] /= m;
+}
+
 // ---------------------------------------------------------------------------------------------
-// Motion models (src/track/models.rs: advance).
+// Motion models (src/track/models.rs: advance). Curved wavefronts (mode 1) step the direction
+// and the velocity over the range, with the accelerations scaled by the inverse range.
 
 __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float dt, float* s,
                                         float4 z) {
@@ -298,9 +322,16 @@ __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float
     float decay = cf->decay[mi];
     bool is_ct = kind == 1;
     bool is_static = kind == 2;
+    float rho = 0.0f;
+    if (mode == 1) rho = to_unit_direction(s);
     float ax = accel * z.x;
     float ay = accel * z.y;
     float az = accel * z.z;
+    if (mode == 1) {
+        ax *= rho;
+        ay *= rho;
+        az *= rho;
+    }
     float w = s[6] + turn_sd * z.w;
     // The turn's terms only for a coordinated-turn particle (the CPU computes them for every
     // lane and then selects; the other models do not use them): a warp of other models skips
@@ -328,7 +359,7 @@ __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float
     s[4] = rs * vx + rc * vy + ay * dt;
     s[5] = d * vz + az * dt;
     s[6] = is_ct ? w : s[6];
-    if (mode == 1) reflect_at_infinity(s);
+    if (mode == 1) from_unit_direction(s, rho);
     else if (mode == 2) onto_unit_sphere(s);
 }
 

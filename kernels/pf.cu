@@ -1629,14 +1629,19 @@ extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, f
     s[6] = 0.0f;
     for (int a = 0; a < 3; ++a) s[3 + a] += d[a] / dn * radius;
     if (sp->mode != 0) {
-        const bool plane = sp->mode == 2;
-        if (plane || ip->inv_range_max >= 0.0f) {
-            // A newborn track (or any, with plane waves): the direction drawn, at rest (no
-            // radial velocity), and the inverse range (|p| - 1) spread evenly over [0, max]
-            // (0 for plane waves).
-            float keep = plane ? 1.0f : 1.0f + ip->inv_range_max * (((float)i + 0.5f) / (float)n);
+        if (sp->mode == 2) {
+            // Plane waves: the direction drawn, its rate in the tangent plane.
             onto_unit_sphere(s);
-            for (int a = 0; a < 3; ++a) s[a] *= keep;
+        } else if (ip->inv_range_max >= 0.0f) {
+            // A newborn track: the direction drawn, the inverse range (|p| - 1) spread evenly
+            // over [0, max], the velocity over the particle's range (src/track/pf.rs:
+            // init_particle).
+            float rho = ip->inv_range_max * (((float)i + 0.5f) / (float)n);
+            float keep = (1.0f + rho) / dir_norm(s[0], s[1], s[2]);
+            for (int a = 0; a < 3; ++a) {
+                s[a] *= keep;
+                s[3 + a] *= rho;
+            }
         } else {
             reflect_at_infinity(s);
         }

@@ -762,7 +762,13 @@ impl TrackManager {
                 0.0,
             ],
             chol,
-            speed_ball_m_s: if three_d { self.max_speed_m_s } else { 0.5 },
+            // Directions: a velocity over the range (curved wavefronts, scaled by each
+            // particle's inverse range), or a rate on the unit sphere (plane waves).
+            speed_ball_m_s: if Kinematics::of(&self.params) == Kinematics::Plane {
+                0.5
+            } else {
+                self.max_speed_m_s
+            },
             model_probs: vec![1.0 / l as f32; l],
             inv_range_max: self.params.inv_range_max,
         };
@@ -778,7 +784,13 @@ impl TrackManager {
             }
         }
         // Per-axis variance of a uniformly random direction with speed uniform in [0, max].
-        let ball_var = (init.speed_ball_m_s * init.speed_ball_m_s) / 9.0;
+        // Curved wavefronts scale it by the particles' inverse ranges (mean square ρ_max² / 3).
+        let ball_scale = if Kinematics::of(&self.params) == Kinematics::Curved {
+            f64::from(init.inv_range_max) / 3f64.sqrt()
+        } else {
+            1.0
+        };
+        let ball_var = (init.speed_ball_m_s * ball_scale).powi(2) / 9.0;
         for a in 3..6 {
             est.cov[a][a] = ball_var;
         }
@@ -1072,8 +1084,9 @@ struct DirectionView {
     cov: [[f64; 3]; 3],
     /// The standard deviation of |p| (of the inverse range, 1/m).
     inv_range_sd: f64,
-    /// The direction's rate of change: the velocity's tangent part over |p| (its radial part
-    /// is the inverse range's rate), and its standard deviations.
+    /// The direction's rate of change (rad/s): the velocity's tangent part (the velocity
+    /// slots hold the source's velocity over its range, or on the unit sphere for plane
+    /// waves: see `models::advance`), and its standard deviations.
     rate: [f64; 3],
     rate_std: [f64; 3],
 }
@@ -1092,8 +1105,8 @@ fn direction_of(e: &Estimate) -> DirectionView {
     let tangent = proj * cov * proj / (norm * norm);
     let v = Vector3::new(e.mean[3], e.mean[4], e.mean[5]);
     let vcov = Matrix3::from_fn(|r, c| e.cov[3 + r][3 + c]);
-    let rate = proj * v / norm;
-    let rate_cov = proj * vcov * proj / (norm * norm);
+    let rate = proj * v;
+    let rate_cov = proj * vcov * proj;
     DirectionView {
         u: [u.x, u.y, u.z],
         norm,
@@ -1143,7 +1156,8 @@ mod tests {
 
     /// A direction-mode estimate as reported: the unit direction, its covariance in the tangent
     /// plane over |p|², the inverse range and its spread from the radial part, and the rate of
-    /// change of the direction without the inverse range's rate.
+    /// change of the direction: the tangent part of the velocity (the source's velocity over
+    /// its range), without its radial part (the range's rate over the range).
     #[test]
     fn direction_estimates_are_reported_on_the_sphere() {
         let u = Vector3::new(0.6, 0.0, 0.8);
@@ -1167,8 +1181,8 @@ mod tests {
         let cov = Matrix3::from_fn(|r, c| d.cov[r][c]);
         assert!((u.transpose() * cov * u)[(0, 0)].abs() < 1e-15);
         assert!(((t1.transpose() * cov * t1)[(0, 0)] - 0.04 / 1.5625).abs() < 1e-12);
-        assert!((Vector3::from(d.rate) - t1 * 0.4).norm() < 1e-12);
-        assert!((d.rate_std[1] - 0.2 / 1.25).abs() < 1e-12);
+        assert!((Vector3::from(d.rate) - t1 * 0.5).norm() < 1e-12);
+        assert!((d.rate_std[1] - 0.2).abs() < 1e-12);
         // (Standard deviations: square roots of rounding-level variances.)
         assert!(
             d.rate_std[0] < 1e-7 && d.rate_std[2] < 1e-7,

@@ -60,13 +60,27 @@ impl StepCoeffs {
 /// - coordinated turn at rate ω (a random walk): the horizontal velocity turns by ωT and the
 ///   position follows the arc (sin ωT / ω, (1 - cos ωT) / ω); vertical as constant velocity;
 /// - near-static: v = d v + a dt, p += v dt, with d = e^(-dt/τ).
+///
+/// Curved wavefronts (direction mode): the velocity slots hold w, the source's velocity over
+/// its range (1/s), and the step is the model's own in Cartesian space, exact at every range
+/// (the modified spherical coordinates of angle-only tracking). Scaled by the inverse range
+/// ρ = |p| - 1, the source sits at the direction u = p / |p| and moves with w; so the model
+/// moves (u, w) as a point and its velocity, with accelerations scaled by ρ, to (y, w̃), and
+/// then u' = y / |y|, ρ' = ρ / |y| and w' = w̃ / |y|. A source moving straight at constant
+/// speed is then a constant-velocity path, where moving p itself needed accelerations that
+/// grow as the source nears the array (the diver 3.3 m from the 2 m tetrahedron: 0.16 /s²).
+/// The tangent part of w is the direction's rate of change; at ρ = 0 (a plane wave) the
+/// accelerations vanish, and ρ stays at least 0.
 #[inline(always)]
 pub fn advance(c: &StepCoeffs, mode: Kinematics, dt: f32, s: &mut [f32; 7], n: [f32; 4]) {
     let is_ct = c.kind == 1;
     let is_static = c.kind == 2;
-    let ax = c.accel_std * n[0];
-    let ay = c.accel_std * n[1];
-    let az = c.accel_std * n[2];
+    let curved = mode == Kinematics::Curved;
+    let rho = if curved { to_unit_direction(s) } else { 0.0 };
+    let (mut ax, mut ay, mut az) = (c.accel_std * n[0], c.accel_std * n[1], c.accel_std * n[2]);
+    if curved {
+        (ax, ay, az) = (ax * rho, ay * rho, az * rho);
+    }
     let w = s[6] + c.turn_sd * n[3];
     let wt = w * dt;
     let (sn, cs) = fastmath::sincos_2pi(wt * (0.5 / std::f32::consts::PI));
@@ -94,11 +108,42 @@ pub fn advance(c: &StepCoeffs, mode: Kinematics, dt: f32, s: &mut [f32; 7], n: [
     s[4] = rs * vx + rc * vy + ay * dt;
     s[5] = d * vz + az * dt;
     s[6] = if is_ct { w } else { s[6] };
-    if mode != Kinematics::ThreeD {
-        let (p, v) = direction_after_move(mode, [s[0], s[1], s[2]], [s[3], s[4], s[5]]);
+    if curved {
+        from_unit_direction(s, rho);
+    } else if mode == Kinematics::Plane {
+        let (p, v) = onto_unit_sphere([s[0], s[1], s[2]], [s[3], s[4], s[5]]);
         s[..3].copy_from_slice(&p);
         s[3..6].copy_from_slice(&v);
     }
+}
+
+/// Curved wavefronts, before a step: the position p replaced by its direction u = p / |p|;
+/// returns the inverse range ρ = |p| - 1 (at least 0). See [`advance`]; kernels/common.cuh:
+/// `to_unit_direction`.
+#[inline(always)]
+pub fn to_unit_direction(s: &mut [f32; 7]) -> f32 {
+    let n = dir_norm(s[0], s[1], s[2]);
+    s[0] /= n;
+    s[1] /= n;
+    s[2] /= n;
+    (n - 1.0).max(0.0)
+}
+
+/// Curved wavefronts, after a step: the moved point y (in the position slots, one range
+/// away) and velocity w̃ back to p' = (y / |y|) (1 + ρ / |y|) and w' = w̃ / |y|. See
+/// [`advance`]; kernels/common.cuh: `from_unit_direction`.
+#[inline(always)]
+pub fn from_unit_direction(s: &mut [f32; 7], rho: f32) {
+    // |y| is 1 moved by at most the step's fraction of the range; the floor only guards a
+    // source passing through the array's centre within one step.
+    let m = (s[0] * s[0] + s[1] * s[1] + s[2] * s[2]).sqrt().max(1e-6);
+    let f = (1.0 + rho / m) / m;
+    s[0] *= f;
+    s[1] *= f;
+    s[2] *= f;
+    s[3] /= m;
+    s[4] /= m;
+    s[5] /= m;
 }
 
 /// How a particle's position is kept: a point (3-D mode); a direction scaled by 1 + its
@@ -131,18 +176,6 @@ impl Kinematics {
     }
 }
 
-/// A direction-mode particle after a move: reflected at infinity (curved: see
-/// [`reflect_at_infinity`]), or back on the unit sphere (plane wave: [`onto_unit_sphere`]).
-/// kernels/common.cuh: the end of `advance`.
-#[inline(always)]
-pub fn direction_after_move(mode: Kinematics, p: [f32; 3], v: [f32; 3]) -> ([f32; 3], [f32; 3]) {
-    if mode == Kinematics::Plane {
-        onto_unit_sphere(p, v)
-    } else {
-        reflect_at_infinity(p, v)
-    }
-}
-
 /// The position back on the unit sphere, the velocity in its tangent plane.
 /// kernels/common.cuh: `onto_unit_sphere`.
 #[inline(always)]
@@ -167,12 +200,12 @@ pub fn dir_norm(x: f32, y: f32, z: f32) -> f32 {
     (x * x + y * y + z * z).sqrt().max(1e-12)
 }
 
-/// A direction-mode particle after a move. Its position p is its direction scaled by 1 + its
-/// inverse range ρ (see [`crate::track::likelihood::sensor_terms`]), and its velocity is ṗ, so
-/// the motion models move the inverse range as they move a coordinate (its rate is the radial
-/// part of the velocity). A particle that moved past infinity (|p| < 1, ρ < 0) is reflected
-/// back: |p| becomes 2 - |p| and the radial velocity turns round. kernels/common.cuh:
-/// `reflect_at_infinity`.
+/// A direction-mode particle (curved wavefronts) after a jitter: its position p is its
+/// direction scaled by 1 + its inverse range ρ (see [`crate::track::likelihood::sensor_terms`]),
+/// and roughening or a prior drawn from an estimate can put it past infinity (|p| < 1, ρ < 0).
+/// Such a particle is reflected back: |p| becomes 2 - |p| and the radial part of its velocity
+/// turns round. (The motion models keep ρ at least 0 by themselves: see [`advance`].)
+/// kernels/common.cuh: `reflect_at_infinity`.
 #[inline(always)]
 pub fn reflect_at_infinity(p: [f32; 3], v: [f32; 3]) -> ([f32; 3], [f32; 3]) {
     let n = dir_norm(p[0], p[1], p[2]);
@@ -244,6 +277,28 @@ pub fn advance_slice(
     z: &[Vec<f32>; 4],
 ) {
     let n = m.len();
+    if mode == Kinematics::Curved {
+        // Curved wavefronts: the scalar step, particle by particle (direction mode is not the
+        // hot path of the CPU's 3-D replays).
+        for i in 0..n {
+            let mi = m[i] as usize & MODEL_MASK;
+            let c = StepCoeffs {
+                kind: t.kind[mi],
+                accel_std: t.accel_std[mi],
+                turn_sd: t.turn_sd[mi],
+                decay: t.decay[mi],
+            };
+            let mut st = [0.0f32; 7];
+            for (k, v) in st.iter_mut().enumerate() {
+                *v = s[k][i];
+            }
+            advance(&c, mode, dt, &mut st, [z[0][i], z[1][i], z[2][i], z[3][i]]);
+            for (k, v) in st.iter().enumerate() {
+                s[k][i] = *v;
+            }
+        }
+        return;
+    }
     let h_cv = 0.5 * dt * dt;
     let h_st = dt * dt;
     let [s0, s1, s2, s3, s4, s5, s6] = s;
@@ -293,9 +348,9 @@ pub fn advance_slice(
         s5[i] = d * vz + az * dt;
         s6[i] = if is_ct { w } else { s6[i] };
     }
-    if mode != Kinematics::ThreeD {
+    if mode == Kinematics::Plane {
         for i in 0..n {
-            let (p, v) = direction_after_move(mode, [s0[i], s1[i], s2[i]], [s3[i], s4[i], s5[i]]);
+            let (p, v) = onto_unit_sphere([s0[i], s1[i], s2[i]], [s3[i], s4[i], s5[i]]);
             (s0[i], s1[i], s2[i]) = (p[0], p[1], p[2]);
             (s3[i], s4[i], s5[i]) = (v[0], v[1], v[2]);
         }
@@ -408,27 +463,75 @@ mod tests {
         assert!((s[0] - want).abs() < 1e-3, "{} vs {want}", s[0]);
     }
 
-    /// Direction mode moves the inverse range (|p| - 1) with the radial velocity, and a
-    /// particle that would pass infinity (|p| < 1) comes back with its radial velocity reversed.
+    /// Curved wavefronts: a step of any model on (direction × (1 + ρ), velocity × ρ) is the
+    /// same model's 3-D step carried through that map, noise included, at every range; so a
+    /// source moving straight is followed exactly however near it passes, and one receding to
+    /// infinity reaches ρ = 0 without passing it.
     #[test]
-    fn direction_mode_reflects_at_infinity() {
-        // Heading outwards in range (inwards in |p|) at 0.3 per second, from |p| = 1.05.
-        let mut s = [0.0, 0.0, 1.05, 0.2, 0.0, -0.3, 0.0];
-        let mut m = model(ModelKind::Cv);
-        m.accel_std = 0.0;
-        let mut reflected = false;
-        for _ in 0..10 {
-            predict(&m, Kinematics::Curved, 0.1, &mut s, [0.0; 4]);
-            let n = (s[0] * s[0] + s[1] * s[1] + s[2] * s[2]).sqrt();
-            assert!(n >= 1.0 - 1e-6, "|p| = {n}");
-            let radial = (s[0] * s[3] + s[1] * s[4] + s[2] * s[5]) / n;
-            if radial > 0.0 {
-                reflected = true;
-            } else {
-                assert!(!reflected, "reflected back inwards");
+    fn curved_steps_are_the_3d_steps_in_inverse_range() {
+        let to_dir = |x: [f32; 7]| {
+            let r = (x[0] * x[0] + x[1] * x[1] + x[2] * x[2]).sqrt();
+            let rho = 1.0 / r;
+            [
+                x[0] / r * (1.0 + rho),
+                x[1] / r * (1.0 + rho),
+                x[2] / r * (1.0 + rho),
+                x[3] * rho,
+                x[4] * rho,
+                x[5] * rho,
+                x[6],
+            ]
+        };
+        for kind in [ModelKind::Cv, ModelKind::Ct, ModelKind::Static] {
+            let mut m = model(kind);
+            m.accel_std = 0.4;
+            m.turn_rate_std = 0.05;
+            for &x0 in &[
+                [3.0f32, -1.0, 0.5, -0.8, 0.6, 0.1, 0.05],
+                [40.0, 25.0, -3.0, 2.0, -4.0, 0.2, -0.02],
+                [0.0, 900.0, 10.0, 5.0, 0.0, 0.0, 0.0],
+            ] {
+                let (mut x, mut d) = (x0, to_dir(x0));
+                for k in 0..40 {
+                    let n = [0.3 - 0.02 * k as f32, -0.7, 1.1, 0.4];
+                    predict(&m, Kinematics::ThreeD, 0.05, &mut x, n);
+                    predict(&m, Kinematics::Curved, 0.05, &mut d, n);
+                }
+                let want = to_dir(x);
+                // The 3-D reference itself rounds in f32 (at 900 m, to 6e-5 m).
+                let w_scale = want[3].abs().max(want[4].abs()).max(want[5].abs());
+                for c in 0..7 {
+                    let tol = if c < 3 {
+                        2e-5
+                    } else {
+                        1e-3 * w_scale.max(0.01)
+                    };
+                    assert!(
+                        (d[c] - want[c]).abs() <= tol,
+                        "{kind:?} from {x0:?}: {d:?} vs {want:?}"
+                    );
+                }
             }
         }
-        assert!(reflected, "never reached infinity: {s:?}");
+        // A plane wave stays one; a receding source approaches ρ = 0 from above.
+        let cv = model(ModelKind::Cv);
+        let mut plane = [0.6f32, 0.8, 0.0, 0.1, -0.075, 0.0, 0.0];
+        predict(
+            &cv,
+            Kinematics::Curved,
+            0.1,
+            &mut plane,
+            [1.0, -2.0, 0.5, 0.0],
+        );
+        let n = (plane[0] * plane[0] + plane[1] * plane[1] + plane[2] * plane[2]).sqrt();
+        assert!((n - 1.0).abs() < 1e-6, "{plane:?}");
+        let mut away = to_dir([2.0, 0.0, 0.0, 10.0, 0.0, 0.0, 0.0]);
+        for _ in 0..1000 {
+            predict(&cv, Kinematics::Curved, 0.1, &mut away, [0.0; 4]);
+            let rho = away[0].hypot(away[1]).hypot(away[2]) - 1.0;
+            assert!(rho > 0.0, "{away:?}");
+        }
+        assert!(away[0] - 1.0 < 2e-3, "{away:?}"); // 1 km away
     }
 
     #[test]

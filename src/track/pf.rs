@@ -967,19 +967,21 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
     }
     if p.mode == TrackMode::Direction {
         let plane = Kinematics::of(p) == Kinematics::Plane;
-        if plane || init.inv_range_max >= 0.0 {
-            // A newborn track (or any, with plane waves): the direction drawn, at rest (no
-            // radial velocity), and the inverse range (|p| - 1) spread evenly over [0, max]
-            // (0 for plane waves).
-            let keep = if plane {
-                1.0
-            } else {
-                1.0 + init.inv_range_max * ((i as f32 + 0.5) / p.particles as f32)
-            };
+        if plane {
+            // Plane waves: the direction drawn, its rate in the tangent plane.
             let (u, v) = models::onto_unit_sphere([s[0], s[1], s[2]], [s[3], s[4], s[5]]);
+            s[..3].copy_from_slice(&u);
+            s[3..6].copy_from_slice(&v);
+        } else if init.inv_range_max >= 0.0 {
+            // A newborn track: the direction drawn, the inverse range ρ (|p| - 1) spread evenly
+            // over [0, max], and the velocity drawn (the speed ball) over the particle's range:
+            // the velocity slots hold w = v ρ (see `models::advance`).
+            let rho = init.inv_range_max * ((i as f32 + 0.5) / p.particles as f32);
+            let n = models::dir_norm(s[0], s[1], s[2]);
+            let keep = (1.0 + rho) / n;
             for a in 0..3 {
-                s[a] = u[a] * keep;
-                s[3 + a] = v[a];
+                s[a] *= keep;
+                s[3 + a] *= rho;
             }
         } else {
             // Drawn from an estimate: as drawn, reflected at infinity.
