@@ -134,6 +134,22 @@ pub fn unit_vector(azimuth: f64, elevation: f64) -> Vector3<f64> {
     )
 }
 
+/// ∂u/∂azimuth and ∂u/∂elevation of [`unit_vector`].
+fn unit_vector_derivatives(azimuth: f64, elevation: f64) -> (Vector3<f64>, Vector3<f64>) {
+    (
+        Vector3::new(
+            -elevation.cos() * azimuth.sin(),
+            elevation.cos() * azimuth.cos(),
+            0.0,
+        ),
+        Vector3::new(
+            -elevation.sin() * azimuth.cos(),
+            -elevation.sin() * azimuth.sin(),
+            elevation.cos(),
+        ),
+    )
+}
+
 /// Azimuth and elevation (radians) of a direction.
 pub fn angles(u: &Vector3<f64>) -> (f64, f64) {
     let n = u.norm().max(1e-300);
@@ -151,16 +167,7 @@ pub fn direction_cov(
     j_tau: &DMatrix<f64>,
 ) -> Option<Matrix2<f64>> {
     // τ_i = −s_i·u / c: ∂τ_i/∂θ = −s_i·∂u/∂θ / c.
-    let du_az = Vector3::new(
-        -elevation.cos() * azimuth.sin(),
-        elevation.cos() * azimuth.cos(),
-        0.0,
-    );
-    let du_el = Vector3::new(
-        -elevation.sin() * azimuth.cos(),
-        -elevation.sin() * azimuth.sin(),
-        elevation.cos(),
-    );
+    let (du_az, du_el) = unit_vector_derivatives(azimuth, elevation);
     let m = sensors.len();
     let mut h = DMatrix::<f64>::zeros(m, 2);
     for (i, s) in sensors.iter().enumerate() {
@@ -196,16 +203,7 @@ pub fn direction_cov_unknown_range(
     j_tau: &DMatrix<f64>,
 ) -> Option<Matrix2<f64>> {
     let u = unit_vector(azimuth, elevation);
-    let du_az = Vector3::new(
-        -elevation.cos() * azimuth.sin(),
-        elevation.cos() * azimuth.cos(),
-        0.0,
-    );
-    let du_el = Vector3::new(
-        -elevation.sin() * azimuth.cos(),
-        -elevation.sin() * azimuth.sin(),
-        elevation.cos(),
-    );
+    let (du_az, du_el) = unit_vector_derivatives(azimuth, elevation);
     let rho = inv_range.max(0.0);
     let m = sensors.len();
     let mut h = DMatrix::<f64>::zeros(m, 3);
@@ -533,8 +531,7 @@ mod tests {
             let u = unit_vector(az, el);
             let x = r * u;
             let pc = position_cov(&sensors, 1500.0, x.into(), &j).unwrap();
-            let du_az = Vector3::new(-el.cos() * az.sin(), el.cos() * az.cos(), 0.0);
-            let du_el = Vector3::new(-el.sin() * az.cos(), -el.sin() * az.sin(), el.cos());
+            let (du_az, du_el) = unit_vector_derivatives(az, el);
             let g_az = du_az / (r * el.cos() * el.cos());
             let g_el = du_el / r;
             let want = Matrix2::new(

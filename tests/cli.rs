@@ -221,6 +221,32 @@ fn unknown_set_key_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("gcc.frames"));
 }
 
+/// `sonotrack -q evaluate STREAM --scene SCENE --json JSON`, which must succeed: what it printed
+/// and the JSON it wrote.
+fn evaluate_to_json(
+    stream: &std::path::Path,
+    scene: &std::path::Path,
+    json: &std::path::Path,
+) -> (String, serde_json::Value) {
+    let out = sonotrack()
+        .args(["-q", "evaluate"])
+        .arg(stream)
+        .arg("--scene")
+        .arg(scene)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    (text, v)
+}
+
 /// Replay with plots and a position stream, then score the stream with `evaluate`: the same
 /// accuracy, a finite ratio to the Cramér–Rao bound, and real PNG/SVG files.
 #[test]
@@ -267,27 +293,11 @@ fn replay_plots_and_evaluate_the_stream() {
             assert!(String::from_utf8_lossy(&bytes).contains("<svg"), "{f}");
         }
     }
-    let json = dir.join("eval.json");
-    let out = sonotrack()
-        .args(["-q", "evaluate"])
-        .arg(&stream)
-        .arg("--scene")
-        .arg(&scene)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (text, v) = evaluate_to_json(&stream, &scene, &dir.join("eval.json"));
     assert!(
         text.contains("OSPA") && text.contains("RMSE / bound"),
         "{text}"
     );
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let rmse = v["per_target"]["0"]["rmse_m"].as_f64().unwrap();
     assert!(rmse > 0.0 && rmse < 0.1, "{v}");
     let ratio = v["bound"]["ratio"].as_f64().unwrap();
@@ -317,58 +327,26 @@ fn replay_plots_and_evaluate_the_stream() {
 fn evaluate_scores_a_direction_stream_as_directions() {
     let dir = common::tmp_dir("cli-eval-dir");
     let scene = dir.join("scene");
-    let out = sonotrack()
-        .args([
-            "-q",
-            "simulate",
-            "--preset",
-            "tetra",
-            "--duration",
-            "5",
-            "--out",
-        ])
-        .arg(&scene)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let stream = dir.join("directions.jsonl");
-    let out = sonotrack()
-        .args(["-q", "replay", "--backend", "cpu", "--no-progress"])
-        .args(["--set", "array.mode=direction", "--out"])
-        .arg(&stream)
-        .arg(&scene)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = dir.join("eval.json");
-    let out = sonotrack()
-        .args(["-q", "evaluate"])
-        .arg(&stream)
-        .arg("--scene")
-        .arg(&scene)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let ok = |args: &[&std::ffi::OsStr]| {
+        let out = sonotrack().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let sim = "-q simulate --preset tetra --duration 5 --out";
+    let args: Vec<&std::ffi::OsStr> = sim.split(' ').map(std::ffi::OsStr::new).collect();
+    ok(&[args.as_slice(), &[scene.as_os_str()]].concat());
+    let replay = "-q replay --backend cpu --no-progress --set array.mode=direction --out";
+    let args: Vec<&std::ffi::OsStr> = replay.split(' ').map(std::ffi::OsStr::new).collect();
+    ok(&[args.as_slice(), &[stream.as_os_str(), scene.as_os_str()]].concat());
+    let (text, v) = evaluate_to_json(&stream, &scene, &dir.join("eval.json"));
     assert!(
         text.contains("holds directions") && text.contains("scored as directions"),
         "{text}"
     );
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let a = &v["angles"];
     let angle = a["angle_rmse_deg"].as_f64().unwrap();
     assert!(angle > 0.0 && angle < 0.5, "{v}");
