@@ -83,6 +83,8 @@ pub struct BoundTracker {
     pushed: usize,
     direction: bool,
     centroid: Vector3<f64>,
+    /// The sensors relative to the centroid (for directions).
+    sensors_from_centroid: Vec<[f64; 3]>,
     target: u32,
     out: Vec<FrameBound>,
 }
@@ -167,6 +169,12 @@ impl BoundTracker {
             pushed: 0,
             direction: cfg.array.mode == TrackMode::Direction,
             centroid: geo.centroid(),
+            sensors_from_centroid: cfg
+                .array
+                .sensors_m
+                .iter()
+                .map(|s| (Vector3::from(*s) - geo.centroid()).into())
+                .collect(),
             target,
             out: Vec::new(),
         }
@@ -258,15 +266,11 @@ impl BoundTracker {
         if let Some(p) = entry.truth {
             let j = self.information(i);
             if self.direction {
-                let rel: Vec<[f64; 3]> = self
-                    .sensors
-                    .iter()
-                    .map(|s| (Vector3::from(*s) - self.centroid).into())
-                    .collect();
                 let x = Vector3::from(p) - self.centroid;
                 let (az, el) = crlb::angles(&x);
                 let rho = 1.0 / x.norm().max(1e-9);
-                if let Some(cv) = crlb::direction_cov_unknown_range(&rel, self.c, az, el, rho, &j) {
+                let rel = &self.sensors_from_centroid;
+                if let Some(cv) = crlb::direction_cov_unknown_range(rel, self.c, az, el, rho, &j) {
                     fb.azimuth_deg = Some(cv[(0, 0)].max(0.0).sqrt().to_degrees());
                     fb.elevation_deg = Some(cv[(1, 1)].max(0.0).sqrt().to_degrees());
                 }

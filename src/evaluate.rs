@@ -168,24 +168,19 @@ pub struct InvRangeConsistency {
     pub median_z: f64,
 }
 
-/// χ² with one degree of freedom: median.
-pub const CHI2_1_MEDIAN: f64 = 0.454_936_423_119_572_7;
-
-/// Scores normalised inverse-range errors `z` (see [`InvRangeConsistency`]); None when empty.
+/// Scores normalised inverse-range errors `z` (see [`InvRangeConsistency`]): z² is a NEES
+/// with one degree of freedom, scored as the positions' and directions' are
+/// ([`consistency_of`]); None when empty.
 fn inv_range_consistency_of(z: &[f64], singular: usize) -> Option<InvRangeConsistency> {
-    if z.is_empty() {
-        return None;
-    }
-    let mut z2: Vec<f64> = z.iter().map(|v| v * v).collect();
-    z2.sort_by(f64::total_cmp);
+    let z2: Vec<f64> = z.iter().map(|v| v * v).collect();
+    let c = consistency_of(&z2, singular, 1)?;
     let mut zs = z.to_vec();
     zs.sort_by(f64::total_cmp);
-    let inside = z.iter().filter(|v| v.abs() <= 1.959_963_985).count();
     Some(InvRangeConsistency {
-        reports: z.len(),
+        reports: c.reports,
         singular,
-        error_over_spread: (percentile(&z2, 0.5) / CHI2_1_MEDIAN).sqrt(),
-        within_95_pct: 100.0 * inside as f64 / z.len() as f64,
+        error_over_spread: c.error_over_spread,
+        within_95_pct: c.within_95_pct,
         median_z: percentile(&zs, 0.5),
     })
 }
@@ -234,12 +229,17 @@ pub const CHI2_3_P95: f64 = 7.814_727_903;
 pub const CHI2_2_MEDIAN: f64 = 1.386_294_361;
 pub const CHI2_2_P95: f64 = 5.991_464_547;
 
-/// The χ² median and 95th percentile for `dof` degrees of freedom (2 for directions, else 3).
+/// χ² with one degree of freedom: median and 95th percentile (1.96²).
+pub const CHI2_1_MEDIAN: f64 = 0.454_936_423_119_572_7;
+pub const CHI2_1_P95: f64 = 3.841_458_821;
+
+/// The χ² median and 95th percentile for `dof` degrees of freedom (1 for an inverse range, 2
+/// for directions, else 3).
 fn chi2_quantiles(dof: u32) -> (f64, f64) {
-    if dof == 2 {
-        (CHI2_2_MEDIAN, CHI2_2_P95)
-    } else {
-        (CHI2_3_MEDIAN, CHI2_3_P95)
+    match dof {
+        1 => (CHI2_1_MEDIAN, CHI2_1_P95),
+        2 => (CHI2_2_MEDIAN, CHI2_2_P95),
+        _ => (CHI2_3_MEDIAN, CHI2_3_P95),
     }
 }
 
