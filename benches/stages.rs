@@ -3,7 +3,7 @@
 
 fn main() {
     let opts = sonotrack::bench::BenchOptions {
-        backend: sonotrack::config::BackendChoice::Auto,
+        backend: sonotrack::gpu::BackendChoice::Auto,
         gcc: true,
         pf: true,
         live: true,

@@ -8,8 +8,8 @@
 
 use std::time::Instant;
 
+use sonotrack::audio::frame::Frame;
 use sonotrack::dsp::health::{FrameHealth, inspect};
-use sonotrack::frame::Frame;
 use sonotrack::gpu::cuda::host::copy_for_device;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -20,9 +20,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let mut spec = sonotrack::audio::sim::SceneSpec::preset("tetra").expect("the tetra preset");
     spec.duration_s = 1.0;
-    let mut cfg = spec.config();
+    let mut cfg = sonotrack::config::Config::for_scene(&spec);
     cfg.gcc.frame_samples = Some(4096);
-    let params = sonotrack::dsp::gcc::GccParams::from_config(&cfg);
+    let params = cfg.gcc_params();
     let mut cor = match sonotrack::gpu::correlator(params.clone(), 1) {
         Ok(c) if c.backend() == "cuda" => c,
         _ => {

@@ -6,9 +6,11 @@ mod common;
 use sonotrack::audio::AudioSource;
 use sonotrack::audio::sim::{SceneSpec, write_scene};
 use sonotrack::audio::wav::{WavSource, write_wav};
-use sonotrack::config::{BackendChoice, Config, SerialFormat, SinkConfig};
+use sonotrack::config::Config;
 use sonotrack::error::Error;
-use sonotrack::replay::{self, ReplayOptions};
+use sonotrack::gpu::BackendChoice;
+use sonotrack::output::{SerialFormat, SinkConfig};
+use sonotrack::pipeline::replay::{self, ReplayOptions};
 
 fn cpu() -> ReplayOptions {
     ReplayOptions {

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sonotrack::analysis::truth::Truth;
 use sonotrack::audio::sim::{SceneSpec, write_scene};
-use sonotrack::scene::Truth;
 
 fn sonotrack() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sonotrack"))

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use sonotrack::config::SerialFormat;
+use sonotrack::output::SerialFormat;
 use sonotrack::output::serial::SerialSink;
 use sonotrack::output::udp::UdpSink;
 use sonotrack::output::{Message, SinkRunner};

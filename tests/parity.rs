@@ -4,12 +4,13 @@
 
 mod common;
 
-use sonotrack::bench::{gcc_params, noise_frames, pf_init, pf_measurement, pf_params};
-use sonotrack::config::BackendChoice;
+use sonotrack::audio::frame::Frame;
+use sonotrack::config::Config;
 use sonotrack::dsp::gcc::{Correlator, CpuCorrelator, GccFrame, GccParams};
-use sonotrack::frame::Frame;
 use sonotrack::gpu;
-use sonotrack::replay::{self, ReplayOptions};
+use sonotrack::gpu::BackendChoice;
+use sonotrack::pipeline::replay::{self, ReplayOptions};
+use sonotrack::testing::fixtures::{gcc_params, noise_frames, pf_init, pf_measurement, pf_params};
 use sonotrack::track::pf::CpuParticleFilter;
 use sonotrack::track::{Estimate, ParticleFilter, STATE_DIM, TrackStep};
 
@@ -547,7 +548,7 @@ fn direction_filter_agrees() {
     ] {
         let models = 4;
         let mut p = pf_params(particles, models);
-        p.mode = sonotrack::config::TrackMode::Direction;
+        p.mode = sonotrack::track::TrackMode::Direction;
         // The 2 m tetrahedron about its centroid, every pair.
         let tetra = [
             [0.0f32, 0.0, -10.0],
@@ -804,7 +805,7 @@ fn live_workload(preset: &str, max_tracks: usize) -> (sonotrack::config::Config,
     use sonotrack::audio::{AudioSource, ReadResult};
     let mut spec = SceneSpec::preset(preset).unwrap();
     spec.duration_s = 4.0;
-    let mut cfg = spec.config();
+    let mut cfg = Config::for_scene(&spec);
     cfg.gcc.frame_samples = Some(4096);
     cfg.tracker.particles = 2000;
     cfg.tracker.max_tracks = max_tracks;
@@ -826,7 +827,7 @@ fn live_pipeline(
 ) -> sonotrack::pipeline::Pipeline {
     use sonotrack::output::SinkSet;
     use sonotrack::pipeline::{Pipeline, PipelineOptions};
-    let backends = sonotrack::backend::select(cfg, BackendChoice::Cpu).unwrap();
+    let backends = sonotrack::pipeline::backend::select(cfg, BackendChoice::Cpu).unwrap();
     Pipeline::new(
         cfg,
         backends,
@@ -868,16 +869,14 @@ fn live_pipeline_with_two_tracks_agrees() {
 /// The body of the two tests above: `preset`'s live workload (`live_workload`) run three
 /// ways, which must agree to the last bit, with `tracks` tracks reported.
 fn check_live_pipeline(preset: &str, max_tracks: usize, tracks: usize) {
-    use sonotrack::audio::assembler::FrameAssembler;
-    use sonotrack::track::FilterParams;
     let (cfg, audio, ch) = live_workload(preset, max_tracks);
     let mut runs = Vec::new();
     for (ahead, mapped) in [(true, false), (false, false), (true, true)] {
-        let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
+        let cor = gpu::correlator(cfg.gcc_params(), 1).unwrap();
         let cor: Box<dyn Correlator> = if ahead { cor } else { Box::new(NotAhead(cor)) };
-        let pf = gpu::particle_filter(FilterParams::from_config(&cfg)).unwrap();
+        let pf = gpu::particle_filter(cfg.filter_params()).unwrap();
         let mut pipe = live_pipeline(&cfg, cor, pf);
-        let mut asm = FrameAssembler::for_config(&cfg, 0);
+        let mut asm = cfg.frame_assembler(0);
         let alloc = pipe.frame_allocator();
         // (None where the GPU does not map host memory, or with SONOTRACK_NO_MAPPED_FRAMES=1.)
         let with_alloc = mapped && alloc.is_some();
@@ -950,23 +949,21 @@ fn check_live_pipeline(preset: &str, max_tracks: usize, tracks: usize) {
 #[cfg(feature = "cuda")]
 #[test]
 fn a_failed_launch_between_frames_moves_to_the_cpu() {
-    use sonotrack::audio::assembler::FrameAssembler;
     use sonotrack::gpu::cuda::pf::CudaParticleFilter;
-    use sonotrack::track::FilterParams;
     if !cuda_present() {
         return;
     }
     let (cfg, audio, ch) = live_workload("tetra", 1);
     const FAIL_AT: u64 = 40;
     let run = |fail: bool| {
-        let cor = gpu::correlator(GccParams::from_config(&cfg), 1).unwrap();
+        let cor = gpu::correlator(cfg.gcc_params(), 1).unwrap();
         let g = gpu::cuda::gpu().unwrap();
-        let mut pf = CudaParticleFilter::new(g, FilterParams::from_config(&cfg)).unwrap();
+        let mut pf = CudaParticleFilter::new(g, cfg.filter_params()).unwrap();
         if fail {
             pf.fail_deferred_launches_from(FAIL_AT);
         }
         let mut pipe = live_pipeline(&cfg, cor, Box::new(pf));
-        let mut asm = FrameAssembler::for_config(&cfg, 0);
+        let mut asm = cfg.frame_assembler(0);
         asm.set_allocator(pipe.frame_allocator());
         let (mut out, mut frames) = (Vec::new(), 0u64);
         for period in audio.chunks(1024 * ch) {

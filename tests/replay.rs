@@ -3,16 +3,15 @@
 
 mod common;
 
-use sonotrack::audio::assembler::FrameAssembler;
+use sonotrack::analysis::accuracy::Recorder;
 use sonotrack::audio::sim::{SceneSpec, SimSource, write_scene};
-use sonotrack::backend::{self, FaultyCorrelator, FaultyFilter};
-use sonotrack::config::BackendChoice;
-use sonotrack::dsp::gcc::GccParams;
-use sonotrack::eval::Recorder;
+use sonotrack::config::Config;
+use sonotrack::gpu::BackendChoice;
 use sonotrack::output::SinkSet;
+use sonotrack::pipeline::backend;
+use sonotrack::pipeline::replay::{self, ReplayOptions};
 use sonotrack::pipeline::{Pipeline, PipelineOptions};
-use sonotrack::replay::{self, ReplayOptions};
-use sonotrack::track::FilterParams;
+use sonotrack::testing::faults::{FaultyCorrelator, PosingFilter};
 
 fn cpu_opts() -> ReplayOptions {
     ReplayOptions {
@@ -116,9 +115,14 @@ fn simulated_scene_round_trip() {
     );
     // The stream, scored as `sonotrack evaluate` does, gives the replay's figures, the check
     // of the reported covariance included (the stream rounds it to 1e-8 m²).
-    let frames = sonotrack::evaluate::read_stream(&out).unwrap();
+    let frames = sonotrack::analysis::stream::read_stream(&out).unwrap();
     let t = truth.as_ref().unwrap();
-    let e = sonotrack::evaluate::evaluate(&frames, t, None, &replay::eval_options(&cfg, t, &opts));
+    let e = sonotrack::analysis::score::evaluate(
+        &frames,
+        t,
+        None,
+        &replay::eval_options(&cfg, t, &opts),
+    );
     let (c, c_stream) = (
         &s.evaluation.as_ref().unwrap().consistency[&0],
         &e.consistency[&0],
@@ -153,7 +157,7 @@ fn audio_shorter_than_a_frame_is_reported() {
 type Resolved = (
     sonotrack::config::Config,
     std::path::PathBuf,
-    Option<sonotrack::scene::Truth>,
+    Option<sonotrack::analysis::truth::Truth>,
     common::TmpDir,
 );
 
@@ -236,7 +240,7 @@ fn directions_near_a_compact_array_allow_for_curvature() {
     let mut spec = SceneSpec::preset("tetra").unwrap();
     spec.duration_s = 8.0;
     let (mut cfg, wav, truth, _dir) = scene("sim-tetra-direction", &spec);
-    cfg.array.mode = sonotrack::config::TrackMode::Direction;
+    cfg.array.mode = sonotrack::track::TrackMode::Direction;
     let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
     let e = s.evaluation.unwrap();
     let a = e.angles.clone().unwrap();
@@ -277,7 +281,7 @@ fn a_small_flat_array_tracks_directions_with_plane_waves() {
         })
         .collect();
     let (cfg, wav, truth, _dir) = scene("sim-circle", &spec);
-    assert_eq!(cfg.array.mode, sonotrack::config::TrackMode::Direction);
+    assert_eq!(cfg.array.mode, sonotrack::track::TrackMode::Direction);
     assert_eq!(cfg.direction_inv_range_max(), 0.0);
     let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
     let a = s.evaluation.unwrap().angles.unwrap();
@@ -382,11 +386,11 @@ fn failing_backend_moves_to_cpu_without_losing_frames() {
     // works ahead of the checks (as the GPU does on the live path).
     for (batch, ahead) in [(1, false), (16, false), (1, true)] {
         for (fail_gcc, fail_pf) in [(40u64, u64::MAX), (u64::MAX, 60), (30, 30), (3, 50)] {
-            let cfg = spec.config();
+            let cfg = Config::for_scene(&spec);
             let (mut pipe, truth) = faulty_pipeline(&spec, fail_gcc, fail_pf, batch, ahead);
             assert_eq!(pipe.backend(), "faulty");
             let mut sim = SimSource::new(spec.clone()).unwrap();
-            let mut asm = FrameAssembler::for_config(&cfg, 0);
+            let mut asm = cfg.frame_assembler(0);
             let mut rec = Recorder::default();
             pipe.run(
                 &mut sim,
@@ -426,13 +430,13 @@ fn faulty_pipeline(
     fail_pf: u64,
     batch: usize,
     ahead: bool,
-) -> (Pipeline, sonotrack::scene::Truth) {
+) -> (Pipeline, sonotrack::analysis::truth::Truth) {
     let mut cor =
-        FaultyCorrelator::new(GccParams::from_config(&spec.config()), fail_gcc).with_batch(batch);
+        FaultyCorrelator::new(Config::for_scene(spec).gcc_params(), fail_gcc).with_batch(batch);
     if ahead {
         cor = cor.working_ahead();
     }
-    let cfg = spec.config();
+    let cfg = Config::for_scene(spec);
     let backends = backend::select(&cfg, BackendChoice::Cpu).unwrap();
     let pipe = Pipeline::new(
         &cfg,
@@ -442,14 +446,17 @@ fn faulty_pipeline(
     )
     .with_backends(
         Box::new(cor),
-        Box::new(FaultyFilter::new(FilterParams::from_config(&cfg), fail_pf)),
+        Box::new(PosingFilter::failing_at(cfg.filter_params(), fail_pf)),
     );
     let sim = SimSource::new(spec.clone()).unwrap();
     let mut csv = String::new();
     for (t, i, p) in sim.truth() {
         csv.push_str(&format!("{t},{i},{},{},{}\n", p[0], p[1], p[2]));
     }
-    (pipe, sonotrack::scene::Truth::parse(&csv).unwrap())
+    (
+        pipe,
+        sonotrack::analysis::truth::Truth::parse(&csv).unwrap(),
+    )
 }
 
 /// Correlating ahead on a second thread (batches, as a GPU replay runs) changes nothing in
@@ -458,12 +465,12 @@ fn faulty_pipeline(
 fn correlating_ahead_changes_nothing() {
     let mut spec = SceneSpec::preset("harbour").unwrap();
     spec.duration_s = 5.0;
-    let cfg = spec.config();
+    let cfg = Config::for_scene(&spec);
     let mut runs = Vec::new();
     for batch in [1, 7, 64] {
         let (mut pipe, _) = faulty_pipeline(&spec, u64::MAX, u64::MAX, batch, false);
         let mut sim = SimSource::new(spec.clone()).unwrap();
-        let mut asm = FrameAssembler::for_config(&cfg, 0);
+        let mut asm = cfg.frame_assembler(0);
         let mut reports = Vec::new();
         let mut seqs = Vec::new();
         pipe.run(
@@ -513,9 +520,9 @@ fn correlating_ahead_changes_nothing() {
 fn working_ahead_of_the_checks_changes_nothing() {
     let mut spec = SceneSpec::preset("harbour").unwrap();
     spec.duration_s = 4.0;
-    let cfg = spec.config();
+    let cfg = Config::for_scene(&spec);
     let mut sim = SimSource::new(spec.clone()).unwrap();
-    let mut asm = FrameAssembler::for_config(&cfg, 0);
+    let mut asm = cfg.frame_assembler(0);
     let ch = cfg.input_channels();
     let mut buf = vec![0.0f32; ch * 1024];
     let mut frames = Vec::new();
@@ -567,61 +574,6 @@ fn working_ahead_of_the_checks_changes_nothing() {
     assert_eq!(runs[0], runs[1]);
 }
 
-/// A CPU filter that runs the caller's work during its step, as the GPU filter does while the
-/// device computes.
-struct Overlapping {
-    inner: sonotrack::track::pf::CpuParticleFilter,
-    overlapped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl sonotrack::track::ParticleFilter for Overlapping {
-    fn backend(&self) -> &'static str {
-        "overlapping"
-    }
-    fn params(&self) -> &FilterParams {
-        self.inner.params()
-    }
-    fn init_track(
-        &mut self,
-        init: &sonotrack::track::TrackInit,
-    ) -> Result<(), sonotrack::error::BackendError> {
-        self.inner.init_track(init)
-    }
-    fn step(
-        &mut self,
-        meas: &sonotrack::track::TdoaMeasurement,
-        tracks: &[sonotrack::track::TrackStep],
-        out: &mut [sonotrack::track::Estimate],
-    ) -> Result<(), sonotrack::error::BackendError> {
-        self.inner.step(meas, tracks, out)
-    }
-    fn step_overlapped(
-        &mut self,
-        meas: &sonotrack::track::TdoaMeasurement,
-        tracks: &[sonotrack::track::TrackStep],
-        out: &mut [sonotrack::track::Estimate],
-        meanwhile: &mut dyn FnMut(),
-    ) -> Result<bool, sonotrack::error::BackendError> {
-        meanwhile();
-        self.overlapped
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.step(meas, tracks, out).map(|()| true)
-    }
-    fn read_particles(
-        &mut self,
-        slot: u32,
-    ) -> Result<sonotrack::track::Particles, sonotrack::error::BackendError> {
-        self.inner.read_particles(slot)
-    }
-    fn write_particles(
-        &mut self,
-        slot: u32,
-        p: &sonotrack::track::Particles,
-    ) -> Result<(), sonotrack::error::BackendError> {
-        self.inner.write_particles(slot, p)
-    }
-}
-
 /// The birth search taken during the filter step (as with a GPU) gives the same tracks as the
 /// search taken after it. With two tracks allowed it runs in every step once the first boat is
 /// tracked (the second boat is never born in this scene: every pair's best peak is the louder
@@ -630,7 +582,7 @@ impl sonotrack::track::ParticleFilter for Overlapping {
 fn birth_search_during_the_step_changes_nothing() {
     let mut spec = SceneSpec::preset("two-boats").unwrap();
     spec.duration_s = 8.0;
-    let mut cfg = spec.config();
+    let mut cfg = Config::for_scene(&spec);
     cfg.tracker.particles = 4096;
     cfg.tracker.max_tracks = 2;
     let overlapped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -645,19 +597,15 @@ fn birth_search_during_the_step_changes_nothing() {
         );
         if overlap {
             pipe = pipe.with_backends(
-                Box::new(sonotrack::dsp::gcc::CpuCorrelator::new(
-                    GccParams::from_config(&cfg),
+                Box::new(sonotrack::dsp::gcc::CpuCorrelator::new(cfg.gcc_params())),
+                Box::new(PosingFilter::overlapping(
+                    cfg.filter_params(),
+                    overlapped.clone(),
                 )),
-                Box::new(Overlapping {
-                    inner: sonotrack::track::pf::CpuParticleFilter::new(FilterParams::from_config(
-                        &cfg,
-                    )),
-                    overlapped: overlapped.clone(),
-                }),
             );
         }
         let mut sim = SimSource::new(spec.clone()).unwrap();
-        let mut asm = FrameAssembler::for_config(&cfg, 0);
+        let mut asm = cfg.frame_assembler(0);
         let mut reports = Vec::new();
         pipe.run(
             &mut sim,

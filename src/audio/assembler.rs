@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use crate::frame::{Frame, FrameAlloc};
+use crate::audio::frame::{Frame, FrameAlloc};
 
 pub struct FrameAssembler {
     map: Vec<usize>,
@@ -36,19 +36,6 @@ pub struct FrameAssembler {
 }
 
 impl FrameAssembler {
-    /// The assembler a configuration describes (its channel map, input channels, frame, hop
-    /// and sample rate); `origin` as for [`FrameAssembler::new`].
-    pub fn for_config(cfg: &crate::config::Config, origin: u64) -> Self {
-        Self::new(
-            cfg.channel_map(),
-            cfg.input_channels(),
-            cfg.frame_samples(),
-            cfg.hop_samples(),
-            cfg.sample_rate_hz(),
-            origin,
-        )
-    }
-
     /// `map[i]` is the input channel of sensor i; `origin` is the sample index of the first
     /// sample that will be pushed.
     pub fn new(
@@ -173,7 +160,7 @@ impl FrameAssembler {
     }
 
     /// Send the samples written so far into the frames still being filled to the device whose
-    /// memory they are in (see [`crate::frame::MappedSamples::send_ahead`]), so that a frame's
+    /// memory they are in (see [`crate::audio::frame::MappedSamples::send_ahead`]), so that a frame's
     /// correlation has only its last samples to read over the bus. For the time between
     /// frames (after processing those complete), not for the push that completes a frame:
     /// with frames on the heap it does nothing.
@@ -300,7 +287,7 @@ mod tests {
     /// Heap memory posing as a device's (for the allocator test).
     struct Mapped(Vec<f32>);
 
-    impl crate::frame::MappedSamples for Mapped {
+    impl crate::audio::frame::MappedSamples for Mapped {
         fn as_slice(&self) -> &[f32] {
             &self.0
         }
@@ -316,15 +303,15 @@ mod tests {
     fn limited(
         k: usize,
     ) -> (
-        crate::frame::FrameAlloc,
+        crate::audio::frame::FrameAlloc,
         std::sync::Arc<std::sync::atomic::AtomicUsize>,
     ) {
         use std::sync::atomic::Ordering;
         let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counter = asked.clone();
-        let alloc: crate::frame::FrameAlloc = std::sync::Arc::new(move |n| {
+        let alloc: crate::audio::frame::FrameAlloc = std::sync::Arc::new(move |n| {
             (counter.fetch_add(1, Ordering::Relaxed) < k)
-                .then(|| crate::frame::Samples::mapped(Box::new(Mapped(vec![0.0; n]))))
+                .then(|| crate::audio::frame::Samples::mapped(Box::new(Mapped(vec![0.0; n]))))
         });
         (alloc, asked)
     }
@@ -381,7 +368,7 @@ mod tests {
         sends: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     }
 
-    impl crate::frame::MappedSamples for Ahead {
+    impl crate::audio::frame::MappedSamples for Ahead {
         fn as_slice(&self) -> &[f32] {
             &self.host
         }
@@ -432,8 +419,8 @@ mod tests {
         let (frame, hop, ch, period) = (16usize, 8usize, 3usize, 4usize);
         let sends = std::sync::Arc::new(AtomicUsize::new(0));
         let counter = sends.clone();
-        let alloc: crate::frame::FrameAlloc = std::sync::Arc::new(move |n| {
-            Some(crate::frame::Samples::mapped(Box::new(Ahead {
+        let alloc: crate::audio::frame::FrameAlloc = std::sync::Arc::new(move |n| {
+            Some(crate::audio::frame::Samples::mapped(Box::new(Ahead {
                 host: vec![0.0; n],
                 device: vec![f32::NAN; n],
                 sent: 0,

@@ -4,11 +4,24 @@
 pub mod assembler;
 pub mod callback;
 pub mod capture;
+pub mod frame;
 pub mod ring;
 pub mod sim;
 pub mod wav;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::Result;
+
+/// Live capture: the sample format asked of the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SampleFormat {
+    #[default]
+    I16,
+    I32,
+    F32,
+}
 
 /// What a read returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

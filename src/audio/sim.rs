@@ -15,10 +15,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::audio::wav::WavWriter;
 use crate::audio::{AudioSource, ReadResult};
 use crate::dsp::interp::{SincKernel, SincTable};
 use crate::error::{Error, IoContext, Result};
-use crate::philox::{PhiloxStream, Stream};
+use crate::rng::philox::{PhiloxStream, Stream};
 
 /// What a source emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -298,19 +299,6 @@ impl SceneSpec {
             }
         }
         Ok(())
-    }
-
-    /// The configuration a replay of this scene starts from: its array, speed of sound,
-    /// sample rate and search bounds, everything else at the defaults.
-    pub fn config(&self) -> crate::config::Config {
-        let mut cfg = crate::config::Config::for_array(
-            self.sensors_m.clone(),
-            self.speed_of_sound_m_s,
-            self.sample_rate_hz,
-        );
-        cfg.array.bounds_min_m = self.bounds_min_m;
-        cfg.array.bounds_max_m = self.bounds_max_m;
-        cfg
     }
 
     pub fn n_samples(&self) -> u64 {
@@ -698,37 +686,16 @@ pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
     let ch = spec.sensors_m.len();
     let fs = spec.sample_rate_hz;
     let wav_path = dir.join(if s16 { "audio_s16.wav" } else { "audio.wav" });
-    let wav_spec = hound::WavSpec {
-        channels: ch as u16,
-        sample_rate: fs,
-        bits_per_sample: if s16 { 16 } else { 32 },
-        sample_format: if s16 {
-            hound::SampleFormat::Int
-        } else {
-            hound::SampleFormat::Float
-        },
-    };
-    let io = |e: hound::Error| Error::Io {
-        path: wav_path.clone(),
-        source: std::io::Error::other(e.to_string()),
-    };
-    let mut w = hound::WavWriter::create(&wav_path, wav_spec).map_err(io)?;
+    let mut w = WavWriter::create(&wav_path, ch, fs, s16)?;
     let mut buf = vec![0.0f32; ch * 8192];
     loop {
         let n = sim.generate(&mut buf);
         if n == 0 {
             break;
         }
-        for &v in &buf[..n * ch] {
-            if s16 {
-                w.write_sample((v * 32767.0).round().clamp(-32768.0, 32767.0) as i16)
-                    .map_err(io)?;
-            } else {
-                w.write_sample(v).map_err(io)?;
-            }
-        }
+        w.write(&buf[..n * ch])?;
     }
-    w.finalize().map_err(io)?;
+    w.finish()?;
 
     let mut array = serde_json::json!({
         "sample_rate": fs,

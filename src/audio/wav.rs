@@ -248,6 +248,62 @@ impl AudioSource for WavSource {
     }
 }
 
+/// A WAV file being written block by block: 32-bit float, or 16-bit PCM (clipped).
+pub struct WavWriter {
+    path: std::path::PathBuf,
+    inner: hound::WavWriter<std::io::BufWriter<std::fs::File>>,
+    s16: bool,
+}
+
+impl WavWriter {
+    /// Create `path` for `channels` interleaved channels at `sample_rate_hz`.
+    pub fn create(path: &Path, channels: usize, sample_rate_hz: u32, s16: bool) -> Result<Self> {
+        let spec = hound::WavSpec {
+            channels: channels as u16,
+            sample_rate: sample_rate_hz,
+            bits_per_sample: if s16 { 16 } else { 32 },
+            sample_format: if s16 {
+                hound::SampleFormat::Int
+            } else {
+                hound::SampleFormat::Float
+            },
+        };
+        let inner = hound::WavWriter::create(path, spec).map_err(|e| write_error(path, e))?;
+        Ok(Self {
+            path: path.into(),
+            inner,
+            s16,
+        })
+    }
+
+    /// Append interleaved samples.
+    pub fn write(&mut self, interleaved: &[f32]) -> Result<()> {
+        for &v in interleaved {
+            let done = if self.s16 {
+                self.inner
+                    .write_sample((v * 32767.0).round().clamp(-32768.0, 32767.0) as i16)
+            } else {
+                self.inner.write_sample(v)
+            };
+            done.map_err(|e| write_error(&self.path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Write the header's sizes and close the file.
+    pub fn finish(self) -> Result<()> {
+        let path = self.path;
+        self.inner.finalize().map_err(|e| write_error(&path, e))
+    }
+}
+
+fn write_error(path: &Path, e: hound::Error) -> Error {
+    Error::Io {
+        path: path.into(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
 /// Write interleaved f32 samples as a WAV file: 32-bit float, or 16-bit PCM (clipped) when `s16`.
 pub fn write_wav(
     path: &Path,
@@ -256,31 +312,9 @@ pub fn write_wav(
     interleaved: &[f32],
     s16: bool,
 ) -> Result<()> {
-    let spec = hound::WavSpec {
-        channels: channels as u16,
-        sample_rate: sample_rate_hz,
-        bits_per_sample: if s16 { 16 } else { 32 },
-        sample_format: if s16 {
-            hound::SampleFormat::Int
-        } else {
-            hound::SampleFormat::Float
-        },
-    };
-    let io = |e: hound::Error| Error::Io {
-        path: path.into(),
-        source: std::io::Error::other(e.to_string()),
-    };
-    let mut w = hound::WavWriter::create(path, spec).map_err(io)?;
-    for &v in interleaved {
-        if s16 {
-            w.write_sample((v * 32767.0).round().clamp(-32768.0, 32767.0) as i16)
-                .map_err(io)?;
-        } else {
-            w.write_sample(v).map_err(io)?;
-        }
-    }
-    w.finalize().map_err(io)?;
-    Ok(())
+    let mut w = WavWriter::create(path, channels, sample_rate_hz, s16)?;
+    w.write(interleaved)?;
+    w.finish()
 }
 
 #[cfg(test)]

@@ -14,11 +14,33 @@ use std::sync::Arc;
 use realfft::num_complex::Complex32;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 
-use crate::config::{Config, Weighting, Window};
+use serde::{Deserialize, Serialize};
+
+use crate::audio::frame::Frame;
 use crate::dsp::geometry::Pair;
 use crate::dsp::interp::{SincKernel, SincTable};
 use crate::error::BackendError;
-use crate::frame::Frame;
+
+/// The window applied to each frame before its transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Window {
+    #[default]
+    Hann,
+    Hamming,
+    Blackman,
+    Rect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Weighting {
+    /// Phase transform: X_a X_b* / (|X_a X_b*|^beta + regulariser).
+    #[default]
+    Phat,
+    /// Plain cross-correlation (no whitening).
+    None,
+}
 
 /// Half-width (samples) of the band-limited interpolator used to refine peaks.
 pub const PEAK_INTERP_HALF_WIDTH: usize = 16;
@@ -94,26 +116,6 @@ pub struct GccParams {
 }
 
 impl GccParams {
-    pub fn from_config(cfg: &Config) -> Self {
-        let fs = cfg.sample_rate_hz();
-        let pairs: Vec<Pair> = cfg.geometry().pairs(cfg.gcc.pairs, cfg.gcc.reference);
-        Self::new(
-            fs,
-            cfg.array.sensors_m.len(),
-            cfg.frame_samples(),
-            cfg.gcc.zero_pad,
-            cfg.gcc.window,
-            cfg.band_hz(),
-            cfg.gcc.weighting,
-            cfg.gcc.beta as f32,
-            cfg.gcc.regularisation as f32,
-            cfg.gcc.peaks_per_pair,
-            cfg.gcc.min_peak_separation_samples as f32,
-            cfg.gcc.band_taper,
-            &pairs,
-        )
-    }
-
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         sample_rate_hz: f64,
@@ -305,12 +307,18 @@ pub trait Correlator: Send {
     }
     /// Memory for frames that this correlator's device reads where it lies (a live frame then
     /// goes to the device without a copy), for the frame assembler; None: frames on the heap.
-    fn frame_allocator(&self) -> Option<crate::frame::FrameAlloc> {
+    fn frame_allocator(&self) -> Option<crate::audio::frame::FrameAlloc> {
         None
     }
     /// How many frames a call should carry in replay (1: no gain from batching).
     fn preferred_batch(&self) -> usize {
         1
+    }
+    /// Make ready now for calls of these batch sizes (a GPU builds its transform plans and
+    /// graphs), so that the first such call does not pay for it. Host backends have nothing
+    /// to prepare.
+    fn prepare_batches(&mut self, _sizes: &[usize]) -> Result<(), BackendError> {
+        Ok(())
     }
     /// Time each call with device events from now on (`on`), or not. Recording and reading
     /// the events costs host time on every call, so it is off until asked for (`bench`).
@@ -786,7 +794,7 @@ impl Correlator for CpuCorrelator {
 mod tests {
     use super::*;
     use crate::dsp::geometry::{ArrayGeometry, PairMode};
-    use crate::philox::{PhiloxStream, Stream};
+    use crate::rng::philox::{PhiloxStream, Stream};
 
     #[allow(clippy::too_many_arguments)]
     fn params(

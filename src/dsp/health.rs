@@ -2,7 +2,7 @@
 //! that carry nothing (unplugged, muted, flat-lined) are marked dead for that frame so their
 //! pairs are left out of the measurement instead of feeding noise to the tracker.
 
-use crate::frame::Frame;
+use crate::audio::frame::Frame;
 
 /// Below this RMS (about -140 dBFS) a channel is dead whatever the others do.
 pub const DEAD_ABSOLUTE_RMS: f32 = 1e-7;

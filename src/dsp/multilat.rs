@@ -301,20 +301,11 @@ pub fn direction(
 mod tests {
     use super::*;
     use crate::dsp::geometry::PairMode;
-    use crate::philox::{PhiloxStream, Stream};
+    use crate::rng::philox::{PhiloxStream, Stream};
     use proptest::prelude::*;
 
     fn pier() -> ArrayGeometry {
-        ArrayGeometry::new(
-            vec![
-                [0.0, 0.0, -6.0],
-                [24.0, -3.0, -14.0],
-                [6.0, 21.0, -9.0],
-                [-14.0, 9.0, -20.0],
-                [9.0, 6.0, -28.0],
-            ],
-            1500.0,
-        )
+        ArrayGeometry::new(crate::testing::fixtures::harbour_sensors(), 1500.0)
     }
 
     fn observe(geo: &ArrayGeometry, p: &Vector3<f64>, mode: PairMode) -> Vec<Obs> {

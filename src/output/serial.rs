@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crate::config::SerialFormat;
+use crate::output::SerialFormat;
 use crate::output::{Message, Sink};
 
 pub struct SerialSink {

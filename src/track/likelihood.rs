@@ -11,8 +11,8 @@
 //! `delta = lag - (r_a + r_b) / 2c`, to first order: `r_a(p + v delta) = r_a + (u_a . v) delta`.
 //! For a source at a few m/s in water this is worth a large fraction of a sample.
 
-use crate::config::TrackMode;
-use crate::fastmath;
+use crate::math::fastmath;
+use crate::track::TrackMode;
 use crate::track::{FilterParams, TdoaMeasurement};
 
 /// Most sensors a filter supports (sizes stack arrays on both backends).
@@ -312,24 +312,15 @@ mod tests {
             );
         }
     }
-    use crate::config::{Config, ModelSelection};
     use crate::dsp::geometry::ArrayGeometry;
+    use crate::testing::fixtures::harbour_config;
+    use crate::track::ModelSelection;
     use nalgebra::Vector3;
 
     fn params() -> FilterParams {
-        let mut c = Config::for_array(
-            vec![
-                [0.0, 0.0, -6.0],
-                [24.0, -3.0, -14.0],
-                [6.0, 21.0, -9.0],
-                [-14.0, 9.0, -20.0],
-                [9.0, 6.0, -28.0],
-            ],
-            1500.0,
-            48_000,
-        );
+        let mut c = harbour_config();
         c.tracker.model_selection = ModelSelection::Markov;
-        FilterParams::from_config(&c)
+        c.filter_params()
     }
 
     #[test]

@@ -11,14 +11,15 @@ use std::collections::VecDeque;
 use nalgebra::{Matrix3, Matrix6, Vector3};
 use serde::Serialize;
 
-use crate::config::{Config, TrackMode};
 use crate::dsp::gcc::GccFrame;
 use crate::dsp::geometry::{ArrayGeometry, Pair};
 use crate::dsp::multilat::{self, Fix, Obs};
 use crate::error::BackendError;
 use crate::track::likelihood::{LikelihoodConsts, predict_tdoas};
 use crate::track::models::Kinematics;
-use crate::track::{Estimate, FilterParams, ParticleFilter, TdoaMeasurement, TrackInit, TrackStep};
+use crate::track::{
+    Estimate, FilterParams, ParticleFilter, TdoaMeasurement, TrackInit, TrackMode, TrackStep,
+};
 
 /// Peaks whose quality (z-score above the curve) is around this value are as likely noise as
 /// signal: the top of ~1000 lags of pure noise sits near 3.3.
@@ -180,6 +181,27 @@ struct Candidate {
     fix: Fix,
 }
 
+/// What the track manager needs to know besides its filter bank: the array, the pairs and
+/// peaks of the measurement, the search volume, and its births and deletions.
+#[derive(Debug, Clone)]
+pub struct ManagerSettings {
+    pub geometry: ArrayGeometry,
+    /// Sensor pairs in the correlator's order.
+    pub pairs: Vec<Pair>,
+    pub peaks_per_pair: usize,
+    /// Search volume (lower and upper corners, metres); births outside it are refused.
+    pub bounds: Option<([f64; 3], [f64; 3])>,
+    pub sample_rate_hz: f64,
+    pub detection_probability: f32,
+    /// Consecutive agreeing multilateration fixes needed to start a track.
+    pub init_frames: usize,
+    pub max_tracks: usize,
+    /// A track with no supporting measurement for this long is deleted.
+    pub delete_after_s: f64,
+    /// Fastest expected source, m/s.
+    pub max_speed_m_s: f64,
+}
+
 pub struct TrackManager {
     bank: Box<dyn ParticleFilter>,
     params: FilterParams,
@@ -225,29 +247,24 @@ fn pair_ratio(pair: &Pair, sigma_s: f32) -> f32 {
 /// (With the exponential of `fastmath`, which the GPU's own build of the measurement
 /// evaluates the same way: kernels/pf.cu, live_pair.)
 fn logistic(x: f32) -> f32 {
-    1.0 / (1.0 + crate::fastmath::exp(-x))
+    1.0 / (1.0 + crate::math::fastmath::exp(-x))
 }
 
 impl TrackManager {
-    pub fn new(cfg: &Config, bank: Box<dyn ParticleFilter>) -> Self {
+    pub fn new(settings: ManagerSettings, bank: Box<dyn ParticleFilter>) -> Self {
         let params = bank.params().clone();
-        let geo = cfg.geometry();
-        let pairs = geo.pairs(cfg.gcc.pairs, cfg.gcc.reference);
-        let k = cfg.gcc.peaks_per_pair;
+        let s = settings;
         Self {
-            meas: TdoaMeasurement::empty(0, pairs.len(), k, params.tdoa_std_s),
+            meas: TdoaMeasurement::empty(0, s.pairs.len(), s.peaks_per_pair, params.tdoa_std_s),
             residuals: ResidualWindow::default(),
             sigma_s: params.tdoa_std_s,
-            bounds: match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
-                (Some(lo), Some(hi)) => Some((lo, hi)),
-                _ => None,
-            },
-            sample_rate_hz: cfg.sample_rate_hz(),
-            detection_probability: cfg.tracker.detection_probability as f32,
-            init_frames: cfg.tracker.init_frames,
-            max_tracks: cfg.tracker.max_tracks.min(params.slots),
-            delete_after_s: cfg.tracker.delete_after_s,
-            max_speed_m_s: cfg.tracker.max_speed_m_s,
+            bounds: s.bounds,
+            sample_rate_hz: s.sample_rate_hz,
+            detection_probability: s.detection_probability,
+            init_frames: s.init_frames,
+            max_tracks: s.max_tracks.min(params.slots),
+            delete_after_s: s.delete_after_s,
+            max_speed_m_s: s.max_speed_m_s,
             tracks: Vec::new(),
             next_id: 1,
             candidates: VecDeque::new(),
@@ -262,8 +279,8 @@ impl TrackManager {
             filter_wall: std::time::Duration::ZERO,
             bank,
             params,
-            geo,
-            pairs,
+            geo: s.geometry,
+            pairs: s.pairs,
         }
     }
 
@@ -1195,7 +1212,8 @@ mod tests {
     /// gives, bit for bit, through fills, evictions, repeated values and clears.
     #[test]
     fn residual_window_median_matches_a_selection() {
-        let mut rng = crate::philox::PhiloxStream::new(11, 0, crate::philox::Stream::Simulate);
+        let mut rng =
+            crate::rng::philox::PhiloxStream::new(11, 0, crate::rng::philox::Stream::Simulate);
         let mut next = || (u64::from(rng.next_u32()) << 32) | u64::from(rng.next_u32());
         let mut w = ResidualWindow::default();
         let mut all: Vec<f32> = Vec::new();

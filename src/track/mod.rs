@@ -11,8 +11,44 @@ pub mod models;
 pub mod pf;
 pub mod resample;
 
-use crate::config::{Config, ModelKind, ModelSelection, TrackMode};
+use serde::{Deserialize, Serialize};
+
 use crate::error::BackendError;
+
+/// Tracking mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum TrackMode {
+    /// Position and velocity in 3-D (needs four or more non-coplanar sensors).
+    #[default]
+    #[serde(rename = "3d")]
+    ThreeD,
+    /// Direction only (azimuth, elevation), for compact arrays whose range is unobservable.
+    #[serde(rename = "direction")]
+    Direction,
+}
+
+/// How a particle's motion model is chosen each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelSelection {
+    /// Jump-Markov: every particle carries a model index that switches by the transition matrix.
+    #[default]
+    Markov,
+    /// The source paper's rule: propagate every particle under every model and keep the model
+    /// whose mean predicted TDOAs are closest to the measured ones.
+    Nearest,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// Constant velocity with white acceleration noise.
+    Cv,
+    /// Coordinated turn in the horizontal plane; turn rate is a random walk.
+    Ct,
+    /// Near-static: velocity decays to zero, position diffuses slowly.
+    Static,
+}
 
 /// Most motion models a filter supports (sizes fixed arrays on both backends).
 pub const MAX_MODELS: usize = 16;
@@ -59,71 +95,6 @@ pub struct FilterParams {
 }
 
 impl FilterParams {
-    pub fn from_config(cfg: &Config) -> Self {
-        let t = &cfg.tracker;
-        let models = t
-            .models
-            .iter()
-            .map(|m| MotionModel {
-                kind: m.kind,
-                accel_std: m.accel_std_m_s2 as f32,
-                turn_rate_std: m.turn_rate_std_rad_s2 as f32,
-                velocity_decay_s: m.velocity_decay_s as f32,
-            })
-            .collect::<Vec<_>>();
-        let l = models.len();
-        let mut transition_cdf = Vec::with_capacity(l * l);
-        for row in cfg.transition_matrix() {
-            let mut acc = 0.0f64;
-            for (j, p) in row.iter().enumerate() {
-                acc += p;
-                // The last entry is exactly 1 so a uniform below 1 always finds a model.
-                transition_cdf.push(if j + 1 == l { 1.0 } else { acc as f32 });
-            }
-        }
-        let geo = cfg.geometry();
-        let pairs = geo
-            .pairs(cfg.gcc.pairs, cfg.gcc.reference)
-            .iter()
-            .map(|p| (p.a as u32, p.b as u32))
-            .collect();
-        let f3 = |v: [f64; 3]| [v[0] as f32, v[1] as f32, v[2] as f32];
-        Self {
-            particles: t.particles,
-            slots: t.max_tracks,
-            models,
-            model_names: t.models.iter().map(|m| m.name.clone()).collect(),
-            transition_cdf,
-            selection: t.model_selection,
-            mode: cfg.array.mode,
-            tdoa_std_s: (t.tdoa_std_samples / cfg.sample_rate_hz()) as f32,
-            ess_fraction: t.ess_fraction as f32,
-            seed: t.seed,
-            speed_of_sound_m_s: cfg.array.speed_of_sound_m_s as f32,
-            sensors: {
-                // Directions are taken from the centroid, so their sensors are relative to it
-                // (a plane wave's delays do not depend on the origin; a curved one's do).
-                let c = match cfg.array.mode {
-                    TrackMode::Direction => geo.centroid(),
-                    TrackMode::ThreeD => nalgebra::Vector3::zeros(),
-                };
-                cfg.array
-                    .sensors_m
-                    .iter()
-                    .map(|s| f3([s[0] - c.x, s[1] - c.y, s[2] - c.z]))
-                    .collect()
-            },
-            pairs,
-            bounds: match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
-                (Some(lo), Some(hi)) if cfg.array.mode == TrackMode::ThreeD => {
-                    Some((f3(lo), f3(hi)))
-                }
-                _ => None,
-            },
-            inv_range_max: cfg.direction_inv_range_max() as f32,
-        }
-    }
-
     pub fn n_models(&self) -> usize {
         self.models.len()
     }

@@ -4,9 +4,9 @@
 //! State: position p (3), velocity v (3), turn rate ω. Noise: four standard normals per step
 //! (three accelerations and one turn-rate increment) from the particle's Philox block.
 
-use crate::config::{ModelKind, TrackMode};
-use crate::fastmath;
+use crate::math::fastmath;
 use crate::track::{MAX_MODELS, MotionModel};
+use crate::track::{ModelKind, TrackMode};
 
 /// Advance one particle by `dt` under `model`. `n` are four standard normals.
 #[inline(always)]

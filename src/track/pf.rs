@@ -10,10 +10,10 @@
 
 use rayon::prelude::*;
 
-use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
-use crate::fastmath::{self, F, LANES, U};
-use crate::philox::{self, Stream};
+use crate::math::fastmath::{self, F, LANES, U};
+use crate::rng::lanes;
+use crate::rng::philox::{self, Stream};
 use crate::track::likelihood::{LikScratch, LikelihoodConsts, log_likelihood_slice, predict_tdoas};
 use crate::track::models;
 use crate::track::models::{
@@ -24,6 +24,7 @@ use crate::track::{
     Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, ROUGHEN_RESAMPLE_H,
     STATE_DIM, TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement, TrackInit, TrackStep,
 };
+use crate::track::{ModelSelection, TrackMode};
 
 /// Particles per unit of parallel work (a multiple of [`LANES`]).
 pub const CHUNK: usize = 1024;
@@ -277,7 +278,7 @@ unsafe fn pass1_avx2(
     pass1_impl(x, ch, u, z, sc, sw)
 }
 
-/// Pass 1 with its random numbers generated first (see `fastmath::step_noise`).
+/// Pass 1 with its random numbers generated first (see `lanes::step_noise`).
 fn pass1(x: &StepCtx, ch: &mut ChunkMut, avx2: bool) -> (f32, ChunkSums) {
     // Scratch kept per worker thread: a step would otherwise allocate and clear eleven buffers
     // per chunk. Nothing in pass 1 re-enters it on the same thread; if it ever did, the inner
@@ -317,7 +318,7 @@ fn pass1_with(
     }
     let Pass1Scratch { u, z, sc, sw } = s;
     let (u, sw) = (&mut u[..len], &mut sw[..len]);
-    fastmath::step_noise(x.p.seed, x.meas.frame, x.t.slot, ch.start, u, z, avx2);
+    lanes::step_noise(x.p.seed, x.meas.frame, x.t.slot, ch.start, u, z, avx2);
     #[cfg(target_arch = "x86_64")]
     if avx2 {
         // SAFETY: `avx2` is true only when the processor reported AVX2 at start-up.
@@ -859,7 +860,7 @@ fn roughen_chunk(
     while b < len {
         let cnt = (len - b).min(LANES);
         let idx: U = std::array::from_fn(|i| (ch.start + b + if i < cnt { i } else { 0 }) as u32);
-        let zl = fastmath::normals6_lanes(&fastmath::draw_lanes(
+        let zl = lanes::normals6_lanes(&lanes::draw_lanes(
             seed,
             frame,
             track,
@@ -1103,23 +1104,13 @@ impl ParticleFilter for CpuParticleFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::testing::fixtures::harbour_config;
     use proptest::prelude::*;
 
     fn filter(particles: usize) -> CpuParticleFilter {
-        let mut c = Config::for_array(
-            vec![
-                [0.0, 0.0, -6.0],
-                [24.0, -3.0, -14.0],
-                [6.0, 21.0, -9.0],
-                [-14.0, 9.0, -20.0],
-                [9.0, 6.0, -28.0],
-            ],
-            1500.0,
-            48_000,
-        );
+        let mut c = harbour_config();
         c.tracker.particles = particles;
-        CpuParticleFilter::new(FilterParams::from_config(&c))
+        CpuParticleFilter::new(c.filter_params())
     }
 
     fn init(slot: u32) -> TrackInit {
@@ -1340,7 +1331,7 @@ mod tests {
             f.p.seed = seed;
             f.init_track(&init(0)).unwrap();
             let mut m = TdoaMeasurement::empty(1, f.p.pairs.len(), 2, f.p.tdoa_std_s);
-            let mut r = crate::philox::PhiloxStream::new(seed, 9, Stream::Simulate);
+            let mut r = crate::rng::philox::PhiloxStream::new(seed, 9, Stream::Simulate);
             for i in 0..m.tdoa_s.len() {
                 m.tdoa_s[i] = (r.uniform_f64() * 0.04 - 0.02) as f32;
                 m.amp[i] = amp;

@@ -28,9 +28,9 @@ use super::host::{
     DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
 };
 use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_early};
+use crate::audio::frame::{Frame, FrameAlloc, MappedSamples, Samples};
 use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
 use crate::error::BackendError;
-use crate::frame::{Frame, FrameAlloc, MappedSamples, Samples};
 
 /// Most threads per block of gcc_cross (kernels/gcc.cu: GCC_CROSS_BLOCK).
 const GCC_CROSS_BLOCK: u32 = 1024;
@@ -489,13 +489,6 @@ impl CudaCorrelator {
         // replay) are made now, so that the first frames do not pay for them.
         me.prepare(1, false)?;
         me.prepare(batch, false)?;
-        // And the sizes an overlapped replay starts with (src/pipeline.rs: FIRST_BATCH, doubling
-        // up to the batch).
-        let mut b = crate::pipeline::FIRST_BATCH;
-        while b < batch {
-            me.prepare(b, false)?;
-            b *= 2;
-        }
         Ok(me)
     }
 
@@ -721,7 +714,7 @@ impl CudaCorrelator {
         .map_err(err("cuFFT R2C"))?;
         let (channels, n_pairs, nbu) = (c as u32, np as u32, nb as u32);
         let (lo, hi) = (p.band_bins.0 as u32, p.band_bins.1 as u32);
-        let phat = u32::from(p.weighting == crate::config::Weighting::Phat);
+        let phat = u32::from(p.weighting == crate::dsp::gcc::Weighting::Phat);
         if np == 0 {
             return Ok(());
         }
@@ -1144,6 +1137,13 @@ impl Correlator for CudaCorrelator {
         }))
     }
 
+    fn prepare_batches(&mut self, sizes: &[usize]) -> Result<(), BackendError> {
+        let largest = self.batch;
+        for &b in sizes.iter().filter(|&&b| b <= largest) {
+            self.prepare(b, false)?;
+        }
+        Ok(())
+    }
     fn preferred_batch(&self) -> usize {
         self.batch
     }

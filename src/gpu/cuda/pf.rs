@@ -42,15 +42,15 @@ use cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKern
 
 use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
 use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_cluster};
-use crate::config::{ModelSelection, TrackMode};
 use crate::error::BackendError;
-use crate::philox::{self, Stream};
+use crate::rng::philox::{self, Stream};
 use crate::track::models::{CoeffTable, StepCoeffs, padded_cdf};
 use crate::track::pf::{ChunkSums, cloud_moments, finish_estimate, roughen_factor};
 use crate::track::{
     Estimate, FilterParams, LiveSource, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_RESAMPLE_H,
     STATE_DIM, TEMPER_GRID, TdoaMeasurement, TrackInit, TrackStep,
 };
+use crate::track::{ModelSelection, TrackMode};
 
 const PF_BLOCK: u32 = 256;
 /// Particles per block of pf_step and pf_sums (kernels/pf.cu: PF_TILE), each of which writes

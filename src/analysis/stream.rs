@@ -1,0 +1,275 @@
+//! Position streams read back: the JSON Lines a replay or a live sink writes, as the track
+//! reports of each frame.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// One track report, as read back from a position stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub id: u64,
+    /// Emission time of the state.
+    pub t: f64,
+    pub pos: [f64; 3],
+    /// Model probabilities in configuration order (empty when unknown).
+    pub models: Vec<f32>,
+    /// The reported position covariance, upper triangle (xx, xy, xz, yy, yz, zz, m²), as in the
+    /// stream's `pos_cov`; None when the report has none.
+    pub cov: Option<[f64; 6]>,
+    /// Direction mode: the range (m) where the report gives one (the stream's `range_m`).
+    pub range_m: Option<f64>,
+    /// Direction mode with curved wavefronts: the inverse range (1/m) and its standard
+    /// deviation (the stream's `inv_range` and `inv_range_std`).
+    pub inv_range: Option<[f64; 2]>,
+    /// A direction report (the stream's message carries `az_deg`): `pos` is a unit vector.
+    pub direction: bool,
+}
+
+/// The reports of one frame.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FrameReports {
+    pub seq: u64,
+    /// Arrival time of the frame centre.
+    pub t_frame: f64,
+    pub reports: Vec<Report>,
+}
+
+/// Read a JSON Lines position stream: track messages grouped by frame; status lines give the
+/// number of frames processed, so frames without any report are counted too.
+pub fn read_stream(path: &Path) -> Result<Vec<FrameReports>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.into(),
+        source: e,
+    })?;
+    parse_stream(&text).map_err(|(line, problem)| Error::Scene {
+        path: path.into(),
+        problem: format!("line {line}: {problem}"),
+        fix: "give the JSON Lines written by `sonotrack replay --out` or a live JSONL/UDP sink"
+            .into(),
+    })
+}
+
+/// Whether a stream's reports are directions (`Some(true)`) or 3-D positions (`Some(false)`);
+/// None when it has no reports; an error naming the two kinds when it mixes them.
+pub fn stream_holds_directions(
+    frames: &[FrameReports],
+) -> std::result::Result<Option<bool>, String> {
+    let mut kinds = frames.iter().flat_map(|f| &f.reports).map(|r| r.direction);
+    let Some(first) = kinds.next() else {
+        return Ok(None);
+    };
+    if kinds.any(|k| k != first) {
+        return Err(
+            "the stream mixes direction reports (with `az_deg`) and 3-D positions; evaluate each run's stream on its own"
+                .into(),
+        );
+    }
+    Ok(Some(first))
+}
+
+/// Parse a position stream (see `read_stream`).
+pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize, String)> {
+    let mut by_seq: BTreeMap<u64, FrameReports> = BTreeMap::new();
+    let mut frames_in = 0u64;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| (i + 1, format!("not JSON: {e}")))?;
+        match v.get("type").and_then(|t| t.as_str()) {
+            Some("track") => {
+                let num = |k: &str| {
+                    v.get(k)
+                        .and_then(|x| x.as_f64())
+                        .ok_or_else(|| (i + 1, format!("track message without `{k}`")))
+                };
+                let pos = v
+                    .get("pos")
+                    .and_then(|p| p.as_array())
+                    .filter(|a| a.len() == 3)
+                    .and_then(|a| Some([a[0].as_f64()?, a[1].as_f64()?, a[2].as_f64()?]))
+                    .ok_or_else(|| (i + 1, "track message without a 3-element `pos`".into()))?;
+                let seq = num("seq")? as u64;
+                let e = by_seq.entry(seq).or_insert_with(|| FrameReports {
+                    seq,
+                    ..Default::default()
+                });
+                e.t_frame = num("t_frame")?;
+                // Streams written before the covariance was reported have none: they are scored
+                // without the consistency check. One that is there must be six numbers.
+                let cov = match v.get("pos_cov") {
+                    None => None,
+                    Some(p) => Some(
+                        p.as_array()
+                            .filter(|a| a.len() == 6)
+                            .and_then(|a| {
+                                let mut c = [0.0; 6];
+                                for (x, y) in c.iter_mut().zip(a) {
+                                    *x = y.as_f64()?;
+                                }
+                                Some(c)
+                            })
+                            .ok_or_else(|| {
+                                (
+                                    i + 1,
+                                    "track message whose `pos_cov` is not 6 numbers (xx, xy, xz, yy, yz, zz)"
+                                        .to_string(),
+                                )
+                            })?,
+                    ),
+                };
+                let range_m = match v.get("range_m") {
+                    None => None,
+                    Some(r) => Some(r.as_f64().filter(|r| *r > 0.0).ok_or_else(|| {
+                        (
+                            i + 1,
+                            "track message whose `range_m` is not a positive number".to_string(),
+                        )
+                    })?),
+                };
+                // The inverse range and its spread come together, or not at all.
+                let inv_range = match (v.get("inv_range"), v.get("inv_range_std")) {
+                    (None, None) => None,
+                    (a, b) => {
+                        let non_negative = |x: Option<&serde_json::Value>| {
+                            x.and_then(|x| x.as_f64()).filter(|x| *x >= 0.0)
+                        };
+                        match (non_negative(a), non_negative(b)) {
+                            (Some(a), Some(b)) => Some([a, b]),
+                            _ => {
+                                return Err((
+                                    i + 1,
+                                    "track message whose `inv_range` and `inv_range_std` are not both non-negative numbers".to_string(),
+                                ));
+                            }
+                        }
+                    }
+                };
+                e.reports.push(Report {
+                    id: num("id")? as u64,
+                    t: num("t")?,
+                    pos,
+                    models: Vec::new(),
+                    cov,
+                    range_m,
+                    inv_range,
+                    direction: v.get("az_deg").is_some(),
+                });
+            }
+            Some("status") => {
+                if let Some(n) = v.get("frames_in").and_then(|x| x.as_u64()) {
+                    frames_in = frames_in.max(n);
+                }
+            }
+            Some(other) => return Err((i + 1, format!("unknown message type `{other}`"))),
+            None => return Err((i + 1, "message without `type`".into())),
+        }
+    }
+    if by_seq.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Frame times are regular in the sequence number: fit t_frame = a + b seq and fill in the
+    // frames without reports.
+    let pts: Vec<(f64, f64)> = by_seq.values().map(|f| (f.seq as f64, f.t_frame)).collect();
+    let n = pts.len() as f64;
+    let (mx, my) = pts
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x / n, b + y / n));
+    let sxx: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let sxy: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    let last = by_seq
+        .keys()
+        .next_back()
+        .copied()
+        .unwrap_or(0)
+        .max(frames_in.saturating_sub(1));
+    let mut out = Vec::with_capacity(last as usize + 1);
+    if slope <= 0.0 {
+        // One frame only: no spacing to infer.
+        return Ok(by_seq.into_values().collect());
+    }
+    for seq in 0..=last {
+        out.push(by_seq.remove(&seq).unwrap_or_else(|| FrameReports {
+            seq,
+            t_frame: my + slope * (seq as f64 - mx),
+            reports: Vec::new(),
+        }));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_parsing_fills_frames_without_reports() {
+        let text = r#"{"type":"status","t":1.0,"frames_in":6}
+{"type":"track","t":0.1,"t_frame":0.125,"seq":1,"id":3,"pos":[1,2,3],"pos_cov":[1,0,0,2,0,3]}
+{"type":"track","t":0.2,"t_frame":0.25,"seq":2,"id":3,"pos":[1,2,3]}
+{"type":"track","t":0.45,"t_frame":0.5,"seq":4,"id":3,"pos":[1,2,3]}
+"#;
+        let f = parse_stream(text).unwrap();
+        assert_eq!(f.len(), 6);
+        assert!(f[3].reports.is_empty());
+        assert_eq!(f[1].reports[0].cov, Some([1.0, 0.0, 0.0, 2.0, 0.0, 3.0]));
+        assert_eq!(f[2].reports[0].cov, None);
+        assert!((f[3].t_frame - 0.375).abs() < 1e-12);
+        assert!((f[0].t_frame - 0.0).abs() < 1e-12);
+        assert_eq!(parse_stream("{\"type\":\"x\"}").unwrap_err().0, 1);
+        assert!(parse_stream("{\"type\":\"track\",\"seq\":1}").is_err());
+        assert!(parse_stream("not json").is_err());
+        // A covariance that is there but malformed is an error naming the line, not a report
+        // scored without it.
+        let bad = "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":1,\"id\":3,\"pos\":[1,2,3],\"pos_cov\":[1,0,0,2,0]}";
+        let (line, problem) = parse_stream(&format!("\n{bad}\n")).unwrap_err();
+        assert_eq!(line, 2);
+        assert!(problem.contains("`pos_cov`"), "{problem}");
+        // A direction's range: read where given, an error naming the line where malformed.
+        let ranged = "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":1,\"id\":3,\"pos\":[1,0,0],\"range_m\":12.5}";
+        let f = parse_stream(ranged).unwrap();
+        assert_eq!(f.last().unwrap().reports[0].range_m, Some(12.5));
+        for bad in ["\"far\"", "-2"] {
+            let line = ranged.replace("12.5", bad);
+            let (_, problem) = parse_stream(&line).unwrap_err();
+            assert!(problem.contains("`range_m`"), "{bad}: {problem}");
+        }
+        // The inverse range and its spread: read together; one without the other, or a
+        // negative or non-numeric one, is an error naming the line.
+        let inv = ranged.replace("}", ",\"inv_range\":0.08,\"inv_range_std\":0.004}");
+        let f = parse_stream(&inv).unwrap();
+        assert_eq!(f.last().unwrap().reports[0].inv_range, Some([0.08, 0.004]));
+        assert_eq!(parse_stream(ranged).unwrap()[0].reports[0].inv_range, None);
+        for bad in [
+            ",\"inv_range\":0.08}",
+            ",\"inv_range_std\":0.004}",
+            ",\"inv_range\":-0.1,\"inv_range_std\":0.004}",
+            ",\"inv_range\":0.08,\"inv_range_std\":\"wide\"}",
+        ] {
+            let line = format!("\n\n{}", ranged.replace("}", bad));
+            let (n, problem) = parse_stream(&line).unwrap_err();
+            assert_eq!(n, 3, "{bad}");
+            assert!(problem.contains("`inv_range`"), "{bad}: {problem}");
+        }
+    }
+
+    /// A stream says what it holds: direction reports carry `az_deg`; mixing the two kinds is
+    /// an error, an empty stream holds neither.
+    #[test]
+    fn streams_say_whether_they_hold_directions() {
+        let three_d =
+            "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":1,\"id\":3,\"pos\":[5,1,-2]}";
+        let direction = "{\"type\":\"track\",\"t\":0.2,\"t_frame\":0.2,\"seq\":2,\"id\":3,\"pos\":[0.6,0.8,0],\"az_deg\":53.13,\"el_deg\":0}";
+        let kind = |text: &str| stream_holds_directions(&parse_stream(text).unwrap());
+        assert_eq!(kind(three_d), Ok(Some(false)));
+        assert_eq!(kind(direction), Ok(Some(true)));
+        assert_eq!(kind(""), Ok(None));
+        let mixed = kind(&format!("{three_d}\n{direction}")).unwrap_err();
+        assert!(mixed.contains("mixes"), "{mixed}");
+    }
+}

@@ -1,0 +1,100 @@
+//! Ground truth: `truth.csv` rows `t,target,x,y,z`, with t the emission time.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::error::{Error, IoContext, Result};
+
+/// Ground truth: per target, rows of (emission time, position), sorted by time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Truth {
+    pub targets: BTreeMap<u32, Vec<(f64, [f64; 3])>>,
+}
+
+impl Truth {
+    /// Read `t,target,x,y,z` rows (a header line is skipped).
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).at(path)?;
+        Self::parse(&text).map_err(|(line, problem)| Error::Scene {
+            path: path.into(),
+            problem: format!("line {line}: {problem}"),
+            fix: "truth.csv holds rows t,target,x,y,z (seconds, integer id, metres)".into(),
+        })
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<Self, (usize, String)> {
+        let mut t = Truth::default();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || (i == 0 && line.chars().next().is_some_and(|c| c.is_alphabetic()))
+            {
+                continue;
+            }
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            if f.len() < 5 {
+                return Err((i + 1, format!("{} fields, expected 5", f.len())));
+            }
+            let num = |s: &str| s.parse::<f64>().map_err(|e| (i + 1, format!("`{s}`: {e}")));
+            let time = num(f[0])?;
+            let id = f[1]
+                .parse::<u32>()
+                .map_err(|e| (i + 1, format!("target `{}`: {e}", f[1])))?;
+            let p = [num(f[2])?, num(f[3])?, num(f[4])?];
+            t.targets.entry(id).or_default().push((time, p));
+        }
+        for rows in t.targets.values_mut() {
+            rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        Ok(t)
+    }
+
+    /// A target's position at time `t` by linear interpolation (None outside its rows).
+    pub fn at(&self, target: u32, t: f64) -> Option<[f64; 3]> {
+        let rows = self.targets.get(&target)?;
+        let i = rows.partition_point(|r| r.0 <= t);
+        if i == 0 {
+            return (rows.first()?.0 == t).then(|| rows[0].1);
+        }
+        if i == rows.len() {
+            let last = rows.last()?;
+            return (last.0 == t).then_some(last.1);
+        }
+        let (t0, p0) = rows[i - 1];
+        let (t1, p1) = rows[i];
+        let a = if t1 > t0 { (t - t0) / (t1 - t0) } else { 0.0 };
+        Some([0, 1, 2].map(|k| p0[k] + a * (p1[k] - p0[k])))
+    }
+
+    pub fn span(&self) -> Option<(f64, f64)> {
+        let lo = self
+            .targets
+            .values()
+            .filter_map(|r| r.first())
+            .map(|r| r.0)
+            .fold(f64::INFINITY, f64::min);
+        let hi = self
+            .targets
+            .values()
+            .filter_map(|r| r.last())
+            .map(|r| r.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        (lo <= hi).then_some((lo, hi))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truth_interpolates_and_rejects_bad_rows() {
+        let t = Truth::parse("t,target,x,y,z\n0,0,0,0,0\n1,0,2,4,6\n0.5,1,1,1,1\n").unwrap();
+        assert_eq!(t.at(0, 0.25), Some([0.5, 1.0, 1.5]));
+        assert_eq!(t.at(0, 1.0), Some([2.0, 4.0, 6.0]));
+        assert_eq!(t.at(0, 1.5), None);
+        assert_eq!(t.at(1, 0.5), Some([1.0, 1.0, 1.0]));
+        assert_eq!(t.span(), Some((0.0, 1.0)));
+        let e = Truth::parse("t,target,x,y,z\n0,0,0,zero,0\n").unwrap_err();
+        assert_eq!(e.0, 2);
+    }
+}

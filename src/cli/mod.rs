@@ -1,0 +1,121 @@
+//! The `sonotrack` command line: one file per command, each with its arguments and the function
+//! that runs it.
+
+mod bench;
+mod check;
+mod demo;
+mod devices;
+mod evaluate;
+mod plan;
+mod replay;
+mod run;
+mod simulate;
+
+use clap::{Parser, Subcommand};
+
+use sonotrack::audio::sim::PRESETS;
+use sonotrack::error::{Error, Result};
+use sonotrack::gpu::BackendChoice;
+
+#[derive(Parser)]
+#[command(
+    name = "sonotrack",
+    version,
+    about = "Acoustic source tracking: GCC-PHAT TDOAs and a multi-model particle filter, on the GPU or the CPU"
+)]
+pub struct Cli {
+    /// More log output (-v: debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only warnings and errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Simulate a short scene in memory, track it, and print the track and its error against
+    /// truth. Needs no files, GPU or audio hardware.
+    Demo(demo::Args),
+    /// Run the live daemon: capture from the configured ALSA device, track, and send positions to
+    /// the configured outputs until SIGTERM. Under systemd it reports readiness, status and a
+    /// watchdog; SIGHUP re-reads the outputs.
+    Run(run::Args),
+    /// List capture devices (ALSA names, channel counts, rates, formats) and serial ports.
+    Devices,
+    /// Map how well an array can locate a source (the Cramér–Rao bound over the search volume)
+    /// and where its delays are ambiguous, before deploying it.
+    Plan(plan::Args),
+    /// Score a position stream (JSON Lines from `replay --out` or a live sink) against truth:
+    /// RMSE and percentiles per target, OSPA and ID switches, direction errors, and, given the
+    /// recording, the ratio to the Cramér–Rao bound.
+    Evaluate(evaluate::Args),
+    /// Replay a scene directory (audio*.wav + array.json [+ truth.csv]) or a WAV file with
+    /// --config, and print a summary (with accuracy when truth is available).
+    Replay(replay::Args),
+    /// Write a simulated scene directory (audio, array.json, truth.csv) for planning or tests.
+    Simulate(simulate::Args),
+    /// Time each stage (GCC-PHAT, particle-filter step) on synthetic input, for every backend
+    /// that is available.
+    Bench(bench::Args),
+    /// Validate a configuration and explain what it will do.
+    Check(check::Args),
+}
+
+/// `--backend`: which compute backend.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum BackendArg {
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl From<BackendArg> for BackendChoice {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::Cpu => BackendChoice::Cpu,
+            BackendArg::Cuda => BackendChoice::Cuda,
+        }
+    }
+}
+
+/// Run one command.
+pub fn dispatch(cmd: Cmd) -> Result<()> {
+    match cmd {
+        Cmd::Demo(a) => demo::run(a),
+        Cmd::Run(a) => run::run(a),
+        Cmd::Devices => {
+            devices::run();
+            Ok(())
+        }
+        Cmd::Plan(a) => plan::run(a),
+        Cmd::Evaluate(a) => evaluate::run(a),
+        Cmd::Replay(a) => replay::run(a),
+        Cmd::Simulate(a) => simulate::run(a),
+        Cmd::Bench(a) => bench::run(a),
+        Cmd::Check(a) => check::run(a),
+    }
+}
+
+/// The error for a preset name that does not exist.
+fn unknown_preset(name: &str) -> Error {
+    Error::Usage(format!(
+        "no preset `{name}`; presets: {}",
+        PRESETS.join(", ")
+    ))
+}
+
+/// Write `value` as pretty JSON to `path`.
+fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<()> {
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(value).unwrap_or_default(),
+    )
+    .map_err(|e| Error::Io {
+        path: path.into(),
+        source: e,
+    })
+}

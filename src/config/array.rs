@@ -1,0 +1,202 @@
+//! The `[array]` table: sensor positions, speed of sound, tracking mode and search volume, and
+//! the checks that the geometry can deliver what the mode asks.
+
+use serde::{Deserialize, Serialize};
+
+use super::Config;
+use crate::dsp::geometry::{ArrayGeometry, Span};
+use crate::error::ConfigError;
+use crate::track::TrackMode;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayConfig {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Sensor positions in metres, in sensor order (see `audio.channel_map`).
+    pub sensors_m: Vec<[f64; 3]>,
+    /// Speed of sound: about 343 in air at 20 °C, about 1500 in sea water.
+    pub speed_of_sound_m_s: f64,
+    #[serde(default)]
+    pub mode: TrackMode,
+    /// Optional search volume (array frame). Tracks outside it are not born; particles outside it
+    /// get no weight (a surface at z = 0 above a hydrophone array, the walls of a room).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds_min_m: Option<[f64; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounds_max_m: Option<[f64; 3]>,
+    /// Direction mode: the nearest a newborn track's source may be (metres; default the
+    /// array's aperture, at least 1 m). Where the array resolves the wavefront's curvature
+    /// there, each particle also carries an inverse range, spread evenly from 0 (a plane wave)
+    /// to 1 / this for a newborn track; otherwise (or with `inf`) directions assume plane
+    /// waves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_range_m: Option<f64>,
+}
+
+impl Config {
+    pub fn geometry(&self) -> ArrayGeometry {
+        ArrayGeometry::new(self.array.sensors_m.clone(), self.array.speed_of_sound_m_s)
+    }
+
+    /// Direction mode: the nearest range (m) a newborn track allows for
+    /// (`array.min_range_m`; default the aperture, and at least 1 m), and the wavefront's
+    /// curvature there against the tracker's TDOA noise floor, both as path differences (m):
+    /// max |d|² / 2r over the sensors d (relative to the centroid), and
+    /// `tdoa_std_samples` × c / fs.
+    pub fn direction_curvature(&self) -> (f64, f64, f64) {
+        let geo = self.geometry();
+        let r = self
+            .array
+            .min_range_m
+            .unwrap_or_else(|| geo.aperture_m().max(1.0));
+        let c = geo.centroid();
+        let d2 = (0..geo.len())
+            .map(|i| (geo.sensor(i) - c).norm_squared())
+            .fold(0.0, f64::max);
+        let noise =
+            self.tracker.tdoa_std_samples * self.array.speed_of_sound_m_s / self.sample_rate_hz();
+        (r, d2 / (2.0 * r), noise)
+    }
+
+    /// Direction mode: the largest inverse range (1/m) a newborn track's particles start with
+    /// (see [`Self::direction_curvature`]); 0 for plane waves (`min_range_m = inf`, or an array
+    /// too small to resolve the curvature at that range: its particles then stay on the unit
+    /// sphere) and in 3-D mode.
+    pub fn direction_inv_range_max(&self) -> f64 {
+        if self.array.mode != TrackMode::Direction {
+            return 0.0;
+        }
+        let (r, curvature, noise) = self.direction_curvature();
+        if r.is_finite() && r > 0.0 && curvature >= noise {
+            1.0 / r
+        } else {
+            0.0
+        }
+    }
+
+    /// The sensors: a speed of sound, finite and distinct positions, and a spread that the tracking mode can use.
+    pub(super) fn validate_sensors(&self, file: &str) -> Result<(), ConfigError> {
+        let err =
+            |key: &str, problem: String, fix: &str| Err(ConfigError::new(file, key, problem, fix));
+        let a = &self.array;
+        let n = a.sensors_m.len();
+        if !(50.0..=10_000.0).contains(&a.speed_of_sound_m_s) {
+            return err(
+                "array.speed_of_sound_m_s",
+                format!("{} m/s is not a speed of sound", a.speed_of_sound_m_s),
+                "use about 343 for air at 20 °C, about 1500 for sea water",
+            );
+        }
+        if let Some(i) = a
+            .sensors_m
+            .iter()
+            .position(|s| s.iter().any(|v| !v.is_finite()))
+        {
+            return err(
+                "array.sensors_m",
+                format!("sensor {i} has a non-finite coordinate"),
+                "give every sensor three finite coordinates in metres",
+            );
+        }
+        for i in 0..n {
+            for j in i + 1..n {
+                let d = self.geometry().distance(i, j);
+                if d < 1e-3 {
+                    return err(
+                        "array.sensors_m",
+                        format!("sensors {i} and {j} are at the same place ({d:.4} m apart)"),
+                        "each sensor needs its own position; remove the duplicate",
+                    );
+                }
+            }
+        }
+        let span = self.geometry().span();
+        match a.mode {
+            TrackMode::ThreeD => {
+                if n < 4 {
+                    return err(
+                        "array.sensors_m",
+                        format!("3-D tracking needs at least 4 sensors, the array has {n}"),
+                        "add sensors, or set array.mode = \"direction\" for bearings only",
+                    );
+                }
+                if span != Span::Volume {
+                    let s = self.geometry().spread_m();
+                    return err(
+                        "array.sensors_m",
+                        format!(
+                            "the sensors are {}: spread {:.3} / {:.3} / {:.3} m along the principal axes, so 3-D positions are ambiguous",
+                            match span {
+                                Span::Plane => "(nearly) coplanar",
+                                Span::Line => "(nearly) collinear",
+                                _ => "all at one point",
+                            },
+                            s[0],
+                            s[1],
+                            s[2]
+                        ),
+                        "move at least one sensor out of the plane (by 2% of the aperture or more), or set array.mode = \"direction\"",
+                    );
+                }
+            }
+            TrackMode::Direction => {
+                if n < 3 || matches!(span, Span::Point | Span::Line) {
+                    return err(
+                        "array.sensors_m",
+                        format!(
+                            "direction tracking needs at least 3 sensors not on one line (have {n}, {span:?})"
+                        ),
+                        "add a sensor off the line",
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The direction prior's nearest range and the search volume.
+    pub(super) fn validate_volume(&self, file: &str) -> Result<(), ConfigError> {
+        let err =
+            |key: &str, problem: String, fix: &str| Err(ConfigError::new(file, key, problem, fix));
+        let a = &self.array;
+        if let Some(r) = a.min_range_m {
+            if a.mode != TrackMode::Direction {
+                return err(
+                    "array.min_range_m",
+                    "min_range_m applies only to direction tracking".into(),
+                    "remove it, or set array.mode = \"direction\"",
+                );
+            }
+            if !(r > 0.0) {
+                return err(
+                    "array.min_range_m",
+                    format!("{r} m is not a range"),
+                    "give the nearest range a source may be at, in metres (inf for plane waves)",
+                );
+            }
+        }
+        match (a.bounds_min_m, a.bounds_max_m) {
+            (Some(lo), Some(hi)) => {
+                if (0..3).any(|k| !(lo[k] < hi[k])) {
+                    return err(
+                        "array.bounds_min_m",
+                        format!(
+                            "bounds_min_m {lo:?} is not below bounds_max_m {hi:?} on every axis"
+                        ),
+                        "give the lower corner in bounds_min_m and the upper corner in bounds_max_m",
+                    );
+                }
+            }
+            (None, None) => {}
+            _ => {
+                return err(
+                    "array.bounds_min_m",
+                    "only one of bounds_min_m and bounds_max_m is set".into(),
+                    "set both corners of the search volume, or neither",
+                );
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! `sonotrack check`'s explanation of what a configuration will do.
+
+use super::Config;
+use crate::track::TrackMode;
+
+impl Config {
+    /// A human explanation of what this configuration will do (for `sonotrack check`).
+    pub fn explain(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let geo = self.geometry();
+        let fs = self.sample_rate_hz();
+        let c = self.array.speed_of_sound_m_s;
+        if let Some(b) = &self.board {
+            let _ = writeln!(
+                s,
+                "board: {} (GPU {}, JetPack {})",
+                b.name,
+                if b.gpu_arch.is_empty() {
+                    "none"
+                } else {
+                    &b.gpu_arch
+                },
+                b.jetpack
+            );
+        }
+        let spread = geo.spread_m();
+        let _ = writeln!(
+            s,
+            "array: {} sensors, aperture {:.3} m, spread {:.3}/{:.3}/{:.3} m ({:?}), c = {c} m/s, mode {}",
+            geo.len(),
+            geo.aperture_m(),
+            spread[0],
+            spread[1],
+            spread[2],
+            geo.span(),
+            match self.array.mode {
+                TrackMode::ThreeD => "3-D position",
+                TrackMode::Direction => "direction only",
+            }
+        );
+        if let (Some(lo), Some(hi)) = (self.array.bounds_min_m, self.array.bounds_max_m) {
+            let _ = writeln!(s, "search volume: {lo:?} .. {hi:?} m");
+        }
+        if self.array.mode == TrackMode::Direction {
+            let (r, curvature, noise) = self.direction_curvature();
+            let _ = if self.direction_inv_range_max() > 0.0 {
+                writeln!(
+                    s,
+                    "directions allow for the wavefront's curvature: a new track's ranges start from {r:.2} m out (array.min_range_m), where the curvature ({:.1} mm) exceeds the TDOA noise floor ({:.1} mm)",
+                    curvature * 1e3,
+                    noise * 1e3
+                )
+            } else {
+                writeln!(
+                    s,
+                    "directions assume plane waves: the curvature at {r:.2} m (array.min_range_m) is {:.2} mm, below the TDOA noise floor ({:.1} mm)",
+                    curvature * 1e3,
+                    noise * 1e3
+                )
+            };
+        }
+        let _ = writeln!(
+            s,
+            "audio: {} Hz, {} input channels, sensor i <- channel {:?}",
+            self.audio.sample_rate_hz,
+            self.input_channels(),
+            self.channel_map()
+        );
+        let frame = self.frame_samples();
+        let hop = self.hop_samples();
+        let band = self.band_hz();
+        let pairs = geo.pairs(self.gcc.pairs, self.gcc.reference);
+        let _ = writeln!(
+            s,
+            "gcc: frame {frame} samples ({:.1} ms), hop {hop} ({:.1} ms, {:.1} frames/s), {:?} window, {:?} beta {} band {:.0}-{:.0} Hz, {} pairs ({:?}), {} peaks each",
+            frame as f64 / fs * 1e3,
+            hop as f64 / fs * 1e3,
+            fs / hop as f64,
+            self.gcc.window,
+            self.gcc.weighting,
+            self.gcc.beta,
+            band[0],
+            band[1],
+            pairs.len(),
+            self.gcc.pairs,
+            self.gcc.peaks_per_pair
+        );
+        let _ = writeln!(
+            s,
+            "  one sample of TDOA = {:.4} m of range difference; largest pair lag {:.1} samples",
+            c / fs,
+            pairs.iter().map(|p| p.max_tdoa_s).fold(0.0, f64::max) * fs
+        );
+        let t = &self.tracker;
+        let names: Vec<_> = t
+            .models
+            .iter()
+            .map(|m| format!("{}({:?})", m.name, m.kind))
+            .collect();
+        let _ = writeln!(
+            s,
+            "tracker: backend {:?}, {} particles, models {} ({:?} selection), TDOA std {} samples, Pd {}, max speed {} m/s, seed {}",
+            t.backend,
+            t.particles,
+            names.join(", "),
+            t.model_selection,
+            t.tdoa_std_samples,
+            t.detection_probability,
+            t.max_speed_m_s,
+            t.seed
+        );
+        if self.output.sinks.is_empty() {
+            let _ = writeln!(s, "outputs: none configured");
+        }
+        for sink in &self.output.sinks {
+            let _ = writeln!(s, "output: {}", sink.name());
+        }
+        s
+    }
+}

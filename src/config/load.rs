@@ -1,0 +1,161 @@
+//! Reading configuration files: includes merged underneath the including file, and TOML errors
+//! turned into messages that name the file, the dotted key and the fix.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{ConfigError, Error, IoContext, Result};
+
+/// Read a TOML file into a table, merging its `include`s underneath it. The flag says whether
+/// anything was merged.
+pub(super) fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<(toml::Table, bool)> {
+    let file = path.display().to_string();
+    let canon = path.canonicalize().at(path)?;
+    if stack.contains(&canon) {
+        return Err(ConfigError::new(
+            &file,
+            "include",
+            "the file includes itself (directly or through others)",
+            "remove the cycle",
+        )
+        .into());
+    }
+    let text = std::fs::read_to_string(path).at(path)?;
+    let mut table: toml::Table =
+        toml::from_str(&text).map_err(|e| Error::Config(toml_error(&file, &text, &e)))?;
+    let includes = match table.get("include") {
+        None => Vec::new(),
+        Some(toml::Value::Array(a)) => a
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_string).ok_or_else(|| {
+                    ConfigError::new(
+                        &file,
+                        "include",
+                        "entries must be strings",
+                        "write include = [\"../boards/agx-orin.toml\"]",
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(_) => {
+            return Err(ConfigError::new(
+                &file,
+                "include",
+                "must be a list of paths",
+                "write include = [\"../boards/agx-orin.toml\"]",
+            )
+            .into());
+        }
+    };
+    table.remove("include");
+    if includes.is_empty() {
+        return Ok((table, false));
+    }
+    stack.push(canon);
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    let mut base = toml::Table::new();
+    for inc in includes {
+        let (sub, _) = load_table(&dir.join(&inc), stack)?;
+        merge(&mut base, sub);
+    }
+    stack.pop();
+    merge(&mut base, table);
+    Ok((base, true))
+}
+
+/// Edit distance, for suggesting the key a user probably meant.
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Merge `over` into `base`: tables merge key by key, everything else (arrays too) replaces.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Turn a TOML/serde error into a ConfigError with the dotted key where it can be found.
+pub(super) fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let msg = e.message().to_string();
+    let (line, section) = match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            // The nearest table header above the error is the key's parent.
+            let section = before
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| l.starts_with('['))
+                .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+            (Some(line), section)
+        }
+        None => (None, None),
+    };
+    let field = msg.split('`').nth(1).map(str::to_string).filter(|_| {
+        msg.starts_with("unknown field")
+            || msg.starts_with("missing field")
+            || msg.starts_with("unknown variant")
+    });
+    let key = match (&section, &field) {
+        (Some(s), Some(f)) if msg.starts_with("unknown variant") => {
+            s.clone() + " (value `" + f + "`)"
+        }
+        (Some(s), Some(f)) => format!("{s}.{f}"),
+        (None, Some(f)) => f.clone(),
+        (Some(s), None) => s.clone(),
+        (None, None) => "(file)".into(),
+    };
+    let missing = msg.starts_with("missing field");
+    // For a misspelt key, the accepted key closest to it.
+    let suggestion = field.as_ref().and_then(|f| {
+        let expected = msg.split("expected").nth(1)?;
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|k| (levenshtein(f, k), k))
+            .filter(|(d, _)| *d <= 3)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, k)| k.to_string())
+    });
+    let unknown_fix;
+    let fix = if msg.starts_with("unknown field") {
+        unknown_fix = match &suggestion {
+            Some(k) => format!("did you mean `{k}`? (the message lists the keys this table accepts)"),
+            None => "remove the key or correct its spelling (the message lists the keys this table accepts)".to_string(),
+        };
+        unknown_fix.as_str()
+    } else if missing && key == "array" {
+        "add an [array] table (sensor positions and speed of sound); a board file is not a configuration by itself: include it from one, e.g. include = [\"boards/orin-nx.toml\"] (see boards/examples/)"
+    } else if missing {
+        "add the key (see the configuration reference in README.md)"
+    } else if msg.starts_with("unknown variant") {
+        "use one of the values the message lists"
+    } else {
+        "correct the value's type or the TOML syntax at that line"
+    };
+    // A missing key has no line of its own (the parser points at the table's start).
+    let at = line
+        .filter(|_| !missing)
+        .map(|l| format!(" (line {l})"))
+        .unwrap_or_default();
+    ConfigError::new(file, key, format!("{msg}{at}"), fix)
+}

@@ -1,0 +1,184 @@
+//! The configuration: one TOML file (plus the files it `include`s, such as a board file and an
+//! array file). Loading checks every key and the geometry before any audio is read; every
+//! problem is a [`ConfigError`] naming the file, the dotted key and the fix.
+
+//!
+//! One file per table ([`array`], [`audio`], [`gcc`], [`tracker`], [`output`], [`board`]), each
+//! with its schema, its accessors and its checks; [`load`] reads files and their includes,
+//! [`overrides`] applies `--set`, [`params`] builds each stage's parameters, and [`explain`] says
+//! what a configuration will do. Domain types (modes, model kinds, weightings, sinks) live with
+//! the code that uses them; the configuration refers to them.
+
+mod array;
+mod audio;
+mod board;
+mod explain;
+mod gcc;
+mod load;
+mod output;
+mod overrides;
+mod params;
+mod tracker;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use array::ArrayConfig;
+pub use audio::AudioConfig;
+pub use board::BoardConfig;
+pub use gcc::GccConfig;
+pub use output::OutputConfig;
+pub use tracker::{ModelConfig, TrackerConfig, default_models};
+
+use crate::audio::sim::SceneSpec;
+use crate::error::{ConfigError, IoContext, Result};
+use crate::track::TrackMode;
+use load::{load_table, toml_error};
+
+/// The whole configuration. Every table rejects keys it does not know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Files merged underneath this one, paths relative to this file. Later files and this file
+    /// override earlier ones key by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// What the configuration is for (shown by `sonotrack check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board: Option<BoardConfig>,
+    pub array: ArrayConfig,
+    #[serde(default)]
+    pub audio: AudioConfig,
+    #[serde(default)]
+    pub gcc: GccConfig,
+    #[serde(default)]
+    pub tracker: TrackerConfig,
+    #[serde(default)]
+    pub output: OutputConfig,
+}
+
+impl Config {
+    /// A configuration for an array with every other setting at its default.
+    pub fn for_array(
+        sensors_m: Vec<[f64; 3]>,
+        speed_of_sound_m_s: f64,
+        sample_rate_hz: u32,
+    ) -> Self {
+        Self {
+            include: Vec::new(),
+            board: None,
+            array: ArrayConfig {
+                description: String::new(),
+                sensors_m,
+                speed_of_sound_m_s,
+                mode: TrackMode::ThreeD,
+                bounds_min_m: None,
+                bounds_max_m: None,
+                min_range_m: None,
+            },
+            audio: AudioConfig {
+                sample_rate_hz,
+                ..AudioConfig::default()
+            },
+            gcc: GccConfig::default(),
+            tracker: TrackerConfig::default(),
+            output: OutputConfig::default(),
+        }
+    }
+
+    /// The configuration a replay of a simulated scene starts from: its array, speed of
+    /// sound, sample rate and search bounds, everything else at the defaults.
+    pub fn for_scene(spec: &SceneSpec) -> Self {
+        let mut cfg = Self::for_array(
+            spec.sensors_m.clone(),
+            spec.speed_of_sound_m_s,
+            spec.sample_rate_hz,
+        );
+        cfg.array.bounds_min_m = spec.bounds_min_m;
+        cfg.array.bounds_max_m = spec.bounds_max_m;
+        cfg
+    }
+
+    /// Load a file (and its includes), parse and validate it.
+    pub fn load(path: &Path) -> Result<Self> {
+        let file = path.display().to_string();
+        let (table, merged) = load_table(path, &mut Vec::new())?;
+        if !merged {
+            // Parse the user's own text, so that errors point at their lines.
+            let text = std::fs::read_to_string(path).at(path)?;
+            return Ok(Self::parse_str(&text, &file)?);
+        }
+        let text = toml::to_string(&table).map_err(|e| {
+            ConfigError::new(&file, "(file)", e.to_string(), "check the TOML syntax")
+        })?;
+        let file = format!("{file} (with its includes)");
+        let cfg: Config = toml::from_str(&text).map_err(|e| {
+            let mut err = toml_error(&file, &text, &e);
+            // Lines of the merged text mean nothing to the user; the key says where.
+            if let Some(i) = err.problem.rfind(" (line ") {
+                err.problem.truncate(i);
+            }
+            err
+        })?;
+        cfg.validate(&file)?;
+        Ok(cfg)
+    }
+
+    /// Parse and validate TOML text; `file` names it in errors.
+    pub fn parse_str(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+        cfg.validate(file)?;
+        Ok(cfg)
+    }
+
+    /// Every check that needs only the configuration itself, table by table.
+    pub fn validate(&self, file: &str) -> Result<(), ConfigError> {
+        self.validate_sensors(file)?;
+        self.validate_volume(file)?;
+        self.validate_audio(file)?;
+        self.validate_gcc(file)?;
+        self.validate_models(file)?;
+        self.validate_transitions(file)?;
+        self.validate_tracker(file)?;
+        self.validate_output(file)
+    }
+
+    /// Checks against an input: its channel count and sample rate.
+    pub fn check_input(
+        &self,
+        what: &str,
+        channels: usize,
+        sample_rate_hz: u32,
+    ) -> Result<(), ConfigError> {
+        let file = what.to_string();
+        if sample_rate_hz != self.audio.sample_rate_hz {
+            return Err(ConfigError::new(
+                file,
+                "audio.sample_rate_hz",
+                format!(
+                    "the configuration says {} Hz but the input runs at {sample_rate_hz} Hz",
+                    self.audio.sample_rate_hz
+                ),
+                format!("set audio.sample_rate_hz = {sample_rate_hz}, or resample the input"),
+            ));
+        }
+        if channels != self.input_channels() {
+            return Err(ConfigError::new(
+                file,
+                "audio.channels",
+                format!(
+                    "the configuration expects {} input channels but the input has {channels}",
+                    self.input_channels()
+                ),
+                format!(
+                    "set audio.channels = {channels} and audio.channel_map to say which channel is which sensor"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,145 @@
+//! Each stage's parameters, as the configuration sets them: the correlator's, the filter bank's,
+//! the track manager's, the frame assembler's and the capture device's.
+
+use super::Config;
+use crate::audio::assembler::FrameAssembler;
+use crate::audio::capture::CaptureSettings;
+use crate::dsp::gcc::GccParams;
+use crate::dsp::geometry::Pair;
+use crate::track::manager::ManagerSettings;
+use crate::track::{FilterParams, MotionModel, TrackMode};
+
+impl Config {
+    /// The correlator's parameters: pairs, frame, window, band, weighting and peaks.
+    pub fn gcc_params(&self) -> GccParams {
+        let fs = self.sample_rate_hz();
+        let pairs: Vec<Pair> = self.geometry().pairs(self.gcc.pairs, self.gcc.reference);
+        GccParams::new(
+            fs,
+            self.array.sensors_m.len(),
+            self.frame_samples(),
+            self.gcc.zero_pad,
+            self.gcc.window,
+            self.band_hz(),
+            self.gcc.weighting,
+            self.gcc.beta as f32,
+            self.gcc.regularisation as f32,
+            self.gcc.peaks_per_pair,
+            self.gcc.min_peak_separation_samples as f32,
+            self.gcc.band_taper,
+            &pairs,
+        )
+    }
+
+    /// The filter bank's parameters: particles, slots, motion models and their transitions,
+    /// the array in the frame the filter works in, and the noise floor.
+    pub fn filter_params(&self) -> FilterParams {
+        let t = &self.tracker;
+        let models = t
+            .models
+            .iter()
+            .map(|m| MotionModel {
+                kind: m.kind,
+                accel_std: m.accel_std_m_s2 as f32,
+                turn_rate_std: m.turn_rate_std_rad_s2 as f32,
+                velocity_decay_s: m.velocity_decay_s as f32,
+            })
+            .collect::<Vec<_>>();
+        let l = models.len();
+        let mut transition_cdf = Vec::with_capacity(l * l);
+        for row in self.transition_matrix() {
+            let mut acc = 0.0f64;
+            for (j, p) in row.iter().enumerate() {
+                acc += p;
+                // The last entry is exactly 1 so a uniform below 1 always finds a model.
+                transition_cdf.push(if j + 1 == l { 1.0 } else { acc as f32 });
+            }
+        }
+        let geo = self.geometry();
+        let pairs = geo
+            .pairs(self.gcc.pairs, self.gcc.reference)
+            .iter()
+            .map(|p| (p.a as u32, p.b as u32))
+            .collect();
+        let f3 = |v: [f64; 3]| [v[0] as f32, v[1] as f32, v[2] as f32];
+        FilterParams {
+            particles: t.particles,
+            slots: t.max_tracks,
+            models,
+            model_names: t.models.iter().map(|m| m.name.clone()).collect(),
+            transition_cdf,
+            selection: t.model_selection,
+            mode: self.array.mode,
+            tdoa_std_s: (t.tdoa_std_samples / self.sample_rate_hz()) as f32,
+            ess_fraction: t.ess_fraction as f32,
+            seed: t.seed,
+            speed_of_sound_m_s: self.array.speed_of_sound_m_s as f32,
+            sensors: {
+                // Directions are taken from the centroid, so their sensors are relative to it
+                // (a plane wave's delays do not depend on the origin; a curved one's do).
+                let c = match self.array.mode {
+                    TrackMode::Direction => geo.centroid(),
+                    TrackMode::ThreeD => nalgebra::Vector3::zeros(),
+                };
+                self.array
+                    .sensors_m
+                    .iter()
+                    .map(|s| f3([s[0] - c.x, s[1] - c.y, s[2] - c.z]))
+                    .collect()
+            },
+            pairs,
+            bounds: match (self.array.bounds_min_m, self.array.bounds_max_m) {
+                (Some(lo), Some(hi)) if self.array.mode == TrackMode::ThreeD => {
+                    Some((f3(lo), f3(hi)))
+                }
+                _ => None,
+            },
+            inv_range_max: self.direction_inv_range_max() as f32,
+        }
+    }
+
+    /// The track manager's settings: the pairs and peaks it reads, the search volume, and its
+    /// births and deletions.
+    pub fn manager_settings(&self) -> ManagerSettings {
+        ManagerSettings {
+            geometry: self.geometry(),
+            pairs: self.geometry().pairs(self.gcc.pairs, self.gcc.reference),
+            peaks_per_pair: self.gcc.peaks_per_pair,
+            bounds: match (self.array.bounds_min_m, self.array.bounds_max_m) {
+                (Some(lo), Some(hi)) => Some((lo, hi)),
+                _ => None,
+            },
+            sample_rate_hz: self.sample_rate_hz(),
+            detection_probability: self.tracker.detection_probability as f32,
+            init_frames: self.tracker.init_frames,
+            max_tracks: self.tracker.max_tracks,
+            delete_after_s: self.tracker.delete_after_s,
+            max_speed_m_s: self.tracker.max_speed_m_s,
+        }
+    }
+
+    /// The frame assembler this configuration describes (its channel map, input channels,
+    /// frame, hop and sample rate); `origin` as for [`FrameAssembler::new`].
+    pub fn frame_assembler(&self, origin: u64) -> FrameAssembler {
+        FrameAssembler::new(
+            self.channel_map(),
+            self.input_channels(),
+            self.frame_samples(),
+            self.hop_samples(),
+            self.sample_rate_hz(),
+            origin,
+        )
+    }
+
+    /// What live capture asks of the device.
+    pub fn capture_settings(&self) -> CaptureSettings {
+        CaptureSettings {
+            device: self.audio.device.clone(),
+            channels: self.input_channels(),
+            sample_rate_hz: self.audio.sample_rate_hz,
+            period_frames: self.audio.period_frames,
+            ring_seconds: self.audio.ring_seconds,
+            sample_format: self.audio.sample_format,
+        }
+    }
+}

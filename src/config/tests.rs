@@ -1,0 +1,224 @@
+//! The configuration's tests: parsing, checks, includes and overrides.
+
+use super::*;
+use crate::gpu::BackendChoice;
+
+const GOOD: &str = r#"
+[array]
+sensors_m = [[0,0,-6],[24,-3,-14],[6,21,-9],[-14,9,-20],[9,6,-28]]
+speed_of_sound_m_s = 1500.0
+[audio]
+sample_rate_hz = 48000
+"#;
+
+#[test]
+fn good_config_parses_with_defaults() {
+    let c = Config::parse_str(GOOD, "t.toml").unwrap();
+    assert_eq!(c.frame_samples(), 4096);
+    assert_eq!(c.hop_samples(), 2048);
+    assert_eq!(c.band_hz(), [0.0, 24_000.0]);
+    assert_eq!(c.tracker.models.len(), 4);
+    let t = c.transition_matrix();
+    for row in &t {
+        assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+    }
+    assert!(c.explain().contains("5 sensors"));
+}
+
+#[test]
+fn default_frame_tracks_sample_rate() {
+    let mut c = Config::parse_str(GOOD, "t").unwrap();
+    c.audio.sample_rate_hz = 16_000;
+    assert_eq!(c.frame_samples(), 1024);
+    c.audio.sample_rate_hz = 44_100;
+    assert_eq!(c.frame_samples(), 4096);
+}
+
+#[test]
+fn unknown_key_names_the_key() {
+    let e = Config::parse_str(&format!("{GOOD}\n[gcc]\nframe = 4096\n"), "t.toml").unwrap_err();
+    assert_eq!(e.key, "gcc.frame");
+    assert!(e.problem.contains("unknown field"), "{e}");
+    assert!(e.problem.contains("line"), "{e}");
+}
+
+#[test]
+fn unknown_top_level_table() {
+    let e = Config::parse_str(&format!("{GOOD}\n[gccc]\nx = 1\n"), "t.toml").unwrap_err();
+    assert!(e.problem.contains("gccc"), "{e}");
+}
+
+#[test]
+fn bad_enum_value() {
+    let e =
+        Config::parse_str(&format!("{GOOD}\n[gcc]\nwindow = \"kaiser\"\n"), "t.toml").unwrap_err();
+    assert!(e.key.starts_with("gcc"), "{e}");
+    assert!(e.problem.contains("kaiser"), "{e}");
+}
+
+#[test]
+fn coplanar_array_is_refused_for_3d() {
+    let text = r#"
+[array]
+sensors_m = [[0,0,0],[1,0,0],[0,1,0],[1,1,0]]
+speed_of_sound_m_s = 343
+[audio]
+sample_rate_hz = 16000
+"#;
+    let e = Config::parse_str(text, "t.toml").unwrap_err();
+    assert_eq!(e.key, "array.sensors_m");
+    assert!(e.problem.contains("coplanar"), "{e}");
+    assert!(e.fix.contains("direction"), "{e}");
+    let ok = text.replace(
+        "speed_of_sound_m_s = 343",
+        "speed_of_sound_m_s = 343\nmode = \"direction\"",
+    );
+    Config::parse_str(&ok, "t.toml").unwrap();
+}
+
+/// `array.min_range_m`: direction mode only, a positive range or `inf`; it sets the largest
+/// inverse range a newborn track's particles start with (the aperture by default).
+#[test]
+fn min_range_checks() {
+    let base = "[array]\nsensors_m = [[0,0,0],[2,0,0],[1,1.732,0],[1,0.577,1.633]]\nspeed_of_sound_m_s = 1500\nmode = \"direction\"\n";
+    let tail = "[audio]\nsample_rate_hz = 48000\n";
+    let c = Config::parse_str(&format!("{base}{tail}"), "t.toml").unwrap();
+    assert!(
+        (c.direction_inv_range_max() - 0.5).abs() < 1e-3,
+        "the aperture, 2 m"
+    );
+    let c = Config::parse_str(&format!("{base}min_range_m = 8\n{tail}"), "t.toml").unwrap();
+    assert!((c.direction_inv_range_max() - 0.125).abs() < 1e-12);
+    let c = Config::parse_str(&format!("{base}min_range_m = inf\n{tail}"), "t.toml").unwrap();
+    assert_eq!(c.direction_inv_range_max(), 0.0);
+    for bad in ["0", "-3", "nan"] {
+        let e =
+            Config::parse_str(&format!("{base}min_range_m = {bad}\n{tail}"), "t.toml").unwrap_err();
+        assert_eq!(e.key, "array.min_range_m", "{bad}: {e}");
+    }
+    let three_d = base.replace("mode = \"direction\"\n", "");
+    let e = Config::parse_str(&format!("{three_d}min_range_m = 8\n{tail}"), "t.toml").unwrap_err();
+    assert_eq!(e.key, "array.min_range_m");
+    assert!(e.fix.contains("direction"), "{e}");
+    // A 10 cm microphone circle cannot resolve the curvature at its default nearest range
+    // (1 m: 1.25 mm against half a sample, 3.6 mm): plane waves. At 0.2 m it can.
+    let mics = "[array]\nsensors_m = [[0.05,0,0],[0,0.05,0],[-0.05,0,0],[0,-0.05,0]]\nspeed_of_sound_m_s = 343\nmode = \"direction\"\n";
+    let c = Config::parse_str(&format!("{mics}{tail}"), "t.toml").unwrap();
+    assert_eq!(c.direction_inv_range_max(), 0.0);
+    assert!(c.explain().contains("plane waves"), "{}", c.explain());
+    let c = Config::parse_str(&format!("{mics}min_range_m = 0.2\n{tail}"), "t.toml").unwrap();
+    assert!((c.direction_inv_range_max() - 5.0).abs() < 1e-9);
+}
+
+#[test]
+fn too_few_sensors() {
+    let text = "[array]\nsensors_m = [[0,0,0],[1,0,0],[0,1,1]]\nspeed_of_sound_m_s = 343\n[audio]\nsample_rate_hz = 16000\n";
+    let e = Config::parse_str(text, "t.toml").unwrap_err();
+    assert!(e.problem.contains("at least 4"), "{e}");
+}
+
+#[test]
+fn channel_map_checks() {
+    let e = Config::parse_str(
+        &GOOD.replace(
+            "sample_rate_hz = 48000",
+            "sample_rate_hz = 48000\nchannels = 8",
+        ),
+        "t",
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "audio.channel_map");
+    Config::parse_str(
+        &GOOD.replace(
+            "sample_rate_hz = 48000",
+            "sample_rate_hz = 48000\nchannels = 8\nchannel_map = [7,6,5,4,3]",
+        ),
+        "t",
+    )
+    .unwrap();
+    let e = Config::parse_str(
+        &GOOD.replace(
+            "sample_rate_hz = 48000",
+            "sample_rate_hz = 48000\nchannels = 8\nchannel_map = [7,6,5,4,8]",
+        ),
+        "t",
+    )
+    .unwrap_err();
+    assert!(e.problem.contains("channel 8"), "{e}");
+}
+
+#[test]
+fn input_mismatch_names_key_and_fix() {
+    let c = Config::parse_str(GOOD, "t").unwrap();
+    let e = c.check_input("x.wav", 4, 48_000).unwrap_err();
+    assert_eq!(e.key, "audio.channels");
+    let e = c.check_input("x.wav", 5, 44_100).unwrap_err();
+    assert_eq!(e.key, "audio.sample_rate_hz");
+    assert!(e.fix.contains("44100"));
+}
+
+#[test]
+fn frame_too_short_for_array() {
+    let e = Config::parse_str(&format!("{GOOD}\n[gcc]\nframe_samples = 1024\n"), "t").unwrap_err();
+    assert_eq!(e.key, "gcc.frame_samples");
+    assert!(e.fix.contains("or more"), "{e}");
+}
+
+#[test]
+fn sinks_parse_and_reject_unknown_keys() {
+    let c = Config::parse_str(
+        &format!("{GOOD}\n[[output.sink]]\nkind = \"udp\"\naddress = \"127.0.0.1:5005\"\n[[output.sink]]\nkind = \"serial\"\nport = \"/dev/ttyUSB0\"\nformat = \"nmea\"\n"),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.output.sinks.len(), 2);
+    let e = Config::parse_str(
+        &format!(
+            "{GOOD}\n[[output.sink]]\nkind = \"udp\"\naddress = \"127.0.0.1:5005\"\nbaud = 9600\n"
+        ),
+        "t",
+    )
+    .unwrap_err();
+    assert!(e.problem.contains("baud"), "{e}");
+}
+
+#[test]
+fn overrides_apply_and_are_validated() {
+    let c = Config::parse_str(GOOD, "t").unwrap();
+    let d = c
+        .with_overrides(&[
+            "gcc.frame_samples=8192".into(),
+            "tracker.backend=cpu".into(),
+            "gcc.band_hz=[100.0, 9000.0]".into(),
+        ])
+        .unwrap();
+    assert_eq!(d.frame_samples(), 8192);
+    assert_eq!(d.tracker.backend, BackendChoice::Cpu);
+    assert_eq!(d.band_hz(), [100.0, 9000.0]);
+    let e = c.with_overrides(&["gcc.framesize=1".into()]).unwrap_err();
+    assert!(e.problem.contains("framesize"), "{e}");
+    assert!(c.with_overrides(&["nokey".into()]).is_err());
+}
+
+#[test]
+fn includes_merge_under_the_file() {
+    let dir = std::env::temp_dir().join(format!("sonotrack-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("board.toml"),
+        "[tracker]\nparticles = 4096\nseed = 9\n[board]\nname = \"x\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("main.toml"),
+        format!("include = [\"board.toml\"]\n{GOOD}\n[tracker]\nseed = 3\n"),
+    )
+    .unwrap();
+    let c = Config::load(&dir.join("main.toml")).unwrap();
+    assert_eq!(c.tracker.particles, 4096);
+    assert_eq!(c.tracker.seed, 3);
+    assert_eq!(c.board.unwrap().name, "x");
+    std::fs::write(dir.join("loop.toml"), "include = [\"loop.toml\"]\n").unwrap();
+    assert!(Config::load(&dir.join("loop.toml")).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

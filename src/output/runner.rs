@@ -1,0 +1,332 @@
+//! Sinks on their own threads: each behind a bounded queue, so that a slow or broken sink drops
+//! its own backlog and counts it, and never stalls the pipeline. File and standard-output sinks
+//! in a replay are the exception: they are lossless (the pipeline waits), since a replay's
+//! output file must hold every message.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::output::latency::LatencyHistogram;
+use crate::output::message::Message;
+use crate::output::sink_config::{SerialFormat, SinkConfig};
+use crate::output::{jsonl, serial, udp};
+
+/// A destination for messages. Implementations may reconnect internally; errors are counted by
+/// the runner, never fatal.
+pub trait Sink: Send {
+    fn send(&mut self, msg: &Message) -> std::io::Result<()>;
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Counters one sink's runner keeps.
+#[derive(Debug, Default)]
+pub struct SinkStats {
+    pub sent: AtomicU64,
+    /// Dropped because the queue was full.
+    pub queue_drops: AtomicU64,
+    /// Dropped because the write failed (port gone, peer unreachable).
+    pub write_errors: AtomicU64,
+    pub rate_limited: AtomicU64,
+    /// Frame-complete to message-sent latency of track messages (live only).
+    pub latency: LatencyHistogram,
+}
+
+impl SinkStats {
+    pub fn drops(&self) -> u64 {
+        self.queue_drops.load(Ordering::Relaxed) + self.write_errors.load(Ordering::Relaxed)
+    }
+}
+
+enum Cmd {
+    Msg(Arc<Message>),
+    Flush(SyncSender<()>),
+}
+
+/// A sink on its own thread behind a bounded queue.
+pub struct SinkRunner {
+    pub name: String,
+    pub stats: Arc<SinkStats>,
+    lossless: bool,
+    max_rate_hz: Option<f64>,
+    last_sent: BTreeMap<u64, f64>,
+    tx: Option<SyncSender<Cmd>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// Consecutive good sends after which a failing output counts as recovered (for the log).
+const RECOVERED_AFTER: u32 = 20;
+
+/// Messages a sink may have queued before new ones are dropped.
+pub const QUEUE_CAPACITY: usize = 256;
+
+impl SinkRunner {
+    pub fn spawn(
+        name: String,
+        mut sink: Box<dyn Sink>,
+        lossless: bool,
+        max_rate_hz: Option<f64>,
+    ) -> Self {
+        let (tx, rx): (SyncSender<Cmd>, Receiver<Cmd>) = sync_channel(QUEUE_CAPACITY);
+        let stats = Arc::new(SinkStats::default());
+        let st = stats.clone();
+        let thread_name = format!("sink {name}");
+        let log_name = name.clone();
+        let handle = std::thread::Builder::new()
+            .name(thread_name)
+            .spawn(move || {
+                // An output is back only after a run of good sends: a UDP peer that is away
+                // makes sends fail and succeed alternately (the ICMP errors arrive late), and
+                // that must not flood the log.
+                let mut failing = false;
+                let mut streak = 0u32;
+                let mut dropped_since = 0u64;
+                for cmd in rx {
+                    match cmd {
+                        Cmd::Msg(m) => match sink.send(&m) {
+                            Ok(()) => {
+                                st.sent.fetch_add(1, Ordering::Relaxed);
+                                if let (Some(r), false) = (m.ready, m.is_status) {
+                                    st.latency.record(r.elapsed());
+                                }
+                                streak += 1;
+                                if failing && streak >= RECOVERED_AFTER {
+                                    log::info!(
+                                        "output {log_name}: delivering again ({dropped_since} messages dropped)"
+                                    );
+                                    failing = false;
+                                }
+                            }
+                            Err(e) => {
+                                st.write_errors.fetch_add(1, Ordering::Relaxed);
+                                streak = 0;
+                                if !failing {
+                                    log::warn!("output {log_name}: {e}; dropping messages until it recovers");
+                                    failing = true;
+                                    dropped_since = 0;
+                                }
+                                dropped_since += 1;
+                            }
+                        },
+                        Cmd::Flush(done) => {
+                            if let Err(e) = sink.flush() {
+                                log::warn!("output {log_name}: flush failed: {e}");
+                            }
+                            let _ = done.send(());
+                        }
+                    }
+                }
+                let _ = sink.flush();
+            })
+            .ok();
+        Self {
+            name,
+            stats,
+            lossless,
+            max_rate_hz,
+            last_sent: BTreeMap::new(),
+            tx: handle.as_ref().map(|_| tx),
+            handle,
+        }
+    }
+
+    pub fn send(&mut self, msg: &Arc<Message>) {
+        if let (Some(rate), Some(id)) = (self.max_rate_hz, msg.track_id) {
+            if let Some(last) = self.last_sent.get(&id) {
+                if msg.t_s - last < 1.0 / rate - 1e-9 {
+                    self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+            self.last_sent.insert(id, msg.t_s);
+        }
+        let Some(tx) = &self.tx else {
+            self.stats.queue_drops.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if self.lossless {
+            if tx.send(Cmd::Msg(msg.clone())).is_err() {
+                self.stats.queue_drops.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            match tx.try_send(Cmd::Msg(msg.clone())) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    self.stats.queue_drops.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Wait until everything queued so far is written (end of a replay, shutdown).
+    pub fn flush(&self, timeout: Duration) {
+        if let Some(tx) = &self.tx {
+            let (dtx, drx) = sync_channel(1);
+            if tx.send(Cmd::Flush(dtx)).is_ok() {
+                let _ = drx.recv_timeout(timeout);
+            }
+        }
+    }
+}
+
+impl Drop for SinkRunner {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Every configured output.
+#[derive(Default)]
+pub struct SinkSet {
+    pub runners: Vec<SinkRunner>,
+    pub want_nmea: bool,
+}
+
+impl SinkSet {
+    /// Open the configured outputs. `lossless_files`: file/stdout outputs wait rather than drop.
+    pub fn open(configs: &[SinkConfig], lossless_files: bool) -> Result<Self> {
+        let mut set = SinkSet::default();
+        for c in configs {
+            let name = c.name();
+            let (sink, lossless): (Box<dyn Sink>, bool) = match c {
+                SinkConfig::Jsonl { path, .. } => {
+                    (Box::new(jsonl::JsonlSink::open(path)?), lossless_files)
+                }
+                SinkConfig::Udp { address, .. } => (Box::new(udp::UdpSink::open(address)?), false),
+                SinkConfig::Serial {
+                    port, baud, format, ..
+                } => {
+                    if *format == SerialFormat::Nmea {
+                        set.want_nmea = true;
+                    }
+                    (
+                        Box::new(serial::SerialSink::new(port, *baud, *format)),
+                        false,
+                    )
+                }
+            };
+            set.runners
+                .push(SinkRunner::spawn(name, sink, lossless, c.max_rate_hz()));
+        }
+        Ok(set)
+    }
+
+    pub fn add(&mut self, name: String, sink: Box<dyn Sink>, lossless: bool) {
+        self.runners
+            .push(SinkRunner::spawn(name, sink, lossless, None));
+    }
+
+    pub fn send(&mut self, msg: Message) {
+        if self.runners.is_empty() {
+            return;
+        }
+        let m = Arc::new(msg);
+        for r in &mut self.runners {
+            r.send(&m);
+        }
+    }
+
+    pub fn flush(&self, timeout: Duration) {
+        for r in &self.runners {
+            r.flush(timeout);
+        }
+    }
+
+    pub fn drops(&self) -> BTreeMap<String, u64> {
+        self.runners
+            .iter()
+            .map(|r| (r.name.clone(), r.stats.drops()))
+            .collect()
+    }
+}
+
+/// Error for an output that cannot be opened at start-up.
+pub(crate) fn open_error(name: &str, problem: impl Into<String>, fix: impl Into<String>) -> Error {
+    Error::Output {
+        name: name.into(),
+        problem: problem.into(),
+        fix: fix.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    struct Slow(Arc<Mutex<Vec<String>>>);
+    impl Sink for Slow {
+        fn send(&mut self, m: &Message) -> std::io::Result<()> {
+            std::thread::sleep(Duration::from_millis(2));
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .push(m.json.clone());
+            Ok(())
+        }
+    }
+
+    fn msg(i: u64, t: f64) -> Message {
+        Message {
+            is_status: false,
+            track_id: Some(1),
+            t_s: t,
+            json: format!("{{\"i\":{i}}}"),
+            nmea: None,
+            ready: None,
+        }
+    }
+
+    #[test]
+    fn a_slow_sink_drops_and_counts_instead_of_blocking() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut r = SinkRunner::spawn("slow".into(), Box::new(Slow(got.clone())), false, None);
+        let start = std::time::Instant::now();
+        for i in 0..2000 {
+            r.send(&Arc::new(msg(i, i as f64)));
+        }
+        assert!(
+            start.elapsed() < Duration::from_millis(500),
+            "the pipeline side never waits"
+        );
+        r.flush(Duration::from_secs(10));
+        let sent = got.lock().unwrap().len() as u64;
+        assert_eq!(sent + r.stats.queue_drops.load(Ordering::Relaxed), 2000);
+        assert!(r.stats.queue_drops.load(Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn lossless_sink_keeps_everything_in_order() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut r = SinkRunner::spawn("file".into(), Box::new(Slow(got.clone())), true, None);
+        for i in 0..300 {
+            r.send(&Arc::new(msg(i, i as f64)));
+        }
+        r.flush(Duration::from_secs(10));
+        let v = got.lock().unwrap().clone();
+        assert_eq!(v.len(), 300);
+        assert_eq!(v[299], "{\"i\":299}");
+    }
+
+    #[test]
+    fn rate_limit_per_track() {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut r = SinkRunner::spawn("rl".into(), Box::new(Slow(got.clone())), true, Some(2.0));
+        for i in 0..20 {
+            r.send(&Arc::new(msg(i, i as f64 * 0.1)));
+        }
+        r.flush(Duration::from_secs(5));
+        // 2 Hz over 2 s of stream time: t = 0, 0.5, 1.0, 1.5.
+        assert_eq!(got.lock().unwrap().len(), 4);
+        assert_eq!(r.stats.rate_limited.load(Ordering::Relaxed), 16);
+    }
+}

@@ -1,0 +1,83 @@
+//! Choosing the compute backend once, at start-up: the CUDA correlator and filter bank when
+//! asked for and available, else their CPU twins, with the reason.
+
+use crate::config::Config;
+use crate::dsp::gcc::{Correlator, CpuCorrelator};
+use crate::error::{BackendError, Error, Result};
+use crate::gpu::{self, BackendChoice};
+use crate::pipeline::overlap_batches;
+use crate::track::ParticleFilter;
+use crate::track::pf::CpuParticleFilter;
+
+/// The two halves of a backend.
+pub struct Backends {
+    pub correlator: Box<dyn Correlator>,
+    pub filter: Box<dyn ParticleFilter>,
+    /// Why this backend was chosen (logged once).
+    pub reason: String,
+}
+
+/// The CPU correlator and filter bank of a configuration.
+pub fn cpu(cfg: &Config) -> (Box<dyn Correlator>, Box<dyn ParticleFilter>) {
+    (
+        Box::new(CpuCorrelator::new(cfg.gcc_params())),
+        Box::new(CpuParticleFilter::new(cfg.filter_params())),
+    )
+}
+
+/// The reason inside an error, without the "cuda backend:" prefix callers add themselves.
+fn reason(e: Error) -> String {
+    match e {
+        Error::Backend(b) => b.what,
+        other => other.to_string(),
+    }
+}
+
+/// The CUDA backend for a configuration, made ready for the batch sizes a replay uses; the
+/// error says why it cannot be used.
+fn open_gpu(cfg: &Config) -> std::result::Result<Backends, String> {
+    let mut correlator = gpu::correlator(cfg.gcc_params(), gpu::REPLAY_BATCH).map_err(reason)?;
+    correlator
+        .prepare_batches(&overlap_batches(gpu::REPLAY_BATCH))
+        .map_err(|e| e.what)?;
+    let filter = gpu::particle_filter(cfg.filter_params()).map_err(reason)?;
+    Ok(Backends {
+        correlator,
+        filter,
+        reason: gpu::available().unwrap_or_default(),
+    })
+}
+
+/// `auto`: CUDA when it loads and the kernels compile, else the CPU with the reason.
+/// `cuda`: CUDA or an error saying why not. `cpu`: the CPU.
+pub fn select(cfg: &Config, choice: BackendChoice) -> Result<Backends> {
+    match choice {
+        BackendChoice::Cpu => {
+            let (correlator, filter) = cpu(cfg);
+            Ok(Backends {
+                correlator,
+                filter,
+                reason: "backend = cpu".into(),
+            })
+        }
+        BackendChoice::Cuda => open_gpu(cfg).map_err(|why| {
+            Error::Backend(BackendError::new(
+                "cuda",
+                format!(
+                    "{why}\n  fix: install the NVIDIA driver with libnvrtc and libcufft (CUDA 12.2 or newer), or use backend = \"auto\" or \"cpu\""
+                ),
+            ))
+        }),
+        BackendChoice::Auto => match open_gpu(cfg) {
+            Ok(b) => Ok(b),
+            Err(why) => {
+                let (correlator, filter) = cpu(cfg);
+                Ok(Backends {
+                    correlator,
+                    filter,
+                    reason: format!("CPU backend (no GPU backend: {why})"),
+                })
+            }
+        },
+    }
+}

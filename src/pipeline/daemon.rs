@@ -1,0 +1,392 @@
+//! `sonotrack run`: the live daemon. Capture → frames → tracker → outputs, until SIGTERM.
+//!
+//! systemd (`Type=notify`): READY=1 once the pipeline runs (backend chosen, GPU kernels compiled
+//! or loaded from the cache, capture started); a STATUS= line with frames, drops and backend
+//! every status interval; WATCHDOG=1 only while frames actually flow, so a stalled capture gets
+//! the service restarted; STOPPING=1 on the way out. SIGTERM (or SIGINT) drains what is already
+//! captured and exits 0 within 2 s; SIGHUP re-reads the output section of the configuration and
+//! swaps the outputs without touching capture (the old outputs finish on a background thread).
+
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::audio::wav::WavSource;
+use crate::audio::{AudioSource, ReadResult};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::gpu::BackendChoice;
+use crate::output::SinkSet;
+use crate::pipeline::backend;
+use crate::pipeline::{Pipeline, PipelineOptions};
+
+/// How to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub config: PathBuf,
+    pub sets: Vec<String>,
+    pub backend: Option<BackendChoice>,
+    /// Read this WAV file, paced like a live device, instead of capturing (soak tests, demos).
+    pub input: Option<PathBuf>,
+    /// Or simulate this built-in scene, paced like a live device, for as long as the daemon
+    /// runs (the configuration's array must be the preset's).
+    pub simulate: Option<String>,
+    /// Pace factor for `input` (1 = real time).
+    pub speed: f64,
+    /// Stop after this many seconds of wall time.
+    pub max_seconds: Option<f64>,
+}
+
+/// What a run did (printed at exit, and returned to tests).
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub frames_in: u64,
+    pub frames_processed: u64,
+    pub frames_dropped: u64,
+    pub dropped: std::collections::BTreeMap<String, u64>,
+    pub sink_drops: std::collections::BTreeMap<String, u64>,
+    pub latency_ms: Vec<(String, Option<f64>, Option<f64>)>,
+    /// Processing time per frame: median and 99th percentile, milliseconds.
+    pub processing_ms: (Option<f64>, Option<f64>),
+    pub reloads: u64,
+    pub seconds: f64,
+}
+
+/// sd_notify over $NOTIFY_SOCKET (nothing when not run by systemd).
+pub struct Notifier {
+    sock: Option<(UnixDatagram, String)>,
+    pub watchdog: Option<Duration>,
+}
+
+impl Notifier {
+    pub fn from_env() -> Self {
+        let path = std::env::var("NOTIFY_SOCKET")
+            .ok()
+            .filter(|p| !p.is_empty());
+        // Non-blocking: a notification that cannot be queued is dropped, never waited for
+        // (the pipeline must not stall on a slow or absent reader).
+        let sock = path.and_then(|p| {
+            let s = UnixDatagram::unbound().ok()?;
+            s.set_nonblocking(true).ok()?;
+            Some((s, p))
+        });
+        // Ping at half the interval systemd expects.
+        let watchdog = std::env::var("WATCHDOG_USEC")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&us| us > 0)
+            .map(|us| Duration::from_micros(us / 2));
+        Self { sock, watchdog }
+    }
+
+    pub fn notify(&self, msg: &str) {
+        let Some((s, path)) = &self.sock else { return };
+        let sent = if let Some(name) = path.strip_prefix('@') {
+            use std::os::linux::net::SocketAddrExt;
+            std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+                .and_then(|a| s.send_to_addr(msg.as_bytes(), &a))
+        } else {
+            s.send_to(msg.as_bytes(), path)
+        };
+        if let Err(e) = sent {
+            log::debug!("sd_notify to {path}: {e}");
+        }
+    }
+}
+
+/// A file or a simulation read at the pace of a live device.
+struct Paced {
+    src: Box<dyn AudioSource>,
+    start: Instant,
+    read: u64,
+    speed: f64,
+}
+
+impl AudioSource for Paced {
+    fn describe(&self) -> String {
+        format!("{} (paced)", self.src.describe())
+    }
+    fn sample_rate_hz(&self) -> u32 {
+        self.src.sample_rate_hz()
+    }
+    fn channels(&self) -> usize {
+        self.src.channels()
+    }
+    fn total_frames(&self) -> Option<u64> {
+        self.src.total_frames()
+    }
+    fn read(&mut self, out: &mut [f32]) -> Result<ReadResult> {
+        let due = Duration::from_secs_f64(
+            self.read as f64 / f64::from(self.sample_rate_hz()) / self.speed.max(1e-6),
+        );
+        if self.start.elapsed() < due {
+            return Ok(ReadResult::Idle);
+        }
+        // One period (~10 ms) at a time, like a device.
+        let ch = self.channels();
+        let period = (self.sample_rate_hz() as usize / 100).max(1);
+        let n = (period * ch).min(out.len());
+        let r = self.src.read(&mut out[..n])?;
+        if let ReadResult::Samples(f) = r {
+            self.read += f as u64;
+        }
+        Ok(r)
+    }
+    fn is_live(&self) -> bool {
+        true
+    }
+}
+
+fn open_source(cfg: &Config, o: &RunOptions) -> Result<Box<dyn AudioSource>> {
+    let paced: Option<Box<dyn AudioSource>> = match (&o.input, &o.simulate) {
+        (Some(path), _) => Some(Box::new(WavSource::open(path)?)),
+        (None, Some(preset)) => {
+            let mut spec = crate::audio::sim::SceneSpec::preset(preset).ok_or_else(|| {
+                Error::Usage(format!(
+                    "no preset `{preset}` (harbour, tetra, room, two-boats)"
+                ))
+            })?;
+            // Long enough for any run (generated on the fly, constant memory).
+            spec.duration_s = o.max_seconds.unwrap_or(86_400.0) * o.speed.max(1.0) + 10.0;
+            Some(Box::new(crate::audio::sim::SimSource::new(spec)?))
+        }
+        (None, None) => None,
+    };
+    if let Some(src) = paced {
+        return Ok(Box::new(Paced {
+            src,
+            start: Instant::now(),
+            read: 0,
+            speed: if o.speed > 0.0 { o.speed } else { 1.0 },
+        }));
+    }
+    Ok(Box::new(crate::audio::capture::CaptureSource::open(
+        &cfg.capture_settings(),
+    )?))
+}
+
+/// Reload the output section of the configuration (SIGHUP).
+fn reload_outputs(o: &RunOptions, pipe: &mut Pipeline) -> Result<()> {
+    let cfg = Config::load(&o.config)?.with_overrides(&o.sets)?;
+    let fresh = SinkSet::open(&cfg.output.sinks, false)?;
+    let old = std::mem::replace(&mut pipe.sinks, fresh);
+    // Old outputs finish (and may block on a slow device) away from the pipeline.
+    std::thread::spawn(move || {
+        old.flush(Duration::from_millis(500));
+        drop(old);
+    });
+    log::info!(
+        "SIGHUP: outputs reloaded from {} ({} outputs)",
+        o.config.display(),
+        cfg.output.sinks.len()
+    );
+    Ok(())
+}
+
+/// Run the daemon until SIGTERM/SIGINT (or `max_seconds`, or the end of `input`).
+pub fn run(o: &RunOptions) -> Result<RunSummary> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| Error::Usage(format!("cannot install a signal handler: {e}")))?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .map_err(|e| Error::Usage(format!("cannot install a signal handler: {e}")))?;
+    let cfg = Config::load(&o.config)?.with_overrides(&o.sets)?;
+    let notifier = Notifier::from_env();
+    let choice = o.backend.unwrap_or(cfg.tracker.backend);
+    let backends = backend::select(&cfg, choice)?;
+    log::info!("{}", backends.reason);
+    let sinks = SinkSet::open(&cfg.output.sinks, false)?;
+    let mut pipe = Pipeline::new(
+        &cfg,
+        backends,
+        sinks,
+        PipelineOptions {
+            live: true,
+            ..Default::default()
+        },
+    );
+    let mut src = open_source(&cfg, o)?;
+    cfg.check_input(&src.describe(), src.channels(), src.sample_rate_hz())
+        .map_err(Error::Config)?;
+    let mut asm = cfg.frame_assembler(0);
+    // Frames in memory the GPU reads where it lies, where the backend has it: a live frame
+    // then goes to the device without a copy.
+    asm.set_allocator(pipe.frame_allocator());
+    let ch = src.channels();
+    let mut buf = vec![0.0f32; ch * 4096];
+    let started = Instant::now();
+    notifier.notify(&format!(
+        "READY=1\nSTATUS=running: {} on {}",
+        src.describe(),
+        pipe.backend()
+    ));
+    log::info!(
+        "running: {} on the {} backend",
+        src.describe(),
+        pipe.backend()
+    );
+    let interval = Duration::from_secs_f64(cfg.output.status_interval_s.max(0.1));
+    let mut next_status = Instant::now() + interval;
+    let mut next_ping = Instant::now();
+    let mut frames_at_ping = 0u64;
+    let mut reloads = 0u64;
+    let mut failure: Option<Error> = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            log::info!("stopping: draining what was captured");
+            break;
+        }
+        if o.max_seconds
+            .is_some_and(|m| started.elapsed().as_secs_f64() >= m)
+        {
+            break;
+        }
+        if hup.swap(false, Ordering::Relaxed) {
+            match reload_outputs(o, &mut pipe) {
+                Ok(()) => reloads += 1,
+                Err(e) => log::error!("SIGHUP: keeping the old outputs: {e}"),
+            }
+        }
+        let r = match src.read(&mut buf) {
+            Ok(r) => r,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        match r {
+            ReadResult::Samples(n) => asm.push(&buf[..n * ch]),
+            ReadResult::Gap(lost) => {
+                let frames = asm.gap(lost);
+                log::warn!("capture lost {lost} sample frames; {frames} frame(s) dropped");
+                pipe.counters.drop_frames("capture_gap", frames);
+            }
+            ReadResult::Idle => std::thread::sleep(Duration::from_millis(1)),
+            ReadResult::End => break,
+        }
+        while let Some(mut f) = asm.pop() {
+            pipe.frame_ready = Some(Instant::now());
+            if let Err(e) = pipe.process(&mut f) {
+                failure = Some(e);
+            }
+            asm.recycle(f);
+            if failure.is_some() {
+                break;
+            }
+        }
+        if failure.is_some() {
+            break;
+        }
+        // Between frames: the filter's resampling left by the last step is launched, and what
+        // the frames being filled hold so far goes to the GPU, so that a frame's correlation
+        // reads only its last samples over the bus.
+        pipe.between_frames();
+        asm.send_ahead();
+        let now = Instant::now();
+        if now >= next_status {
+            let c = &pipe.counters;
+            notifier.notify(&format!(
+                "STATUS=frames {} in, {} processed, {} dropped; {} tracks; backend {}",
+                c.frames_in,
+                c.frames_processed,
+                c.frames_dropped(),
+                pipe.tracker().active_tracks(),
+                pipe.backend()
+            ));
+            next_status = now + interval;
+        }
+        if let Some(w) = notifier.watchdog {
+            // Ping only while frames flow: a stalled capture stops the pings and systemd
+            // restarts the service.
+            if now >= next_ping && pipe.counters.frames_in > frames_at_ping {
+                notifier.notify("WATCHDOG=1");
+                frames_at_ping = pipe.counters.frames_in;
+                next_ping = now + w;
+            }
+        }
+    }
+    notifier.notify("STOPPING=1");
+    // Drain: frames already complete, for at most a second.
+    let drain_until = Instant::now() + Duration::from_secs(1);
+    if failure.is_none() {
+        while Instant::now() < drain_until {
+            match src.read(&mut buf) {
+                Ok(ReadResult::Samples(n)) => asm.push(&buf[..n * ch]),
+                _ => break,
+            }
+            while let Some(mut f) = asm.pop() {
+                pipe.frame_ready = Some(Instant::now());
+                let _ = pipe.process(&mut f);
+                asm.recycle(f);
+            }
+        }
+    }
+    pipe.emit_status(started.elapsed().as_secs_f64());
+    pipe.sinks.flush(Duration::from_millis(500));
+    let c = &pipe.counters;
+    let summary = RunSummary {
+        frames_in: c.frames_in,
+        frames_processed: c.frames_processed,
+        frames_dropped: c.frames_dropped(),
+        dropped: c.dropped.clone(),
+        sink_drops: pipe.sinks.drops(),
+        latency_ms: pipe
+            .sinks
+            .runners
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    r.stats.latency.quantile_ms(0.5),
+                    r.stats.latency.quantile_ms(0.99),
+                )
+            })
+            .collect(),
+        processing_ms: (
+            pipe.proc_time.quantile_ms(0.5),
+            pipe.proc_time.quantile_ms(0.99),
+        ),
+        reloads,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    // Outputs that are stuck (a serial port mid-write) must not hold the exit.
+    let sinks = std::mem::take(&mut pipe.sinks);
+    std::thread::spawn(move || drop(sinks));
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
+}
+
+impl std::fmt::Display for RunSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "ran {:.1} s: {} frames in, {} processed, {} dropped {:?}; output drops {:?}; {} reloads",
+            self.seconds,
+            self.frames_in,
+            self.frames_processed,
+            self.frames_dropped,
+            self.dropped,
+            self.sink_drops,
+            self.reloads
+        )?;
+        if let (Some(a), Some(b)) = self.processing_ms {
+            writeln!(f, "processing per frame: median {a:.2} ms, p99 {b:.2} ms")?;
+        }
+        for (name, p50, p99) in &self.latency_ms {
+            if let (Some(a), Some(b)) = (p50, p99) {
+                writeln!(
+                    f,
+                    "latency frame complete -> sent, {name}: median {a:.2} ms, p99 {b:.2} ms"
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

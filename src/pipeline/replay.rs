@@ -1,0 +1,451 @@
+//! Replaying a recording (or a simulated scene) through the pipeline, with accuracy against truth
+//! when it is available.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::analysis::accuracy::Accuracy;
+use crate::analysis::recording_bound::FrameBound;
+use crate::analysis::score::{EvalOptions, Evaluation};
+use crate::analysis::stream::{FrameReports, Report};
+use crate::analysis::truth::Truth;
+use crate::audio::AudioSource;
+use crate::audio::wav::WavSource;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::gpu::BackendChoice;
+use crate::output::SinkSet;
+use crate::output::jsonl::JsonlSink;
+use crate::pipeline::backend;
+use crate::pipeline::scene::Scene;
+use crate::pipeline::{Counters, FrameView, Pipeline, PipelineOptions};
+use crate::plot::GccTrace;
+
+/// What to replay and how.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub backend: BackendChoice,
+    /// Write the position stream (JSON Lines) here; "-" is standard output.
+    pub out: Option<String>,
+    pub from_s: Option<f64>,
+    pub to_s: Option<f64>,
+    /// Pace frames to the audio clock (1.0 = real time).
+    pub pace: Option<f64>,
+    pub progress: bool,
+    pub reproducible: bool,
+    pub want_curves: bool,
+    /// Accuracy ignores frames before this time (track start-up).
+    pub warmup_s: f64,
+    pub threshold_m: f64,
+    /// Write plots into this directory.
+    pub plot: Option<PathBuf>,
+    /// With truth: compute the Cramér–Rao bound along the recording (a second, cheaper pass).
+    pub bound: bool,
+    /// OSPA cut-off (m) and order for several targets.
+    pub ospa_c_m: f64,
+    pub ospa_p: f64,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        Self {
+            backend: BackendChoice::Auto,
+            out: None,
+            from_s: None,
+            to_s: None,
+            pace: None,
+            progress: false,
+            reproducible: false,
+            want_curves: false,
+            warmup_s: 2.0,
+            threshold_m: 2.0,
+            plot: None,
+            bound: true,
+            ospa_c_m: 5.0,
+            ospa_p: 1.0,
+        }
+    }
+}
+
+/// What a replay did.
+#[derive(Debug, Clone)]
+pub struct ReplaySummary {
+    pub input: String,
+    pub backend: String,
+    pub backend_reason: String,
+    pub audio_s: f64,
+    pub wall: Duration,
+    pub counters: Counters,
+    pub births: u64,
+    pub deletions: u64,
+    pub tempered_steps: u64,
+    /// Wall time in the particle filter's steps.
+    pub filter_wall: Duration,
+    /// Target 0's accuracy (the evaluation's first row), for quick checks.
+    pub accuracy: Option<Accuracy>,
+    pub evaluation: Option<Evaluation>,
+    /// Every frame's reports.
+    pub frames: Vec<FrameReports>,
+    /// The Cramér–Rao bound per frame (with truth, when computed).
+    pub bounds: Option<Vec<FrameBound>>,
+    /// GCC-PHAT curves kept for plots.
+    pub gcc: Option<GccTrace>,
+    pub model_names: Vec<String>,
+    /// Plot files written.
+    pub plots: Vec<PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+impl ReplaySummary {
+    /// Processing time as a fraction of the audio's duration.
+    pub fn load(&self) -> f64 {
+        self.counters.proc_total.as_secs_f64() / self.audio_s.max(1e-9)
+    }
+}
+
+/// Resolve a replay input: a scene directory, or a WAV file with a configuration.
+pub fn resolve(input: &Path, config: Option<&Path>) -> Result<(Config, PathBuf, Option<Truth>)> {
+    if input.is_dir() {
+        let scene = Scene::open(input)?;
+        let cfg = match config {
+            Some(c) => Config::load(c)?,
+            None => scene.config,
+        };
+        return Ok((cfg, scene.audio, scene.truth));
+    }
+    let Some(c) = config else {
+        return Err(Error::Usage(format!(
+            "{}: a WAV file needs --config CONFIG (or give a scene directory holding audio*.wav and array.json)",
+            input.display()
+        )));
+    };
+    let cfg = Config::load(c)?;
+    // A truth.csv beside the WAV is used when present.
+    let truth_path = input.with_file_name("truth.csv");
+    let truth = if truth_path.exists() {
+        Some(Truth::load(&truth_path)?)
+    } else {
+        None
+    };
+    Ok((cfg, input.into(), truth))
+}
+
+/// Replay `wav` with `cfg`. The configuration is checked against the file before any audio is
+/// processed.
+pub fn replay_file(
+    cfg: &Config,
+    wav: &Path,
+    truth: Option<&Truth>,
+    opts: &ReplayOptions,
+) -> Result<ReplaySummary> {
+    let mut src = WavSource::open(wav)?;
+    cfg.check_input(
+        &wav.display().to_string(),
+        src.channels(),
+        src.sample_rate_hz(),
+    )
+    .map_err(Error::Config)?;
+    if opts.from_s.is_some() || opts.to_s.is_some() {
+        src.set_range(opts.from_s, opts.to_s)?;
+    }
+    let origin = src.first_frame();
+    let mut summary = replay_source(cfg, &mut src, origin, truth, opts)?;
+    let mut again = if truth.is_some() && opts.bound {
+        let mut s = WavSource::open(wav)?;
+        if opts.from_s.is_some() || opts.to_s.is_some() {
+            s.set_range(opts.from_s, opts.to_s)?;
+        }
+        Some(s)
+    } else {
+        None
+    };
+    finish(
+        &mut summary,
+        cfg,
+        again.as_mut().map(|s| (s as &mut dyn AudioSource, origin)),
+        truth,
+        opts,
+    )?;
+    Ok(summary)
+}
+
+/// Replay any source (a WAV file, a simulated scene).
+pub fn replay_source(
+    cfg: &Config,
+    src: &mut dyn AudioSource,
+    origin: u64,
+    truth: Option<&Truth>,
+    opts: &ReplayOptions,
+) -> Result<ReplaySummary> {
+    cfg.check_input(&src.describe(), src.channels(), src.sample_rate_hz())
+        .map_err(Error::Config)?;
+    let backends = backend::select(cfg, opts.backend)?;
+    log::info!("{}", backends.reason);
+    let reason = backends.reason.clone();
+    let mut sinks = SinkSet::open(&cfg.output.sinks, true)?;
+    if let Some(out) = &opts.out {
+        // Named without the path: the stream reports on its outputs, and the same replay written
+        // to two different files must still be byte-identical.
+        sinks.add("replay-out".into(), Box::new(JsonlSink::open(out)?), true);
+    }
+    let mut pipe = Pipeline::new(
+        cfg,
+        backends,
+        sinks,
+        PipelineOptions {
+            want_curves: opts.want_curves || opts.plot.is_some(),
+            reproducible: opts.reproducible,
+            live: false,
+        },
+    );
+    let hop = cfg.hop_samples();
+    let mut asm = cfg.frame_assembler(origin);
+    let total = src.total_frames().unwrap_or(0);
+    let bar = if opts.progress {
+        let pb = indicatif::ProgressBar::new(total);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {percent}% {msg} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(pb)
+    } else {
+        None
+    };
+    let mut frames: Vec<FrameReports> = Vec::new();
+    let params = cfg.gcc_params();
+    let mut gcc = opts
+        .plot
+        .as_ref()
+        .map(|_| GccTrace::new(&params, total / hop.max(1) as u64 + 1, 1200));
+    let start = Instant::now();
+    let fs = cfg.sample_rate_hz();
+    let mut observe = |v: &FrameView| {
+        frames.push(FrameReports {
+            seq: v.seq,
+            t_frame: v.t_centre_s,
+            reports: v
+                .reports
+                .iter()
+                .map(|r| Report {
+                    id: r.id,
+                    t: r.t_s,
+                    pos: r.position,
+                    models: r.model_probs.clone(),
+                    cov: Some(crate::math::linalg::upper_triangle(&r.pos_cov)),
+                    range_m: r.range_m(),
+                    inv_range: r.inv_range,
+                    direction: r.mode == crate::track::TrackMode::Direction,
+                })
+                .collect(),
+        });
+        if let Some(g) = gcc.as_mut() {
+            g.push(v.seq, v.t_centre_s, &v.gcc.curves, params.curve_half);
+        }
+    };
+    let mut last_update = Instant::now();
+    let mut progress = |read: u64| {
+        if let Some(pb) = &bar {
+            if last_update.elapsed() > Duration::from_millis(100) {
+                pb.set_position(read);
+                let secs = start.elapsed().as_secs_f64().max(1e-9);
+                pb.set_message(format!(
+                    "{:.0} frames/s, {:.1}x real time",
+                    read as f64 / hop as f64 / secs,
+                    read as f64 / fs / secs
+                ));
+                last_update = Instant::now();
+            }
+        }
+    };
+    pipe.run(src, &mut asm, opts.pace, &mut observe, &mut progress)?;
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    pipe.sinks.flush(Duration::from_secs(30));
+    let wall = start.elapsed();
+    let evaluation = truth
+        .map(|t| crate::analysis::score::evaluate(&frames, t, None, &eval_options(cfg, t, opts)));
+    let mut warnings = src.warnings();
+    let frame = cfg.frame_samples();
+    if pipe.counters.frames_in == 0 && total > 0 && total < frame as u64 {
+        warnings.push(format!(
+            "the audio ({:.2} s) is shorter than one frame (gcc.frame_samples = {frame}, {:.2} s): nothing was tracked; replay a longer range or set a shorter gcc.frame_samples",
+            total as f64 / fs,
+            frame as f64 / fs
+        ));
+    }
+    Ok(ReplaySummary {
+        input: src.describe(),
+        backend: pipe.backend().to_string(),
+        backend_reason: reason,
+        audio_s: total as f64 / fs,
+        wall,
+        counters: pipe.counters.clone(),
+        births: pipe.tracker().births,
+        deletions: pipe.tracker().deletions,
+        tempered_steps: pipe.tracker().tempered_steps,
+        filter_wall: pipe.tracker().filter_wall,
+        accuracy: evaluation
+            .as_ref()
+            .and_then(|e| e.per_target.values().next().cloned()),
+        evaluation,
+        frames,
+        bounds: None,
+        gcc,
+        model_names: cfg.tracker.models.iter().map(|m| m.name.clone()).collect(),
+        plots: Vec::new(),
+        warnings,
+    })
+}
+
+/// How a replay is scored: against the array's centre, with direction errors for direction-only
+/// tracking and for compact arrays (aperture under a fifth of the median range to the truth).
+pub fn eval_options(cfg: &Config, truth: &Truth, opts: &ReplayOptions) -> EvalOptions {
+    let geo = cfg.geometry();
+    let centre = geo.centroid();
+    let mut ranges: Vec<f64> = truth
+        .targets
+        .values()
+        .flat_map(|rows| {
+            rows.iter()
+                .map(|r| (nalgebra::Vector3::from(r.1) - centre).norm())
+        })
+        .collect();
+    ranges.sort_by(f64::total_cmp);
+    let median = ranges.get(ranges.len() / 2).copied().unwrap_or(0.0);
+    let direction_only = cfg.array.mode == crate::track::TrackMode::Direction;
+    EvalOptions {
+        warmup_s: opts.warmup_s,
+        threshold_m: opts.threshold_m,
+        ospa_c_m: opts.ospa_c_m,
+        ospa_p: opts.ospa_p,
+        centre: centre.into(),
+        direction_only,
+        angles: direction_only || geo.aperture_m() < 0.2 * median,
+        speed_of_sound_m_s: geo.speed_of_sound_m_s,
+    }
+}
+
+/// After a replay with truth: the bound along the recording (from `src`, a fresh reader of the
+/// same audio) and the evaluation against it; then the plots, when asked for.
+pub fn finish(
+    summary: &mut ReplaySummary,
+    cfg: &Config,
+    src: Option<(&mut dyn AudioSource, u64)>,
+    truth: Option<&Truth>,
+    opts: &ReplayOptions,
+) -> Result<()> {
+    if let (Some(t), Some((src, origin))) = (truth, src) {
+        if opts.bound {
+            let k = t.targets.keys().next().copied().unwrap_or(0);
+            let b = crate::analysis::recording_bound::frame_bounds(cfg, src, origin, t, k)?;
+            let e = crate::analysis::score::evaluate(
+                &summary.frames,
+                t,
+                Some(&b),
+                &eval_options(cfg, t, opts),
+            );
+            summary.accuracy = e.per_target.values().next().cloned();
+            summary.evaluation = Some(e);
+            summary.bounds = Some(b);
+        }
+    }
+    if let Some(dir) = &opts.plot {
+        let input = crate::plot::PlotInput {
+            cfg,
+            frames: &summary.frames,
+            model_names: &summary.model_names,
+            truth,
+            bounds: summary.bounds.as_deref(),
+            gcc: summary.gcc.as_ref(),
+            warmup_s: opts.warmup_s,
+        };
+        summary.plots = crate::plot::write_all(dir, &input)?;
+    }
+    Ok(())
+}
+
+impl std::fmt::Display for ReplaySummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.counters;
+        writeln!(f, "input:    {}", self.input)?;
+        writeln!(f, "backend:  {} ({})", self.backend, self.backend_reason)?;
+        writeln!(
+            f,
+            "frames:   {} in, {} processed, {} dropped{}; {} tracks born, {} deleted; {} tempered updates",
+            c.frames_in,
+            c.frames_processed,
+            c.frames_dropped(),
+            if c.dropped.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", c.dropped)
+            },
+            self.births,
+            self.deletions,
+            self.tempered_steps
+        )?;
+        if c.nonfinite_samples > 0 || c.bad_channel_frames.iter().any(|&n| n > 0) {
+            writeln!(
+                f,
+                "channels: {} non-finite samples zeroed; frames with an unusable channel, per channel: {:?}",
+                c.nonfinite_samples, c.bad_channel_frames
+            )?;
+        }
+        writeln!(
+            f,
+            "time:     {:.1} s of audio processed in {:.3} s ({:.2}% of real time, {:.0} us per frame, max {:.0} us); wall {:.3} s",
+            self.audio_s,
+            c.proc_total.as_secs_f64(),
+            100.0 * self.load(),
+            c.proc_total.as_secs_f64() / c.frames_processed.max(1) as f64 * 1e6,
+            c.proc_max.as_secs_f64() * 1e6,
+            self.wall.as_secs_f64()
+        )?;
+        let per_frame = |d: f64| d / c.frames_processed.max(1) as f64 * 1e6;
+        let filter = self.filter_wall.as_secs_f64();
+        let rest = (c.proc_total.as_secs_f64() - c.prep_exposed.as_secs_f64() - filter).max(0.0);
+        if c.overlapped {
+            writeln!(
+                f,
+                "stages:   input checks {:.1} us and GCC-PHAT {:.1} us on a second thread, overlapping the tracking ({:.1} us not hidden), particle filter {:.1} us, track management and output {:.1} us per frame",
+                per_frame(c.check_total.as_secs_f64()),
+                per_frame(c.gcc_total.as_secs_f64()),
+                per_frame(c.prep_exposed.as_secs_f64()),
+                per_frame(filter),
+                per_frame(rest)
+            )?;
+        } else {
+            writeln!(
+                f,
+                "stages:   input checks {:.1} us, GCC-PHAT {:.1} us, particle filter {:.1} us, track management and output {:.1} us per frame",
+                per_frame(c.check_total.as_secs_f64()),
+                per_frame(c.gcc_total.as_secs_f64()),
+                per_frame(filter),
+                per_frame(rest)
+            )?;
+        }
+        if c.backend_switches > 0 {
+            writeln!(
+                f,
+                "warning:  the backend failed {} time(s); processing moved to the CPU",
+                c.backend_switches
+            )?;
+        }
+        for w in &self.warnings {
+            writeln!(f, "warning:  {w}")?;
+        }
+        if let Some(a) = &self.accuracy {
+            writeln!(f, "accuracy: {a}")?;
+        }
+        if let Some(e) = &self.evaluation {
+            writeln!(f, "{e}")?;
+        }
+        for p in &self.plots {
+            writeln!(f, "plot:     {}", p.display())?;
+        }
+        Ok(())
+    }
+}

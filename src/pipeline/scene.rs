@@ -1,0 +1,163 @@
+//! Scene directories: `audio*.wav` + `array.json` + optional `truth.csv` (and `meta.json`), the
+//! layout `sonotrack simulate` writes and `sonotrack replay DIR` reads without a config file.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::analysis::truth::Truth;
+use crate::config::Config;
+use crate::error::{Error, IoContext, Result};
+
+#[derive(Debug, Clone, Deserialize)]
+struct ArrayJson {
+    sample_rate: u32,
+    speed_of_sound: f64,
+    sensors: Vec<[f64; 3]>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    search_bounds: Option<Bounds>,
+    /// "3d" or "direction"; when absent, direction for a flat or linear array (whose 3-D
+    /// positions are ambiguous), else 3-D.
+    #[serde(default)]
+    mode: Option<crate::track::TrackMode>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Bounds {
+    min: [f64; 3],
+    max: [f64; 3],
+}
+
+/// A scene directory, resolved.
+#[derive(Debug, Clone)]
+pub struct Scene {
+    pub dir: PathBuf,
+    pub audio: PathBuf,
+    pub config: Config,
+    pub truth: Option<Truth>,
+}
+
+impl Scene {
+    /// Read a scene directory. The configuration gets the array, rate and search volume from
+    /// array.json and defaults for everything else; `overrides` (a TOML file) may change any
+    /// key, e.g. `[tracker] particles = 65536`.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let err = |problem: String, fix: &str| Error::Scene {
+            path: dir.into(),
+            problem,
+            fix: fix.into(),
+        };
+        if !dir.is_dir() {
+            return Err(err(
+                "is not a directory".into(),
+                "give a scene directory or a .wav file with --config",
+            ));
+        }
+        let mut wavs: Vec<PathBuf> = std::fs::read_dir(dir)
+            .at(dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                name.starts_with("audio") && name.to_ascii_lowercase().ends_with(".wav")
+            })
+            .collect();
+        wavs.sort();
+        // Prefer the full-precision file when both audio.wav and audio_s16.wav are there.
+        let audio = wavs
+            .iter()
+            .find(|p| p.file_name().is_some_and(|n| n == "audio.wav"))
+            .or_else(|| wavs.first())
+            .cloned()
+            .ok_or_else(|| {
+                err(
+                    "holds no audio*.wav file".into(),
+                    "put the recording in the directory as audio.wav",
+                )
+            })?;
+        let array_path = dir.join("array.json");
+        let text = std::fs::read_to_string(&array_path).map_err(|e| {
+            err(
+                format!("cannot read array.json: {e}"),
+                "add array.json with sample_rate, speed_of_sound and sensors (metres, channel order)",
+            )
+        })?;
+        let a: ArrayJson = serde_json::from_str(&text).map_err(|e| {
+            err(
+                format!("array.json: {e}"),
+                "array.json needs sample_rate, speed_of_sound and sensors [[x,y,z], ...]; it may add search_bounds {min, max} and mode (\"3d\" or \"direction\")",
+            )
+        })?;
+        let mut config = Config::for_array(a.sensors, a.speed_of_sound, a.sample_rate);
+        config.array.description = a.description;
+        if let Some(b) = a.search_bounds {
+            config.array.bounds_min_m = Some(b.min);
+            config.array.bounds_max_m = Some(b.max);
+        }
+        config.array.mode = match a.mode {
+            Some(m) => m,
+            None if config.geometry().span() != crate::dsp::geometry::Span::Volume => {
+                log::info!(
+                    "{}: the sensors are not spread in 3-D, so this scene tracks directions (set \"mode\": \"3d\" in array.json to be told why not)",
+                    array_path.display()
+                );
+                crate::track::TrackMode::Direction
+            }
+            None => crate::track::TrackMode::ThreeD,
+        };
+        config
+            .validate(&array_path.display().to_string())
+            .map_err(Error::Config)?;
+        let truth_path = dir.join("truth.csv");
+        let truth = if truth_path.exists() {
+            Some(Truth::load(&truth_path)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            dir: dir.into(),
+            audio,
+            config,
+            truth,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_scenes_open() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/scenes");
+        if !root.exists() {
+            eprintln!("skipped: ../shared/scenes is not beside the checkout");
+            return;
+        }
+        let s = Scene::open(&root.join("pier_five")).unwrap();
+        assert_eq!(s.config.array.sensors_m.len(), 5);
+        assert_eq!(s.config.audio.sample_rate_hz, 48_000);
+        assert!(s.truth.unwrap().at(0, 10.0).is_some());
+    }
+
+    #[test]
+    fn missing_pieces_are_named() {
+        let d = std::env::temp_dir().join(format!("sonotrack-scene-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let e = Scene::open(&d).unwrap_err().to_string();
+        assert!(e.contains("no audio*.wav"), "{e}");
+        std::fs::write(d.join("audio.wav"), b"x").unwrap();
+        let e = Scene::open(&d).unwrap_err().to_string();
+        assert!(e.contains("array.json"), "{e}");
+        // A flat array tracks directions unless array.json asks for 3-D, which it cannot do.
+        let flat = "{\"sample_rate\": 16000, \"speed_of_sound\": 343, \"sensors\": [[0,0,0],[1,0,0],[0,1,0],[1,1,0]]";
+        std::fs::write(d.join("array.json"), format!("{flat}}}")).unwrap();
+        let s = Scene::open(&d).unwrap();
+        assert_eq!(s.config.array.mode, crate::track::TrackMode::Direction);
+        std::fs::write(d.join("array.json"), format!("{flat}, \"mode\": \"3d\"}}")).unwrap();
+        let e = Scene::open(&d).unwrap_err().to_string();
+        assert!(e.contains("coplanar"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,5 @@
+//! What the tests and the benchmarks share: fixtures (arrays, parameters, synthetic frames and
+//! measurements) and test doubles of the backends (faults, a filter posing as a device).
+
+pub mod faults;
+pub mod fixtures;
