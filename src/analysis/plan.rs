@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::analysis::crlb;
 use crate::config::Config;
-use crate::dsp::geometry::PairMode;
+use crate::dsp::geometry::{ArrayGeometry, PairMode};
 use crate::dsp::multilat::{self, Obs};
 use crate::error::Result;
 use crate::track::TrackMode;
@@ -210,24 +210,17 @@ fn percentiles(v: &[Option<f64>]) -> (f64, f64, f64, f64) {
 /// Plan for a configuration.
 pub fn plan(cfg: &Config, o: &PlanOptions) -> Result<PlanReport> {
     let geo = cfg.geometry();
-    let sensors = cfg.array.sensors_m.clone();
-    let c = cfg.array.speed_of_sound_m_s;
-    let centre = geo.centroid();
-    let ap = geo.aperture_m().max(1e-3);
-    let b = bands(cfg, o.spectrum);
-    let snr0 = 10f64.powf(o.snr_db / 10.0);
-    let snr_at = |x: &Vector3<f64>| -> Vec<f64> {
-        sensors
-            .iter()
-            .map(|s| {
-                let r = (x - Vector3::from(*s)).norm().max(1e-3);
-                snr0 * (o.at_m / r).powi(2)
-            })
-            .collect()
+    let p = Planner {
+        sensors: cfg.array.sensors_m.clone(),
+        c: cfg.array.speed_of_sound_m_s,
+        centre: geo.centroid(),
+        ap: geo.aperture_m().max(1e-3),
+        bands: bands(cfg, o.spectrum),
+        snr0: 10f64.powf(o.snr_db / 10.0),
+        res: o.resolution.max(8),
+        geo,
+        o,
     };
-    let mut warnings = Vec::new();
-    let mut slices = Vec::new();
-    let res = o.resolution.max(8);
     let direction = cfg.array.mode == TrackMode::Direction;
     let source = format!(
         "{} spectrum, {} dB per channel at {} m, spherical spreading",
@@ -235,15 +228,118 @@ pub fn plan(cfg: &Config, o: &PlanOptions) -> Result<PlanReport> {
         o.snr_db,
         o.at_m
     );
-    if direction {
-        // Far field: every sensor at the same SNR.
-        let snr = vec![snr0; sensors.len()];
-        let j = information(&b, &snr);
-        let rel: Vec<[f64; 3]> = sensors
+    let mut warnings = Vec::new();
+    let slices = if direction {
+        vec![p.direction_slice(&mut warnings)]
+    } else {
+        let (lo, hi) = match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
+            (Some(l), Some(h)) => (Vector3::from(l), Vector3::from(h)),
+            _ => (
+                p.centre.add_scalar(-4.0 * p.ap),
+                p.centre.add_scalar(4.0 * p.ap),
+            ),
+        };
+        let z = o.z_m.unwrap_or(0.5 * (lo.z + hi.z)).clamp(lo.z, hi.z);
+        // The vertical slice passes just beside the centre: exactly through it, a symmetric
+        // array makes whole lines of the slice degenerate (x and z move the delays alike).
+        let y = (p.centre.y + 0.13 * p.ap).clamp(lo.y, hi.y);
+        [("top", 0usize, 1usize, 2usize, z), ("side", 0, 2, 1, y)]
+            .into_iter()
+            .map(|(name, xa, ya, fixed, other)| {
+                let plane = Plane {
+                    name,
+                    xa,
+                    ya,
+                    fixed,
+                    other,
+                    lo,
+                    hi,
+                };
+                p.position_slice(&plane, &mut warnings)
+            })
+            .collect()
+    };
+    Ok(PlanReport {
+        description: cfg.array.description.clone(),
+        sensors: p.sensors.len(),
+        aperture_m: p.ap,
+        mode: if direction { "direction" } else { "3-D" }.into(),
+        source,
+        slices,
+        along_range: p.along_range(direction),
+        warnings,
+        files: Vec::new(),
+    })
+}
+
+/// What every map of a plan is computed from.
+struct Planner<'a> {
+    geo: ArrayGeometry,
+    sensors: Vec<[f64; 3]>,
+    /// Speed of sound, m/s.
+    c: f64,
+    centre: Vector3<f64>,
+    /// The aperture (at least a millimetre), m.
+    ap: f64,
+    bands: Bands,
+    /// The per-channel SNR (linear) at `o.at_m` from a sensor.
+    snr0: f64,
+    /// Grid points along each axis.
+    res: usize,
+    o: &'a PlanOptions,
+}
+
+/// A slice of the search volume: axes `xa` and `ya` over the box `lo`..`hi`, at `other` along
+/// axis `fixed`.
+struct Plane {
+    name: &'static str,
+    xa: usize,
+    ya: usize,
+    fixed: usize,
+    other: f64,
+    lo: Vector3<f64>,
+    hi: Vector3<f64>,
+}
+
+impl Plane {
+    /// The point at fractions (`fx`, `fy`) of the slice.
+    fn point(&self, fx: f64, fy: f64) -> Vector3<f64> {
+        let mut p = Vector3::zeros();
+        p[self.xa] = self.lo[self.xa] + fx * (self.hi[self.xa] - self.lo[self.xa]);
+        p[self.ya] = self.lo[self.ya] + fy * (self.hi[self.ya] - self.lo[self.ya]);
+        p[self.fixed] = self.other;
+        p
+    }
+}
+
+impl Planner<'_> {
+    /// Each sensor's SNR for a source at `x` (spherical spreading from `o.at_m`).
+    fn snr_at(&self, x: &Vector3<f64>) -> Vec<f64> {
+        self.sensors
             .iter()
-            .map(|s| (Vector3::from(*s) - centre).into())
-            .collect();
-        let (nx, ny) = (2 * res, res);
+            .map(|s| {
+                let r = (x - Vector3::from(*s)).norm().max(1e-3);
+                self.snr0 * (self.o.at_m / r).powi(2)
+            })
+            .collect()
+    }
+
+    /// The sensors relative to the centre, from where directions are taken.
+    fn relative_sensors(&self) -> Vec<[f64; 3]> {
+        self.sensors
+            .iter()
+            .map(|s| (Vector3::from(*s) - self.centre).into())
+            .collect()
+    }
+
+    /// The direction bound over azimuth and elevation (far field: every sensor at the same
+    /// SNR).
+    fn direction_slice(&self, warnings: &mut Vec<String>) -> Slice {
+        let snr = vec![self.snr0; self.sensors.len()];
+        let j = information(&self.bands, &snr);
+        let rel = self.relative_sensors();
+        let c = self.c;
+        let (nx, ny) = (2 * self.res, self.res);
         let values: Vec<Option<f64>> = (0..ny)
             .flat_map(|jy| (0..nx).map(move |ix| (ix, jy)))
             .map(|(ix, jy)| {
@@ -258,13 +354,13 @@ pub fn plan(cfg: &Config, o: &PlanOptions) -> Result<PlanReport> {
             })
             .collect();
         let (median, p10, p90, unobs) = percentiles(&values);
-        let spread = geo.spread_m();
-        if spread[2] < 1e-3 * ap {
+        let spread = self.geo.spread_m();
+        if spread[2] < 1e-3 * self.ap {
             warnings.push(
                 "the array is planar: a source and its mirror image through the array's plane give the same delays (elevation sign is ambiguous), and elevation is worst near the plane".into(),
             );
         }
-        slices.push(Slice {
+        Slice {
             name: "direction".into(),
             x_axis: "azimuth (°)".into(),
             y_axis: "elevation (°)".into(),
@@ -280,153 +376,142 @@ pub fn plan(cfg: &Config, o: &PlanOptions) -> Result<PlanReport> {
             p10,
             p90,
             unobservable_fraction: unobs,
-        });
-    } else {
-        let (lo, hi) = match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
-            (Some(l), Some(h)) => (Vector3::from(l), Vector3::from(h)),
-            _ => (centre.add_scalar(-4.0 * ap), centre.add_scalar(4.0 * ap)),
-        };
-        let z = o.z_m.unwrap_or(0.5 * (lo.z + hi.z)).clamp(lo.z, hi.z);
-        // The vertical slice passes just beside the centre: exactly through it, a symmetric
-        // array makes whole lines of the slice degenerate (x and z move the delays alike).
-        let y = (centre.y + 0.13 * ap).clamp(lo.y, hi.y);
-        let bounds = Some((lo.into(), hi.into()));
-        let pairs = geo.pairs(PairMode::All, 0);
-        for (name, xa, ya, fixed, other) in
-            [("top", 0usize, 1usize, 2usize, z), ("side", 0, 2, 1, y)]
-        {
-            let (x0, x1) = (lo[xa], hi[xa]);
-            let (y0, y1) = (lo[ya], hi[ya]);
-            let ny = res;
-            let nx = (((x1 - x0) / (y1 - y0).max(1e-9)) * res as f64)
-                .round()
-                .clamp(8.0, 4.0 * res as f64) as usize;
-            let point = |fx: f64, fy: f64| {
-                let mut p = Vector3::zeros();
-                p[xa] = x0 + fx * (x1 - x0);
-                p[ya] = y0 + fy * (y1 - y0);
-                p[fixed] = other;
-                p
-            };
-            let values: Vec<Option<f64>> = (0..nx * ny)
-                .into_par_iter()
-                .map(|k| {
-                    let (ix, jy) = (k % nx, k / nx);
-                    let p = point(ix as f64 / (nx - 1) as f64, jy as f64 / (ny - 1) as f64);
-                    let j = information(&b, &snr_at(&p));
-                    crlb::position_rms(&sensors, c, p.into(), &j)
-                })
-                .collect();
-            let (median, p10, p90, unobs) = percentiles(&values);
-            // Ambiguity: a second position with the same delays, on a coarse grid.
-            let na = o.ambiguity_resolution;
-            let ambiguous: Vec<(f64, f64)> = if na > 0 {
-                (0..na * na)
-                    .into_par_iter()
-                    .filter_map(|k| {
-                        let (ix, jy) = (k % na, k / na);
-                        let p = point((ix as f64 + 0.5) / na as f64, (jy as f64 + 0.5) / na as f64);
-                        let obs: Vec<Obs> = pairs
-                            .iter()
-                            .map(|pr| Obs {
-                                pair: *pr,
-                                tdoa_s: geo.tdoa_s(&p, pr),
-                            })
-                            .collect();
-                        // Also start from the point mirrored through the centre's horizontal
-                        // plane and through the centre itself.
-                        let mut mz = p;
-                        mz.z = 2.0 * centre.z - p.z;
-                        let starts = [p, mz, 2.0 * centre - p];
-                        let sols = multilat::all_solutions(
-                            &geo,
-                            &obs,
-                            bounds,
-                            &starts,
-                            1e-5 * ap / c,
-                            0.05 * ap.max(1.0),
-                        );
-                        (sols.len() > 1).then_some((p[xa], p[ya]))
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let frac = if na > 0 {
-                ambiguous.len() as f64 / (na * na) as f64
-            } else {
-                0.0
-            };
-            if !ambiguous.is_empty() {
-                warnings.push(format!(
-                    "{name} slice: {} of {} cells ({:.1} %) have a second position with the same delays (marked ×); a fix there can land on that mirror image",
-                    ambiguous.len(),
-                    na * na,
-                    100.0 * frac,
-                ));
-            }
-            let axis = |a: usize| ["x (m)", "y (m)", "z (m)"][a].to_string();
-            slices.push(Slice {
-                name: format!("{name} ({} = {other:.1} m)", ["x", "y", "z"][fixed]),
-                x_axis: axis(xa),
-                y_axis: axis(ya),
-                x_range: (x0, x1),
-                y_range: (y0, y1),
-                nx,
-                ny,
-                values,
-                unit: "m".into(),
-                ambiguous,
-                ambiguous_fraction: frac,
-                median,
-                p10,
-                p90,
-                unobservable_fraction: unobs,
-            });
         }
     }
-    // The bound along a line outward from the centre (horizontal, +x direction with a little
-    // y so it is off any symmetry axis).
-    let dirn: Vector3<f64> = Vector3::new(0.96, 0.28, 0.0);
-    // Compact (direction-only) arrays: ranges in metres; others: multiples of the aperture.
-    let along_range = [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]
-        .iter()
-        .map(|k| {
-            let r = if direction { 2.0 * k } else { k * ap };
-            if direction {
-                let snr = vec![snr0 * (o.at_m / r.max(1e-3)).powi(2); sensors.len()];
-                let j = information(&b, &snr);
-                let rel: Vec<[f64; 3]> = sensors
+
+    /// The position bound over one slice of the search volume, with its ambiguous cells.
+    fn position_slice(&self, pl: &Plane, warnings: &mut Vec<String>) -> Slice {
+        let (x0, x1) = (pl.lo[pl.xa], pl.hi[pl.xa]);
+        let (y0, y1) = (pl.lo[pl.ya], pl.hi[pl.ya]);
+        let res = self.res;
+        let ny = res;
+        let nx = (((x1 - x0) / (y1 - y0).max(1e-9)) * res as f64)
+            .round()
+            .clamp(8.0, 4.0 * res as f64) as usize;
+        let values: Vec<Option<f64>> = (0..nx * ny)
+            .into_par_iter()
+            .map(|k| {
+                let (ix, jy) = (k % nx, k / nx);
+                let p = pl.point(ix as f64 / (nx - 1) as f64, jy as f64 / (ny - 1) as f64);
+                let j = information(&self.bands, &self.snr_at(&p));
+                crlb::position_rms(&self.sensors, self.c, p.into(), &j)
+            })
+            .collect();
+        let (median, p10, p90, unobs) = percentiles(&values);
+        let na = self.o.ambiguity_resolution;
+        let ambiguous = self.ambiguous_cells(pl);
+        let frac = if na > 0 {
+            ambiguous.len() as f64 / (na * na) as f64
+        } else {
+            0.0
+        };
+        if !ambiguous.is_empty() {
+            warnings.push(format!(
+                "{} slice: {} of {} cells ({:.1} %) have a second position with the same delays (marked ×); a fix there can land on that mirror image",
+                pl.name,
+                ambiguous.len(),
+                na * na,
+                100.0 * frac,
+            ));
+        }
+        let axis = |a: usize| ["x (m)", "y (m)", "z (m)"][a].to_string();
+        Slice {
+            name: format!(
+                "{} ({} = {:.1} m)",
+                pl.name,
+                ["x", "y", "z"][pl.fixed],
+                pl.other
+            ),
+            x_axis: axis(pl.xa),
+            y_axis: axis(pl.ya),
+            x_range: (x0, x1),
+            y_range: (y0, y1),
+            nx,
+            ny,
+            values,
+            unit: "m".into(),
+            ambiguous,
+            ambiguous_fraction: frac,
+            median,
+            p10,
+            p90,
+            unobservable_fraction: unobs,
+        }
+    }
+
+    /// Ambiguity: the cells of a coarse grid over the slice with a second position that has
+    /// the same delays (none when `o.ambiguity_resolution` is 0).
+    fn ambiguous_cells(&self, pl: &Plane) -> Vec<(f64, f64)> {
+        let na = self.o.ambiguity_resolution;
+        if na == 0 {
+            return Vec::new();
+        }
+        let (geo, centre, ap, c) = (&self.geo, self.centre, self.ap, self.c);
+        let bounds = Some((pl.lo.into(), pl.hi.into()));
+        let pairs = geo.pairs(PairMode::All, 0);
+        (0..na * na)
+            .into_par_iter()
+            .filter_map(|k| {
+                let (ix, jy) = (k % na, k / na);
+                let p = pl.point((ix as f64 + 0.5) / na as f64, (jy as f64 + 0.5) / na as f64);
+                let obs: Vec<Obs> = pairs
                     .iter()
-                    .map(|s| (Vector3::from(*s) - centre).into())
+                    .map(|pr| Obs {
+                        pair: *pr,
+                        tdoa_s: geo.tdoa_s(&p, pr),
+                    })
                     .collect();
-                (
-                    r,
-                    crlb::direction_cov(&rel, c, dirn.y.atan2(dirn.x), 0.3, &j).map(|cv| {
-                        (cv[(0, 0)] * 0.3f64.cos().powi(2) + cv[(1, 1)])
-                            .sqrt()
-                            .to_degrees()
-                    }),
-                )
-            } else {
-                let mut p = centre + dirn * r;
-                p.z = centre.z - 0.25 * r;
-                let j = information(&b, &snr_at(&p));
-                (r, crlb::position_rms(&sensors, c, p.into(), &j))
-            }
-        })
-        .collect();
-    Ok(PlanReport {
-        description: cfg.array.description.clone(),
-        sensors: sensors.len(),
-        aperture_m: ap,
-        mode: if direction { "direction" } else { "3-D" }.into(),
-        source,
-        slices,
-        along_range,
-        warnings,
-        files: Vec::new(),
-    })
+                // Also start from the point mirrored through the centre's horizontal plane and
+                // through the centre itself.
+                let mut mz = p;
+                mz.z = 2.0 * centre.z - p.z;
+                let starts = [p, mz, 2.0 * centre - p];
+                let sols = multilat::all_solutions(
+                    geo,
+                    &obs,
+                    bounds,
+                    &starts,
+                    1e-5 * ap / c,
+                    0.05 * ap.max(1.0),
+                );
+                (sols.len() > 1).then_some((p[pl.xa], p[pl.ya]))
+            })
+            .collect()
+    }
+
+    /// The bound along a line outward from the centre (horizontal, +x direction with a little
+    /// y so it is off any symmetry axis): ranges in metres for compact (direction-only)
+    /// arrays, multiples of the aperture for others.
+    fn along_range(&self, direction: bool) -> Vec<(f64, Option<f64>)> {
+        let dirn: Vector3<f64> = Vector3::new(0.96, 0.28, 0.0);
+        [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]
+            .iter()
+            .map(|k| {
+                let r = if direction { 2.0 * k } else { k * self.ap };
+                if direction {
+                    let snr =
+                        vec![self.snr0 * (self.o.at_m / r.max(1e-3)).powi(2); self.sensors.len()];
+                    let j = information(&self.bands, &snr);
+                    let rel = self.relative_sensors();
+                    (
+                        r,
+                        crlb::direction_cov(&rel, self.c, dirn.y.atan2(dirn.x), 0.3, &j).map(
+                            |cv| {
+                                (cv[(0, 0)] * 0.3f64.cos().powi(2) + cv[(1, 1)])
+                                    .sqrt()
+                                    .to_degrees()
+                            },
+                        ),
+                    )
+                } else {
+                    let mut p = self.centre + dirn * r;
+                    p.z = self.centre.z - 0.25 * r;
+                    let j = information(&self.bands, &self.snr_at(&p));
+                    (r, crlb::position_rms(&self.sensors, self.c, p.into(), &j))
+                }
+            })
+            .collect()
+    }
 }
 
 /// A length (or angle) with a readable unit and about three significant digits.

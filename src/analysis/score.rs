@@ -30,8 +30,9 @@ use crate::analysis::consistency::{
     Consistency, InvRangeConsistency, chi2_quantiles, consistency_of, direction_nees,
     inv_range_consistency_of, nees,
 };
+use crate::analysis::crlb::angles;
 use crate::analysis::ospa::{OspaSummary, ospa};
-use crate::analysis::recording_bound::FrameBound;
+use crate::analysis::recording_bound::{FrameBound, nearest};
 use crate::analysis::stream::{FrameReports, Report};
 use crate::analysis::truth::Truth;
 use crate::math::linalg::unit;
@@ -160,235 +161,322 @@ pub fn evaluate(
     bounds: Option<&[FrameBound]>,
     o: &EvalOptions,
 ) -> Evaluation {
-    let targets: Vec<u32> = truth.targets.keys().copied().collect();
-    let centre = Vector3::from(o.centre);
-    // Distance used for assignment: metres in 3-D, chord length on the unit sphere for
-    // directions (so that c is then a fraction of a radian, about).
-    let direction_of = |p: &[f64; 3]| -> Option<Vector3<f64>> {
-        if o.direction_only {
+    let s = Scoring {
+        truth,
+        bounds,
+        o,
+        targets: truth.targets.keys().copied().collect(),
+        centre: Vector3::from(o.centre),
+    };
+    let mut tally = Tally::default();
+    for f in frames.iter().filter(|f| f.t_frame >= o.warmup_s) {
+        tally.score_frame(&s, f);
+    }
+    tally.finish(&s)
+}
+
+/// What scoring needs throughout: the truth, the bound, the options, the targets and the
+/// array centre.
+struct Scoring<'a> {
+    truth: &'a Truth,
+    bounds: Option<&'a [FrameBound]>,
+    o: &'a EvalOptions,
+    targets: Vec<u32>,
+    centre: Vector3<f64>,
+}
+
+impl Scoring<'_> {
+    /// The unit direction of a reported position (a unit vector already in direction-only
+    /// tracking; from the array centre otherwise).
+    fn direction_of(&self, p: &[f64; 3]) -> Option<Vector3<f64>> {
+        if self.o.direction_only {
             unit(Vector3::from(*p))
         } else {
-            unit(Vector3::from(*p) - centre)
+            unit(Vector3::from(*p) - self.centre)
         }
-    };
-    let mut errors: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    let mut nees_of: BTreeMap<u32, (Vec<f64>, usize)> = BTreeMap::new();
-    let mut scored: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut ospas = Vec::new();
-    let (mut sum_tracks, mut sum_targets) = (0usize, 0usize);
-    let mut last_id: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut switches = 0usize;
-    let (mut az2, mut el2, mut ang) = (0.0, 0.0, Vec::new());
-    let mut range_rel: Vec<f64> = Vec::new();
-    let (mut inv_range_z, mut inv_range_singular): (Vec<f64>, usize) = (Vec::new(), 0);
-    let mut bound_pairs: Vec<(f64, f64)> = Vec::new();
-    let mut scored_frames = 0usize;
-    for f in frames {
-        if f.t_frame < o.warmup_s {
-            continue;
+    }
+
+    /// Target `k` where report `r` of frame `f` saw it: at the report's emission time (or the
+    /// frame time when the truth has ended by then). A direction-only report's time is the
+    /// arrival time (its state has no range): the truth is then taken where the sound arriving
+    /// then was emitted.
+    fn truth_for(&self, k: u32, r: &Report, f: &FrameReports) -> Option<[f64; 3]> {
+        if self.o.direction_only {
+            truth_heard_at(self.truth, k, r.t, &self.centre, self.o.speed_of_sound_m_s)
+                .or_else(|| self.truth.at(k, f.t_frame))
+        } else {
+            self.truth
+                .at(k, r.t)
+                .or_else(|| self.truth.at(k, f.t_frame))
         }
-        let alive: Vec<u32> = targets
+    }
+
+    /// The distance used for assignment: metres in 3-D, chord length on the unit sphere for
+    /// directions (so that c is then a fraction of a radian, about).
+    fn distance(&self, k: u32, r: &Report, f: &FrameReports) -> f64 {
+        match self.truth_for(k, r, f) {
+            Some(q) if self.o.direction_only => {
+                match (
+                    self.direction_of(&r.pos),
+                    unit(Vector3::from(q) - self.centre),
+                ) {
+                    (Some(a), Some(b)) => (a - b).norm(),
+                    _ => f64::INFINITY,
+                }
+            }
+            Some(q) => dist(&r.pos, &q),
+            None => f64::INFINITY,
+        }
+    }
+}
+
+/// The sums and lists that scoring collects frame by frame.
+#[derive(Default)]
+struct Tally {
+    errors: BTreeMap<u32, Vec<f64>>,
+    /// Per target: the scored NEES values, and the reports whose covariance was unusable.
+    nees_of: BTreeMap<u32, (Vec<f64>, usize)>,
+    scored: BTreeMap<u32, usize>,
+    ospas: Vec<f64>,
+    sum_tracks: usize,
+    sum_targets: usize,
+    last_id: BTreeMap<u32, u64>,
+    switches: usize,
+    az2: f64,
+    el2: f64,
+    angles: Vec<f64>,
+    range_rel: Vec<f64>,
+    inv_range_z: Vec<f64>,
+    inv_range_singular: usize,
+    /// (error, bound) of target 0's assigned reports.
+    bound_pairs: Vec<(f64, f64)>,
+    frames: usize,
+}
+
+impl Tally {
+    /// One frame: its OSPA assignment, then every target's assigned report.
+    fn score_frame(&mut self, s: &Scoring, f: &FrameReports) {
+        let alive: Vec<u32> = s
+            .targets
             .iter()
             .copied()
-            .filter(|&k| truth.at(k, f.t_frame).is_some())
+            .filter(|&k| s.truth.at(k, f.t_frame).is_some())
             .collect();
         if alive.is_empty() && f.reports.is_empty() {
-            continue;
+            return;
         }
-        scored_frames += 1;
-        // Distances with the truth at each report's emission time (or the frame time when the
-        // truth has ended by then).
-        // A direction-only report's time is the arrival time (its state has no range): the
-        // truth is then taken where the sound arriving then was emitted.
-        let truth_for = |k: u32, r: &Report| {
-            if o.direction_only {
-                truth_heard_at(truth, k, r.t, &centre, o.speed_of_sound_m_s)
-                    .or_else(|| truth.at(k, f.t_frame))
-            } else {
-                truth.at(k, r.t).or_else(|| truth.at(k, f.t_frame))
-            }
-        };
+        self.frames += 1;
         let d: Vec<Vec<f64>> = alive
             .iter()
-            .map(|&k| {
-                f.reports
-                    .iter()
-                    .map(|r| match truth_for(k, r) {
-                        Some(q) if o.direction_only => {
-                            match (direction_of(&r.pos), unit(Vector3::from(q) - centre)) {
-                                (Some(a), Some(b)) => (a - b).norm(),
-                                _ => f64::INFINITY,
-                            }
-                        }
-                        Some(q) => dist(&r.pos, &q),
-                        None => f64::INFINITY,
-                    })
-                    .collect()
-            })
+            .map(|&k| f.reports.iter().map(|r| s.distance(k, r, f)).collect())
             .collect();
-        let (dd, pairs) = ospa(&d, alive.len(), f.reports.len(), o.ospa_c_m, o.ospa_p);
-        ospas.push(dd);
-        sum_tracks += f.reports.len();
-        sum_targets += alive.len();
+        let (dd, pairs) = ospa(&d, alive.len(), f.reports.len(), s.o.ospa_c_m, s.o.ospa_p);
+        self.ospas.push(dd);
+        self.sum_tracks += f.reports.len();
+        self.sum_targets += alive.len();
         for (ti, &k) in alive.iter().enumerate() {
-            *scored.entry(k).or_default() += 1;
-            let Some(j) = pairs[ti] else { continue };
-            let r = &f.reports[j];
-            if let Some(prev) = last_id.insert(k, r.id) {
-                if prev != r.id {
-                    switches += 1;
-                }
-            }
-            let Some(q) = truth_for(k, r) else { continue };
-            if !o.direction_only {
-                errors.entry(k).or_default().push(d[ti][j]);
-            }
-            // The report's NEES (None: not scored; Some(None): its covariance is unusable).
-            let scored_nees = r.cov.as_ref().and_then(|c| {
-                if o.direction_only {
-                    unit(Vector3::from(q) - centre).map(|b| direction_nees(&r.pos, &b, c))
-                } else {
-                    let e = [r.pos[0] - q[0], r.pos[1] - q[1], r.pos[2] - q[2]];
-                    Some(nees(&e, c))
-                }
-            });
-            if let Some(v) = scored_nees {
-                let slot = nees_of.entry(k).or_default();
-                match v {
-                    Some(v) => slot.0.push(v),
-                    None => slot.1 += 1,
-                }
-            }
-            if o.angles || o.direction_only {
-                if let (Some(a), Some(b)) = (direction_of(&r.pos), unit(Vector3::from(q) - centre))
-                {
-                    let (aza, ela) = crate::analysis::crlb::angles(&a);
-                    let (azb, elb) = crate::analysis::crlb::angles(&b);
-                    let mut daz = (aza - azb).to_degrees();
-                    daz = (daz + 180.0).rem_euclid(360.0) - 180.0;
-                    az2 += daz * daz;
-                    el2 += (ela - elb).to_degrees().powi(2);
-                    ang.push(a.dot(&b).clamp(-1.0, 1.0).acos().to_degrees());
-                    let truth_range = (Vector3::from(q) - centre).norm();
-                    if let Some(range) = r.range_m {
-                        range_rel.push(100.0 * (range - truth_range).abs() / truth_range);
-                    }
-                    if let Some([rho, sd]) = r.inv_range {
-                        if sd > 0.0 {
-                            inv_range_z.push((rho - 1.0 / truth_range) / sd);
-                        } else {
-                            inv_range_singular += 1;
-                        }
-                    }
-                }
-            }
-            if k == targets.first().copied().unwrap_or(0) {
-                if let Some(b) =
-                    bounds.and_then(|b| crate::analysis::recording_bound::nearest(b, f.t_frame))
-                {
-                    let err = if o.direction_only {
-                        ang.last().copied()
-                    } else {
-                        Some(d[ti][j])
-                    };
-                    let bnd = if o.direction_only {
-                        match (b.azimuth_deg, b.elevation_deg) {
-                            (Some(a), Some(e)) => {
-                                let el = direction_of(&q)
-                                    .map(|u| crate::analysis::crlb::angles(&u).1)
-                                    .unwrap_or(0.0);
-                                Some((a * a * el.cos().powi(2) + e * e).sqrt())
-                            }
-                            _ => None,
-                        }
-                    } else {
-                        b.position_m
-                    };
-                    if let (Some(e), Some(bv)) = (err, bnd) {
-                        bound_pairs.push((e, bv));
-                    }
-                }
+            *self.scored.entry(k).or_default() += 1;
+            if let Some(j) = pairs[ti] {
+                self.score_assigned(s, f, k, &f.reports[j], d[ti][j]);
             }
         }
     }
-    let per_target = if o.direction_only {
-        BTreeMap::new()
-    } else {
-        targets
-            .iter()
-            .filter_map(|k| {
-                let e = errors.get(k).cloned().unwrap_or_default();
-                let n = scored.get(k).copied().unwrap_or(0);
-                accuracy_of(&e, n, o.warmup_s, o.threshold_m).map(|a| (*k, a))
-            })
-            .collect()
-    };
-    let consistency = nees_of
-        .iter()
-        .filter_map(|(k, (v, singular))| {
-            consistency_of(v, *singular, if o.direction_only { 2 } else { 3 }).map(|c| (*k, c))
-        })
-        .collect();
-    let ospa = (!ospas.is_empty()).then(|| {
-        let mut s = ospas.clone();
-        s.sort_by(f64::total_cmp);
-        OspaSummary {
-            c_m: o.ospa_c_m,
-            p: o.ospa_p,
-            mean_m: ospas.iter().sum::<f64>() / ospas.len() as f64,
-            median_m: percentile(&s, 0.5),
-            frames: ospas.len(),
-            mean_tracks: sum_tracks as f64 / ospas.len() as f64,
-            mean_targets: sum_targets as f64 / ospas.len() as f64,
+
+    /// Target `k`'s assigned report `r` (at assignment distance `d`): ID switches, the error,
+    /// the NEES, the direction errors and the comparison with the bound.
+    fn score_assigned(&mut self, s: &Scoring, f: &FrameReports, k: u32, r: &Report, d: f64) {
+        if let Some(prev) = self.last_id.insert(k, r.id) {
+            if prev != r.id {
+                self.switches += 1;
+            }
         }
-    });
-    range_rel.sort_by(f64::total_cmp);
-    let angles = (!ang.is_empty()).then(|| {
-        let n = ang.len() as f64;
-        let mut s = ang.clone();
-        s.sort_by(f64::total_cmp);
-        AngleErrors {
-            frames: ang.len(),
-            azimuth_rmse_deg: (az2 / n).sqrt(),
-            elevation_rmse_deg: (el2 / n).sqrt(),
-            angle_rmse_deg: (ang.iter().map(|a| a * a).sum::<f64>() / n).sqrt(),
-            angle_median_deg: percentile(&s, 0.5),
-            angle_p90_deg: percentile(&s, 0.9),
-            ranged_reports: range_rel.len(),
-            range_median_rel_pct: (!range_rel.is_empty()).then(|| percentile(&range_rel, 0.5)),
-            range_p90_rel_pct: (!range_rel.is_empty()).then(|| percentile(&range_rel, 0.9)),
-            inv_range: inv_range_consistency_of(&inv_range_z, inv_range_singular),
+        let Some(q) = s.truth_for(k, r, f) else {
+            return;
+        };
+        if !s.o.direction_only {
+            self.errors.entry(k).or_default().push(d);
         }
-    });
-    let bound = (!bound_pairs.is_empty()).then(|| {
-        let n = bound_pairs.len() as f64;
-        let rmse = (bound_pairs.iter().map(|(e, _)| e * e).sum::<f64>() / n).sqrt();
-        let rb = (bound_pairs.iter().map(|(_, b)| b * b).sum::<f64>() / n).sqrt();
-        let mut s: Vec<f64> = bound_pairs.iter().map(|(_, b)| *b).collect();
-        s.sort_by(f64::total_cmp);
-        BoundSummary {
-            rms_bound: rb,
-            median_bound: percentile(&s, 0.5),
-            ratio: rmse / rb,
-            frames: bound_pairs.len(),
-            unit: if o.direction_only { "deg" } else { "m" },
+        self.add_nees(s, k, r, &q);
+        if s.o.angles || s.o.direction_only {
+            self.add_angles(s, r, &q);
         }
-    });
-    Evaluation {
-        frames: scored_frames,
-        targets: targets.len(),
-        per_target,
-        consistency,
-        ospa,
-        id_switches: switches,
-        angles,
-        bound,
-        warmup_s: o.warmup_s,
-        time_reference: if o.direction_only {
-            TIME_REFERENCE_DIRECTIONS
+        if k == s.targets.first().copied().unwrap_or(0) {
+            self.add_bound(s, f, &q, d);
+        }
+    }
+
+    /// The report's NEES (not scored without a covariance; counted as unusable where its
+    /// covariance is not positive definite).
+    fn add_nees(&mut self, s: &Scoring, k: u32, r: &Report, q: &[f64; 3]) {
+        let scored_nees = r.cov.as_ref().and_then(|c| {
+            if s.o.direction_only {
+                unit(Vector3::from(*q) - s.centre).map(|b| direction_nees(&r.pos, &b, c))
+            } else {
+                let e = [r.pos[0] - q[0], r.pos[1] - q[1], r.pos[2] - q[2]];
+                Some(nees(&e, c))
+            }
+        });
+        if let Some(v) = scored_nees {
+            let slot = self.nees_of.entry(k).or_default();
+            match v {
+                Some(v) => slot.0.push(v),
+                None => slot.1 += 1,
+            }
+        }
+    }
+
+    /// Azimuth, elevation and great-circle errors from the array centre, and the range and
+    /// inverse range where the report gives them.
+    fn add_angles(&mut self, s: &Scoring, r: &Report, q: &[f64; 3]) {
+        let (Some(a), Some(b)) = (s.direction_of(&r.pos), unit(Vector3::from(*q) - s.centre))
+        else {
+            return;
+        };
+        let (aza, ela) = angles(&a);
+        let (azb, elb) = angles(&b);
+        let mut daz = (aza - azb).to_degrees();
+        daz = (daz + 180.0).rem_euclid(360.0) - 180.0;
+        self.az2 += daz * daz;
+        self.el2 += (ela - elb).to_degrees().powi(2);
+        self.angles
+            .push(a.dot(&b).clamp(-1.0, 1.0).acos().to_degrees());
+        let truth_range = (Vector3::from(*q) - s.centre).norm();
+        if let Some(range) = r.range_m {
+            self.range_rel
+                .push(100.0 * (range - truth_range).abs() / truth_range);
+        }
+        if let Some([rho, sd]) = r.inv_range {
+            if sd > 0.0 {
+                self.inv_range_z.push((rho - 1.0 / truth_range) / sd);
+            } else {
+                self.inv_range_singular += 1;
+            }
+        }
+    }
+
+    /// Target 0's error beside the bound of the frame nearest in time (an angle for
+    /// directions, metres otherwise).
+    fn add_bound(&mut self, s: &Scoring, f: &FrameReports, q: &[f64; 3], d: f64) {
+        let Some(b) = s.bounds.and_then(|b| nearest(b, f.t_frame)) else {
+            return;
+        };
+        let err = if s.o.direction_only {
+            self.angles.last().copied()
         } else {
-            TIME_REFERENCE
-        },
+            Some(d)
+        };
+        let bnd = if s.o.direction_only {
+            match (b.azimuth_deg, b.elevation_deg) {
+                (Some(a), Some(e)) => {
+                    let el = s.direction_of(q).map(|u| angles(&u).1).unwrap_or(0.0);
+                    Some((a * a * el.cos().powi(2) + e * e).sqrt())
+                }
+                _ => None,
+            }
+        } else {
+            b.position_m
+        };
+        if let (Some(e), Some(bv)) = (err, bnd) {
+            self.bound_pairs.push((e, bv));
+        }
+    }
+
+    /// The evaluation of everything collected.
+    fn finish(mut self, s: &Scoring) -> Evaluation {
+        let o = s.o;
+        let per_target = if o.direction_only {
+            BTreeMap::new()
+        } else {
+            s.targets
+                .iter()
+                .filter_map(|k| {
+                    let e = self.errors.get(k).cloned().unwrap_or_default();
+                    let n = self.scored.get(k).copied().unwrap_or(0);
+                    accuracy_of(&e, n, o.warmup_s, o.threshold_m).map(|a| (*k, a))
+                })
+                .collect()
+        };
+        let consistency = self
+            .nees_of
+            .iter()
+            .filter_map(|(k, (v, singular))| {
+                consistency_of(v, *singular, if o.direction_only { 2 } else { 3 }).map(|c| (*k, c))
+            })
+            .collect();
+        self.range_rel.sort_by(f64::total_cmp);
+        Evaluation {
+            frames: self.frames,
+            targets: s.targets.len(),
+            per_target,
+            consistency,
+            ospa: self.ospa_summary(o),
+            id_switches: self.switches,
+            angles: self.angle_errors(),
+            bound: self.bound_summary(o),
+            warmup_s: o.warmup_s,
+            time_reference: if o.direction_only {
+                TIME_REFERENCE_DIRECTIONS
+            } else {
+                TIME_REFERENCE
+            },
+        }
+    }
+
+    fn ospa_summary(&self, o: &EvalOptions) -> Option<OspaSummary> {
+        let ospas = &self.ospas;
+        (!ospas.is_empty()).then(|| {
+            let mut s = ospas.clone();
+            s.sort_by(f64::total_cmp);
+            OspaSummary {
+                c_m: o.ospa_c_m,
+                p: o.ospa_p,
+                mean_m: ospas.iter().sum::<f64>() / ospas.len() as f64,
+                median_m: percentile(&s, 0.5),
+                frames: ospas.len(),
+                mean_tracks: self.sum_tracks as f64 / ospas.len() as f64,
+                mean_targets: self.sum_targets as f64 / ospas.len() as f64,
+            }
+        })
+    }
+
+    /// Needs `range_rel` sorted.
+    fn angle_errors(&self) -> Option<AngleErrors> {
+        let (ang, range_rel) = (&self.angles, &self.range_rel);
+        (!ang.is_empty()).then(|| {
+            let n = ang.len() as f64;
+            let mut s = ang.clone();
+            s.sort_by(f64::total_cmp);
+            AngleErrors {
+                frames: ang.len(),
+                azimuth_rmse_deg: (self.az2 / n).sqrt(),
+                elevation_rmse_deg: (self.el2 / n).sqrt(),
+                angle_rmse_deg: (ang.iter().map(|a| a * a).sum::<f64>() / n).sqrt(),
+                angle_median_deg: percentile(&s, 0.5),
+                angle_p90_deg: percentile(&s, 0.9),
+                ranged_reports: range_rel.len(),
+                range_median_rel_pct: (!range_rel.is_empty()).then(|| percentile(range_rel, 0.5)),
+                range_p90_rel_pct: (!range_rel.is_empty()).then(|| percentile(range_rel, 0.9)),
+                inv_range: inv_range_consistency_of(&self.inv_range_z, self.inv_range_singular),
+            }
+        })
+    }
+
+    fn bound_summary(&self, o: &EvalOptions) -> Option<BoundSummary> {
+        let pairs = &self.bound_pairs;
+        (!pairs.is_empty()).then(|| {
+            let n = pairs.len() as f64;
+            let rmse = (pairs.iter().map(|(e, _)| e * e).sum::<f64>() / n).sqrt();
+            let rb = (pairs.iter().map(|(_, b)| b * b).sum::<f64>() / n).sqrt();
+            let mut s: Vec<f64> = pairs.iter().map(|(_, b)| *b).collect();
+            s.sort_by(f64::total_cmp);
+            BoundSummary {
+                rms_bound: rb,
+                median_bound: percentile(&s, 0.5),
+                ratio: rmse / rb,
+                frames: pairs.len(),
+                unit: if o.direction_only { "deg" } else { "m" },
+            }
+        })
     }
 }
 

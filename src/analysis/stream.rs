@@ -82,83 +82,13 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
             serde_json::from_str(line).map_err(|e| (i + 1, format!("not JSON: {e}")))?;
         match v.get("type").and_then(|t| t.as_str()) {
             Some("track") => {
-                let num = |k: &str| {
-                    v.get(k)
-                        .and_then(|x| x.as_f64())
-                        .ok_or_else(|| (i + 1, format!("track message without `{k}`")))
-                };
-                let pos = v
-                    .get("pos")
-                    .and_then(|p| p.as_array())
-                    .filter(|a| a.len() == 3)
-                    .and_then(|a| Some([a[0].as_f64()?, a[1].as_f64()?, a[2].as_f64()?]))
-                    .ok_or_else(|| (i + 1, "track message without a 3-element `pos`".into()))?;
-                let seq = num("seq")? as u64;
+                let (seq, t_frame, report) = track_report(&v).map_err(|e| (i + 1, e))?;
                 let e = by_seq.entry(seq).or_insert_with(|| FrameReports {
                     seq,
                     ..Default::default()
                 });
-                e.t_frame = num("t_frame")?;
-                // Streams written before the covariance was reported have none: they are scored
-                // without the consistency check. One that is there must be six numbers.
-                let cov = match v.get("pos_cov") {
-                    None => None,
-                    Some(p) => Some(
-                        p.as_array()
-                            .filter(|a| a.len() == 6)
-                            .and_then(|a| {
-                                let mut c = [0.0; 6];
-                                for (x, y) in c.iter_mut().zip(a) {
-                                    *x = y.as_f64()?;
-                                }
-                                Some(c)
-                            })
-                            .ok_or_else(|| {
-                                (
-                                    i + 1,
-                                    "track message whose `pos_cov` is not 6 numbers (xx, xy, xz, yy, yz, zz)"
-                                        .to_string(),
-                                )
-                            })?,
-                    ),
-                };
-                let range_m = match v.get("range_m") {
-                    None => None,
-                    Some(r) => Some(r.as_f64().filter(|r| *r > 0.0).ok_or_else(|| {
-                        (
-                            i + 1,
-                            "track message whose `range_m` is not a positive number".to_string(),
-                        )
-                    })?),
-                };
-                // The inverse range and its spread come together, or not at all.
-                let inv_range = match (v.get("inv_range"), v.get("inv_range_std")) {
-                    (None, None) => None,
-                    (a, b) => {
-                        let non_negative = |x: Option<&serde_json::Value>| {
-                            x.and_then(|x| x.as_f64()).filter(|x| *x >= 0.0)
-                        };
-                        match (non_negative(a), non_negative(b)) {
-                            (Some(a), Some(b)) => Some([a, b]),
-                            _ => {
-                                return Err((
-                                    i + 1,
-                                    "track message whose `inv_range` and `inv_range_std` are not both non-negative numbers".to_string(),
-                                ));
-                            }
-                        }
-                    }
-                };
-                e.reports.push(Report {
-                    id: num("id")? as u64,
-                    t: num("t")?,
-                    pos,
-                    models: Vec::new(),
-                    cov,
-                    range_m,
-                    inv_range,
-                    direction: v.get("az_deg").is_some(),
-                });
+                e.t_frame = t_frame;
+                e.reports.push(report);
             }
             Some("status") => {
                 if let Some(n) = v.get("frames_in").and_then(|x| x.as_u64()) {
@@ -169,11 +99,93 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
             None => return Err((i + 1, "message without `type`".into())),
         }
     }
-    if by_seq.is_empty() {
-        return Ok(Vec::new());
+    Ok(with_empty_frames(by_seq, frames_in))
+}
+
+/// A track message's frame sequence number, frame time and report.
+fn track_report(v: &serde_json::Value) -> std::result::Result<(u64, f64, Report), String> {
+    let num = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_f64())
+            .ok_or_else(|| format!("track message without `{k}`"))
+    };
+    let pos = v
+        .get("pos")
+        .and_then(|p| p.as_array())
+        .filter(|a| a.len() == 3)
+        .and_then(|a| Some([a[0].as_f64()?, a[1].as_f64()?, a[2].as_f64()?]))
+        .ok_or_else(|| "track message without a 3-element `pos`".to_string())?;
+    let seq = num("seq")? as u64;
+    let t_frame = num("t_frame")?;
+    let report = Report {
+        id: num("id")? as u64,
+        t: num("t")?,
+        pos,
+        models: Vec::new(),
+        cov: position_covariance(v)?,
+        range_m: range_of(v)?,
+        inv_range: inverse_range_of(v)?,
+        direction: v.get("az_deg").is_some(),
+    };
+    Ok((seq, t_frame, report))
+}
+
+/// `pos_cov`: streams written before the covariance was reported have none (they are scored
+/// without the consistency check); one that is there must be six numbers.
+fn position_covariance(v: &serde_json::Value) -> std::result::Result<Option<[f64; 6]>, String> {
+    let Some(p) = v.get("pos_cov") else {
+        return Ok(None);
+    };
+    p.as_array()
+        .filter(|a| a.len() == 6)
+        .and_then(|a| {
+            let mut c = [0.0; 6];
+            for (x, y) in c.iter_mut().zip(a) {
+                *x = y.as_f64()?;
+            }
+            Some(c)
+        })
+        .map(Some)
+        .ok_or_else(|| {
+            "track message whose `pos_cov` is not 6 numbers (xx, xy, xz, yy, yz, zz)".to_string()
+        })
+}
+
+/// `range_m`, a positive number where given.
+fn range_of(v: &serde_json::Value) -> std::result::Result<Option<f64>, String> {
+    let Some(r) = v.get("range_m") else {
+        return Ok(None);
+    };
+    r.as_f64()
+        .filter(|r| *r > 0.0)
+        .map(Some)
+        .ok_or_else(|| "track message whose `range_m` is not a positive number".to_string())
+}
+
+/// `inv_range` and `inv_range_std`: together, or not at all.
+fn inverse_range_of(v: &serde_json::Value) -> std::result::Result<Option<[f64; 2]>, String> {
+    let (a, b) = (v.get("inv_range"), v.get("inv_range_std"));
+    if a.is_none() && b.is_none() {
+        return Ok(None);
     }
-    // Frame times are regular in the sequence number: fit t_frame = a + b seq and fill in the
-    // frames without reports.
+    let non_negative =
+        |x: Option<&serde_json::Value>| x.and_then(|x| x.as_f64()).filter(|x| *x >= 0.0);
+    match (non_negative(a), non_negative(b)) {
+        (Some(a), Some(b)) => Ok(Some([a, b])),
+        _ => Err(
+            "track message whose `inv_range` and `inv_range_std` are not both non-negative numbers"
+                .to_string(),
+        ),
+    }
+}
+
+/// The frames in sequence order, with the frames that had no report filled in: frame times are
+/// regular in the sequence number, so t_frame = a + b seq is fitted to the frames that had one.
+/// The last frame is the later of the last report's and the status messages' count.
+fn with_empty_frames(mut by_seq: BTreeMap<u64, FrameReports>, frames_in: u64) -> Vec<FrameReports> {
+    if by_seq.is_empty() {
+        return Vec::new();
+    }
     let pts: Vec<(f64, f64)> = by_seq.values().map(|f| (f.seq as f64, f.t_frame)).collect();
     let n = pts.len() as f64;
     let (mx, my) = pts
@@ -188,11 +200,11 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
         .copied()
         .unwrap_or(0)
         .max(frames_in.saturating_sub(1));
-    let mut out = Vec::with_capacity(last as usize + 1);
     if slope <= 0.0 {
         // One frame only: no spacing to infer.
-        return Ok(by_seq.into_values().collect());
+        return by_seq.into_values().collect();
     }
+    let mut out = Vec::with_capacity(last as usize + 1);
     for seq in 0..=last {
         out.push(by_seq.remove(&seq).unwrap_or_else(|| FrameReports {
             seq,
@@ -200,7 +212,7 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
             reports: Vec::new(),
         }));
     }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]

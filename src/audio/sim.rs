@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::audio::wav::WavWriter;
 use crate::audio::{AudioSource, ReadResult};
-use crate::dsp::interp::{SincKernel, SincTable};
 use crate::error::{Error, IoContext, Result};
+use crate::math::interp::{SincKernel, SincTable};
 use crate::rng::philox::{PhiloxStream, Stream};
 
 /// What a source emits.

@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::audio::frame::Frame;
 use crate::dsp::geometry::Pair;
-use crate::dsp::interp::{SincKernel, SincTable};
 use crate::error::BackendError;
+use crate::math::interp::{SincKernel, SincTable};
 
 /// The window applied to each frame before its transform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

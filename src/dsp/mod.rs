@@ -2,5 +2,4 @@
 pub mod gcc;
 pub mod geometry;
 pub mod health;
-pub mod interp;
 pub mod multilat;

@@ -1,6 +1,8 @@
-//! Maths shared by several stages: branch-free f32 approximations ([`fastmath`]), assignment
-//! solvers ([`assign`]) and small linear algebra ([`linalg`]).
+//! Maths shared by several stages: branch-free f32 approximations ([`fastmath`]), band-limited
+//! interpolation ([`interp`]: GCC peaks and the simulator's delays), assignment solvers
+//! ([`assign`]) and small linear algebra ([`linalg`]).
 
 pub mod assign;
 pub mod fastmath;
+pub mod interp;
 pub mod linalg;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::audio::assembler::FrameAssembler;
 use crate::audio::wav::WavSource;
 use crate::audio::{AudioSource, ReadResult};
 use crate::config::Config;
@@ -187,53 +188,19 @@ fn reload_outputs(o: &RunOptions, pipe: &mut Pipeline) -> Result<()> {
 
 /// Run the daemon until SIGTERM/SIGINT (or `max_seconds`, or the end of `input`).
 pub fn run(o: &RunOptions) -> Result<RunSummary> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let hup = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, stop.clone())
-            .map_err(|e| Error::Usage(format!("cannot install a signal handler: {e}")))?;
-    }
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
-        .map_err(|e| Error::Usage(format!("cannot install a signal handler: {e}")))?;
+    let (stop, hup) = install_signals()?;
     let cfg = Config::load(&o.config)?.with_overrides(&o.sets)?;
     let notifier = Notifier::from_env();
-    let choice = o.backend.unwrap_or(cfg.tracker.backend);
-    let backends = backend::select(&cfg, choice)?;
-    log::info!("{}", backends.reason);
-    let sinks = SinkSet::open(&cfg.output.sinks, false)?;
-    let mut pipe = Pipeline::new(
-        &cfg,
-        backends,
-        sinks,
-        PipelineOptions {
-            live: true,
-            ..Default::default()
-        },
-    );
-    let mut src = open_source(&cfg, o)?;
-    cfg.check_input(&src.describe(), src.channels(), src.sample_rate_hz())
-        .map_err(Error::Config)?;
-    let mut asm = cfg.frame_assembler(0);
-    // Frames in memory the GPU reads where it lies, where the backend has it: a live frame
-    // then goes to the device without a copy.
-    asm.set_allocator(pipe.frame_allocator());
-    let ch = src.channels();
-    let mut buf = vec![0.0f32; ch * 4096];
+    let mut live = Live::start(&cfg, o)?;
     let started = Instant::now();
-    notifier.notify(&format!(
-        "READY=1\nSTATUS=running: {} on {}",
-        src.describe(),
-        pipe.backend()
-    ));
+    let what = format!("{} on {}", live.src.describe(), live.pipe.backend());
+    notifier.notify(&format!("READY=1\nSTATUS=running: {what}"));
     log::info!(
         "running: {} on the {} backend",
-        src.describe(),
-        pipe.backend()
+        live.src.describe(),
+        live.pipe.backend()
     );
-    let interval = Duration::from_secs_f64(cfg.output.status_interval_s.max(0.1));
-    let mut next_status = Instant::now() + interval;
-    let mut next_ping = Instant::now();
-    let mut frames_at_ping = 0u64;
+    let mut beat = Heartbeat::new(notifier, cfg.output.status_interval_s);
     let mut reloads = 0u64;
     let mut failure: Option<Error> = None;
     loop {
@@ -247,50 +214,163 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
             break;
         }
         if hup.swap(false, Ordering::Relaxed) {
-            match reload_outputs(o, &mut pipe) {
+            match reload_outputs(o, &mut live.pipe) {
                 Ok(()) => reloads += 1,
                 Err(e) => log::error!("SIGHUP: keeping the old outputs: {e}"),
             }
         }
-        let r = match src.read(&mut buf) {
-            Ok(r) => r,
+        match live.turn() {
+            Ok(true) => beat.tick(&live.pipe),
+            Ok(false) => break,
             Err(e) => {
                 failure = Some(e);
                 break;
             }
-        };
-        match r {
-            ReadResult::Samples(n) => asm.push(&buf[..n * ch]),
+        }
+    }
+    beat.notifier.notify("STOPPING=1");
+    if failure.is_none() {
+        live.drain(Duration::from_secs(1));
+    }
+    let mut pipe = live.pipe;
+    pipe.emit_status(started.elapsed().as_secs_f64());
+    pipe.sinks.flush(Duration::from_millis(500));
+    let summary = summary_of(&pipe, reloads, started.elapsed().as_secs_f64());
+    // Outputs that are stuck (a serial port mid-write) must not hold the exit.
+    let sinks = std::mem::take(&mut pipe.sinks);
+    std::thread::spawn(move || drop(sinks));
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
+}
+
+/// Flags raised by SIGTERM or SIGINT (stop) and SIGHUP (reload the outputs).
+fn install_signals() -> Result<(Arc<AtomicBool>, Arc<AtomicBool>)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let hup = Arc::new(AtomicBool::new(false));
+    let handler_error =
+        |e: std::io::Error| Error::Usage(format!("cannot install a signal handler: {e}"));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(handler_error)?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone()).map_err(handler_error)?;
+    Ok((stop, hup))
+}
+
+/// The live loop's state: the pipeline, its source and the frames being assembled.
+struct Live {
+    pipe: Pipeline,
+    src: Box<dyn AudioSource>,
+    asm: FrameAssembler,
+    buf: Vec<f32>,
+}
+
+impl Live {
+    /// Choose the backend, open the outputs and the source, and check the source against the
+    /// configuration.
+    fn start(cfg: &Config, o: &RunOptions) -> Result<Self> {
+        let choice = o.backend.unwrap_or(cfg.tracker.backend);
+        let backends = backend::select(cfg, choice)?;
+        log::info!("{}", backends.reason);
+        let sinks = SinkSet::open(&cfg.output.sinks, false)?;
+        let pipe = Pipeline::new(
+            cfg,
+            backends,
+            sinks,
+            PipelineOptions {
+                live: true,
+                ..Default::default()
+            },
+        );
+        let src = open_source(cfg, o)?;
+        cfg.check_input(&src.describe(), src.channels(), src.sample_rate_hz())
+            .map_err(Error::Config)?;
+        let mut asm = cfg.frame_assembler(0);
+        // Frames in memory the GPU reads where it lies, where the backend has it: a live frame
+        // then goes to the device without a copy.
+        asm.set_allocator(pipe.frame_allocator());
+        let buf = vec![0.0f32; src.channels() * 4096];
+        Ok(Self {
+            pipe,
+            src,
+            asm,
+            buf,
+        })
+    }
+
+    /// One read from the source and every frame it completes; false at the source's end.
+    fn turn(&mut self) -> Result<bool> {
+        let ch = self.src.channels();
+        match self.src.read(&mut self.buf)? {
+            ReadResult::Samples(n) => self.asm.push(&self.buf[..n * ch]),
             ReadResult::Gap(lost) => {
-                let frames = asm.gap(lost);
+                let frames = self.asm.gap(lost);
                 log::warn!("capture lost {lost} sample frames; {frames} frame(s) dropped");
-                pipe.counters.drop_frames("capture_gap", frames);
+                self.pipe.counters.drop_frames("capture_gap", frames);
             }
             ReadResult::Idle => std::thread::sleep(Duration::from_millis(1)),
-            ReadResult::End => break,
+            ReadResult::End => return Ok(false),
         }
-        while let Some(mut f) = asm.pop() {
-            pipe.frame_ready = Some(Instant::now());
-            if let Err(e) = pipe.process(&mut f) {
-                failure = Some(e);
-            }
-            asm.recycle(f);
-            if failure.is_some() {
-                break;
-            }
-        }
-        if failure.is_some() {
-            break;
+        while let Some(mut f) = self.asm.pop() {
+            self.pipe.frame_ready = Some(Instant::now());
+            let done = self.pipe.process(&mut f).map(|_| ());
+            self.asm.recycle(f);
+            done?;
         }
         // Between frames: the filter's resampling left by the last step is launched, and what
         // the frames being filled hold so far goes to the GPU, so that a frame's correlation
         // reads only its last samples over the bus.
-        pipe.between_frames();
-        asm.send_ahead();
+        self.pipe.between_frames();
+        self.asm.send_ahead();
+        Ok(true)
+    }
+
+    /// Process the frames already captured, for at most `limit`.
+    fn drain(&mut self, limit: Duration) {
+        let ch = self.src.channels();
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            match self.src.read(&mut self.buf) {
+                Ok(ReadResult::Samples(n)) => self.asm.push(&self.buf[..n * ch]),
+                _ => break,
+            }
+            while let Some(mut f) = self.asm.pop() {
+                self.pipe.frame_ready = Some(Instant::now());
+                let _ = self.pipe.process(&mut f);
+                self.asm.recycle(f);
+            }
+        }
+    }
+}
+
+/// systemd's STATUS= line every status interval, and its watchdog pinged only while frames
+/// flow.
+struct Heartbeat {
+    notifier: Notifier,
+    interval: Duration,
+    next_status: Instant,
+    next_ping: Instant,
+    frames_at_ping: u64,
+}
+
+impl Heartbeat {
+    fn new(notifier: Notifier, status_interval_s: f64) -> Self {
+        let interval = Duration::from_secs_f64(status_interval_s.max(0.1));
+        Self {
+            notifier,
+            interval,
+            next_status: Instant::now() + interval,
+            next_ping: Instant::now(),
+            frames_at_ping: 0,
+        }
+    }
+
+    fn tick(&mut self, pipe: &Pipeline) {
         let now = Instant::now();
-        if now >= next_status {
+        if now >= self.next_status {
             let c = &pipe.counters;
-            notifier.notify(&format!(
+            self.notifier.notify(&format!(
                 "STATUS=frames {} in, {} processed, {} dropped; {} tracks; backend {}",
                 c.frames_in,
                 c.frames_processed,
@@ -298,38 +378,24 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
                 pipe.tracker().active_tracks(),
                 pipe.backend()
             ));
-            next_status = now + interval;
+            self.next_status = now + self.interval;
         }
-        if let Some(w) = notifier.watchdog {
+        if let Some(w) = self.notifier.watchdog {
             // Ping only while frames flow: a stalled capture stops the pings and systemd
             // restarts the service.
-            if now >= next_ping && pipe.counters.frames_in > frames_at_ping {
-                notifier.notify("WATCHDOG=1");
-                frames_at_ping = pipe.counters.frames_in;
-                next_ping = now + w;
+            if now >= self.next_ping && pipe.counters.frames_in > self.frames_at_ping {
+                self.notifier.notify("WATCHDOG=1");
+                self.frames_at_ping = pipe.counters.frames_in;
+                self.next_ping = now + w;
             }
         }
     }
-    notifier.notify("STOPPING=1");
-    // Drain: frames already complete, for at most a second.
-    let drain_until = Instant::now() + Duration::from_secs(1);
-    if failure.is_none() {
-        while Instant::now() < drain_until {
-            match src.read(&mut buf) {
-                Ok(ReadResult::Samples(n)) => asm.push(&buf[..n * ch]),
-                _ => break,
-            }
-            while let Some(mut f) = asm.pop() {
-                pipe.frame_ready = Some(Instant::now());
-                let _ = pipe.process(&mut f);
-                asm.recycle(f);
-            }
-        }
-    }
-    pipe.emit_status(started.elapsed().as_secs_f64());
-    pipe.sinks.flush(Duration::from_millis(500));
+}
+
+/// What the run did, from the pipeline's counters and its outputs' statistics.
+fn summary_of(pipe: &Pipeline, reloads: u64, seconds: f64) -> RunSummary {
     let c = &pipe.counters;
-    let summary = RunSummary {
+    RunSummary {
         frames_in: c.frames_in,
         frames_processed: c.frames_processed,
         frames_dropped: c.frames_dropped(),
@@ -352,14 +418,7 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
             pipe.proc_time.quantile_ms(0.99),
         ),
         reloads,
-        seconds: started.elapsed().as_secs_f64(),
-    };
-    // Outputs that are stuck (a serial port mid-write) must not hold the exit.
-    let sinks = std::mem::take(&mut pipe.sinks);
-    std::thread::spawn(move || drop(sinks));
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(summary),
+        seconds,
     }
 }
 

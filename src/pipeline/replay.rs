@@ -14,12 +14,15 @@ use crate::audio::wav::WavSource;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::gpu::BackendChoice;
+use crate::math::linalg::upper_triangle;
 use crate::output::SinkSet;
 use crate::output::jsonl::JsonlSink;
 use crate::pipeline::backend;
 use crate::pipeline::scene::Scene;
 use crate::pipeline::{Counters, FrameView, Pipeline, PipelineOptions};
 use crate::plot::GccTrace;
+use crate::track::TrackMode;
+use crate::track::manager::TrackReport;
 
 /// What to replay and how.
 #[derive(Debug, Clone)]
@@ -201,18 +204,7 @@ pub fn replay_source(
     let hop = cfg.hop_samples();
     let mut asm = cfg.frame_assembler(origin);
     let total = src.total_frames().unwrap_or(0);
-    let bar = if opts.progress {
-        let pb = indicatif::ProgressBar::new(total);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {percent}% {msg} ETA {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(pb)
-    } else {
-        None
-    };
+    let bar = opts.progress.then(|| progress_bar(total));
     let mut frames: Vec<FrameReports> = Vec::new();
     let params = cfg.gcc_params();
     let mut gcc = opts
@@ -225,20 +217,7 @@ pub fn replay_source(
         frames.push(FrameReports {
             seq: v.seq,
             t_frame: v.t_centre_s,
-            reports: v
-                .reports
-                .iter()
-                .map(|r| Report {
-                    id: r.id,
-                    t: r.t_s,
-                    pos: r.position,
-                    models: r.model_probs.clone(),
-                    cov: Some(crate::math::linalg::upper_triangle(&r.pos_cov)),
-                    range_m: r.range_m(),
-                    inv_range: r.inv_range,
-                    direction: r.mode == crate::track::TrackMode::Direction,
-                })
-                .collect(),
+            reports: v.reports.iter().map(report_of).collect(),
         });
         if let Some(g) = gcc.as_mut() {
             g.push(v.seq, v.t_centre_s, &v.gcc.curves, params.curve_half);
@@ -268,13 +247,8 @@ pub fn replay_source(
     let evaluation = truth
         .map(|t| crate::analysis::score::evaluate(&frames, t, None, &eval_options(cfg, t, opts)));
     let mut warnings = src.warnings();
-    let frame = cfg.frame_samples();
-    if pipe.counters.frames_in == 0 && total > 0 && total < frame as u64 {
-        warnings.push(format!(
-            "the audio ({:.2} s) is shorter than one frame (gcc.frame_samples = {frame}, {:.2} s): nothing was tracked; replay a longer range or set a shorter gcc.frame_samples",
-            total as f64 / fs,
-            frame as f64 / fs
-        ));
+    if pipe.counters.frames_in == 0 {
+        warnings.extend(shorter_than_a_frame(cfg, total));
     }
     Ok(ReplaySummary {
         input: src.describe(),
@@ -300,6 +274,45 @@ pub fn replay_source(
     })
 }
 
+/// A progress bar over `total` sample frames.
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new(total);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {percent}% {msg} ETA {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+/// A track report as the evaluation reads it back from a stream.
+fn report_of(r: &TrackReport) -> Report {
+    Report {
+        id: r.id,
+        t: r.t_s,
+        pos: r.position,
+        models: r.model_probs.clone(),
+        cov: Some(upper_triangle(&r.pos_cov)),
+        range_m: r.range_m(),
+        inv_range: r.inv_range,
+        direction: r.mode == TrackMode::Direction,
+    }
+}
+
+/// The warning for audio of `total` sample frames that is too short for a single frame
+/// (nothing is tracked then).
+fn shorter_than_a_frame(cfg: &Config, total: u64) -> Option<String> {
+    let (frame, fs) = (cfg.frame_samples(), cfg.sample_rate_hz());
+    (total > 0 && total < frame as u64).then(|| {
+        format!(
+            "the audio ({:.2} s) is shorter than one frame (gcc.frame_samples = {frame}, {:.2} s): nothing was tracked; replay a longer range or set a shorter gcc.frame_samples",
+            total as f64 / fs,
+            frame as f64 / fs
+        )
+    })
+}
+
 /// How a replay is scored: against the array's centre, with direction errors for direction-only
 /// tracking and for compact arrays (aperture under a fifth of the median range to the truth).
 pub fn eval_options(cfg: &Config, truth: &Truth, opts: &ReplayOptions) -> EvalOptions {
@@ -315,7 +328,7 @@ pub fn eval_options(cfg: &Config, truth: &Truth, opts: &ReplayOptions) -> EvalOp
         .collect();
     ranges.sort_by(f64::total_cmp);
     let median = ranges.get(ranges.len() / 2).copied().unwrap_or(0.0);
-    let direction_only = cfg.array.mode == crate::track::TrackMode::Direction;
+    let direction_only = cfg.array.mode == TrackMode::Direction;
     EvalOptions {
         warmup_s: opts.warmup_s,
         threshold_m: opts.threshold_m,
