@@ -116,6 +116,45 @@ pub struct GccParams {
 }
 
 impl GccParams {
+    /// Whether `frames` fit these parameters (channels and length) and `outputs` results were
+    /// given for them: every backend's first check of a call.
+    pub fn check_call(
+        &self,
+        backend: &'static str,
+        frames: &[&Frame],
+        outputs: usize,
+    ) -> Result<(), BackendError> {
+        if frames.len() != outputs {
+            return Err(BackendError::new(
+                backend,
+                "frames and outputs differ in number",
+            ));
+        }
+        self.check_frames(backend, frames)
+    }
+
+    /// Whether every frame has these parameters' channels and length.
+    pub fn check_frames(
+        &self,
+        backend: &'static str,
+        frames: &[&Frame],
+    ) -> Result<(), BackendError> {
+        let (c, len) = (self.channels, self.frame_len);
+        match frames
+            .iter()
+            .find(|f| f.channels != c || f.len != len || f.data.len() != c * len)
+        {
+            Some(f) => Err(BackendError::new(
+                backend,
+                format!(
+                    "frame of {} x {} does not match the plan's {} x {}",
+                    f.channels, f.len, c, len
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         sample_rate_hz: f64,
@@ -627,15 +666,6 @@ impl CpuCorrelator {
     ) -> Result<(), BackendError> {
         use rayon::prelude::*;
         let p = &self.params;
-        if frame.channels != p.channels || frame.len != p.frame_len {
-            return Err(BackendError::new(
-                "cpu",
-                format!(
-                    "frame of {} x {} does not match the plan's {} x {}",
-                    frame.channels, frame.len, p.channels, p.frame_len
-                ),
-            ));
-        }
         let nb = p.n_bins();
         let beta = p.beta;
         let groups = self.scratch.len();
@@ -777,12 +807,7 @@ impl Correlator for CpuCorrelator {
         out: &mut [GccFrame],
         want_curves: bool,
     ) -> Result<(), BackendError> {
-        if frames.len() != out.len() {
-            return Err(BackendError::new(
-                "cpu",
-                "frames and outputs differ in number",
-            ));
-        }
+        self.params.check_call("cpu", frames, out.len())?;
         for (f, o) in frames.iter().zip(out.iter_mut()) {
             self.correlate_one(f, o, want_curves)?;
         }

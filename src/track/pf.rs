@@ -61,9 +61,9 @@ struct ChunkMut<'a> {
     model: &'a mut [u32],
     log_w: &'a mut [f32],
     /// This step's log-likelihoods (kept for tempering).
-    ll: &'a mut [f32],
+    log_lik: &'a mut [f32],
     /// exp(log_w - the chunk's largest log_w).
-    e: &'a mut [f32],
+    weight_exp: &'a mut [f32],
 }
 
 /// The per-slot arrays a step works on.
@@ -71,8 +71,8 @@ struct SlotArrays<'a> {
     state: &'a mut [f32],
     model: &'a mut [u32],
     log_w: &'a mut [f32],
-    ll: &'a mut [f32],
-    e: &'a mut [f32],
+    log_lik: &'a mut [f32],
+    weight_exp: &'a mut [f32],
 }
 
 /// One slot's views of the bank's arrays (a free function, so that the caller can borrow other
@@ -81,8 +81,8 @@ fn slot_arrays<'a>(
     state: &'a mut [f32],
     model: &'a mut [u32],
     log_w: &'a mut [f32],
-    ll: &'a mut [f32],
-    e: &'a mut [f32],
+    log_lik: &'a mut [f32],
+    weight_exp: &'a mut [f32],
     n: usize,
     slot: usize,
 ) -> SlotArrays<'a> {
@@ -90,8 +90,8 @@ fn slot_arrays<'a>(
         state,
         model: &mut model[slot * n..(slot + 1) * n],
         log_w: &mut log_w[slot * n..(slot + 1) * n],
-        ll,
-        e,
+        log_lik,
+        weight_exp,
     }
 }
 
@@ -101,16 +101,16 @@ fn split(a: SlotArrays<'_>, n: usize) -> Vec<ChunkMut<'_>> {
         a.state.chunks_mut(n).map(|c| c.chunks_mut(CHUNK)).collect();
     let mut m = a.model.chunks_mut(CHUNK);
     let mut w = a.log_w.chunks_mut(CHUNK);
-    let mut l = a.ll.chunks_mut(CHUNK);
-    let mut e = a.e.chunks_mut(CHUNK);
+    let mut l = a.log_lik.chunks_mut(CHUNK);
+    let mut e = a.weight_exp.chunks_mut(CHUNK);
     (0..n.div_ceil(CHUNK))
         .map(|ci| ChunkMut {
             start: ci * CHUNK,
             s: std::array::from_fn(|c| comps[c].next().unwrap_or_default()),
             model: m.next().unwrap_or_default(),
             log_w: w.next().unwrap_or_default(),
-            ll: l.next().unwrap_or_default(),
-            e: e.next().unwrap_or_default(),
+            log_lik: l.next().unwrap_or_default(),
+            weight_exp: e.next().unwrap_or_default(),
         })
         .collect()
 }
@@ -160,10 +160,10 @@ fn pass1_impl(
         &mut ch.s,
         z,
     );
-    log_likelihood_slice(p, x.k, x.meas, &ch.s, x.t.lag_s, sc, ch.ll);
+    log_likelihood_slice(p, x.k, x.meas, &ch.s, x.t.lag_s, sc, ch.log_lik);
     if let Some((lo, hi)) = p.bounds {
         let (sx, sy, sz) = (&ch.s[0][..len], &ch.s[1][..len], &ch.s[2][..len]);
-        for (i, ll) in ch.ll[..len].iter_mut().enumerate() {
+        for (i, ll) in ch.log_lik[..len].iter_mut().enumerate() {
             let inside = sx[i] >= lo[0]
                 && sx[i] <= hi[0]
                 && sy[i] >= lo[1]
@@ -173,7 +173,7 @@ fn pass1_impl(
             *ll = if inside { *ll } else { f32::NEG_INFINITY };
         }
     }
-    for (w, ll) in ch.log_w[..len].iter_mut().zip(ch.ll[..len].iter_mut()) {
+    for (w, ll) in ch.log_w[..len].iter_mut().zip(ch.log_lik[..len].iter_mut()) {
         if ll.is_nan() {
             *ll = f32::NEG_INFINITY;
         }
@@ -206,7 +206,7 @@ fn sums_impl(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
     let mx = max_lanes(ch.log_w);
     let mut out = ChunkSums::zero();
     if !mx.is_finite() {
-        ch.e.fill(0.0);
+        ch.weight_exp.fill(0.0);
         return (mx, out);
     }
     let mut x = [[0.0f64; LANES]; 6];
@@ -217,14 +217,14 @@ fn sums_impl(ch: &mut ChunkMut, reference: &[f32; 6]) -> (f32, ChunkSums) {
     let mut models = [[0.0f64; MAX_MODELS]; LANES];
     // The exponentials first, in a loop of their own that vectorises (inside the lane loop the
     // partial last block kept them scalar).
-    for (e, &w) in ch.e[..len].iter_mut().zip(&ch.log_w[..len]) {
+    for (e, &w) in ch.weight_exp[..len].iter_mut().zip(&ch.log_w[..len]) {
         *e = fastmath::exp(w - mx);
     }
     let mut b = 0;
     while b < len {
         let cnt = (len - b).min(LANES);
         let mut e = [0.0f32; LANES];
-        e[..cnt].copy_from_slice(&ch.e[b..b + cnt]);
+        e[..cnt].copy_from_slice(&ch.weight_exp[b..b + cnt]);
         let st = load(&ch.s, b, cnt);
         for i in 0..LANES {
             let w = f64::from(e[i]);
@@ -437,8 +437,9 @@ fn combine(parts: &[(f32, ChunkSums)], scales: &mut Vec<f64>) -> (f32, ChunkSums
 }
 
 pub struct CpuParticleFilter {
-    p: FilterParams,
-    n: usize,
+    params: FilterParams,
+    /// Particles per track.
+    particles: usize,
     /// `state[(slot * STATE_DIM + c) * n + i]`: component c of particle i of a slot.
     /// One buffer per slot, STATE_DIM × n each (component-major), so that resampling can
     /// swap a slot's buffer with the scratch instead of copying back.
@@ -448,15 +449,16 @@ pub struct CpuParticleFilter {
     /// Per slot: log of the sum of exp(log_w); subtracting it normalises the weights.
     log_norm: Vec<f64>,
     /// One slot's worth of this step's log-likelihoods.
-    ll: Vec<f32>,
+    log_lik: Vec<f32>,
     /// One slot's worth of exp(log_w - chunk maximum).
-    e: Vec<f32>,
+    weight_exp: Vec<f32>,
     /// Per chunk: exp(chunk maximum - overall maximum).
     scales: Vec<f64>,
     scratch_state: Vec<f32>,
     scratch_model: Vec<u32>,
     cdf: Vec<f64>,
-    anc: Vec<u32>,
+    /// Each particle's ancestor in the last resampling.
+    ancestors: Vec<u32>,
     avx2: bool,
 }
 
@@ -468,36 +470,39 @@ impl CpuParticleFilter {
         #[cfg(not(target_arch = "x86_64"))]
         let avx2 = false;
         Self {
-            n,
+            particles: n,
             state: vec![vec![0.0; STATE_DIM * n]; p.slots],
             model: vec![0; p.slots * n],
             log_w: vec![0.0; p.slots * n],
             log_norm: vec![(n as f64).ln(); p.slots],
-            ll: vec![0.0; n],
-            e: vec![0.0; n],
+            log_lik: vec![0.0; n],
+            weight_exp: vec![0.0; n],
             scales: Vec::new(),
             scratch_state: vec![0.0; STATE_DIM * n],
             scratch_model: vec![0; n],
             cdf: Vec::with_capacity(n),
-            anc: vec![0; n],
+            ancestors: vec![0; n],
             avx2,
-            p,
+            params: p,
         }
     }
 
     fn check_slot(&self, slot: u32) -> Result<usize, BackendError> {
-        if (slot as usize) < self.p.slots {
+        if (slot as usize) < self.params.slots {
             Ok(slot as usize)
         } else {
             Err(BackendError::new(
                 "cpu",
-                format!("track slot {slot} out of range ({} slots)", self.p.slots),
+                format!(
+                    "track slot {slot} out of range ({} slots)",
+                    self.params.slots
+                ),
             ))
         }
     }
 
     fn particle(&self, slot: usize, i: usize) -> [f32; 7] {
-        std::array::from_fn(|c| self.state[slot][c * self.n + i])
+        std::array::from_fn(|c| self.state[slot][c * self.particles + i])
     }
 
     /// The paper's rule: the model whose weighted-mean predicted TDOAs lie closest (L1) to the
@@ -509,19 +514,19 @@ impl CpuParticleFilter {
         t: &TrackStep,
         k: &LikelihoodConsts,
     ) -> u32 {
-        let np = self.p.pairs.len();
+        let np = self.params.pairs.len();
         let kk = meas.peaks_per_pair;
         let offset = self.log_norm[slot];
-        let p = &self.p;
+        let p = &self.params;
         let mut best = (f64::INFINITY, 0u32);
         for (mi, model) in p.models.iter().enumerate() {
-            let sums: Vec<(f64, Vec<f64>)> = (0..self.n.div_ceil(CHUNK))
+            let sums: Vec<(f64, Vec<f64>)> = (0..self.particles.div_ceil(CHUNK))
                 .into_par_iter()
                 .map(|ci| {
                     let mut acc = vec![0.0f64; np];
                     let mut sw = 0.0f64;
                     let mut pred = vec![0.0f32; np];
-                    for i in ci * CHUNK..((ci + 1) * CHUNK).min(self.n) {
+                    for i in ci * CHUNK..((ci + 1) * CHUNK).min(self.particles) {
                         let mut s = self.particle(slot, i);
                         let z = philox::normals4(philox::draw(
                             p.seed,
@@ -532,7 +537,7 @@ impl CpuParticleFilter {
                         ));
                         predict(model, Kinematics::of(p), t.dt_s, &mut s, z);
                         predict_tdoas(p, k, &s, t.lag_s, &mut pred);
-                        let w = (f64::from(self.log_w[slot * self.n + i]) - offset).exp();
+                        let w = (f64::from(self.log_w[slot * self.particles + i]) - offset).exp();
                         sw += w;
                         for (a, v) in acc.iter_mut().zip(&pred) {
                             *a += w * f64::from(*v);
@@ -567,17 +572,17 @@ impl CpuParticleFilter {
             &mut self.state[slot],
             &mut self.model,
             &mut self.log_w,
-            &mut self.ll,
-            &mut self.e,
-            self.n,
+            &mut self.log_lik,
+            &mut self.weight_exp,
+            self.particles,
             slot,
         )
     }
 
-    /// Weighted sums of one slot's current log weights (e left in `self.e`, chunk scales in
+    /// Weighted sums of one slot's current log weights (e left in `self.weight_exp`, chunk scales in
     /// `self.scales`). Returns the overall maximum and the sums relative to it.
     fn weighted_sums(&mut self, slot: usize, reference: &[f32; 6]) -> (f32, ChunkSums) {
-        let n = self.n;
+        let n = self.particles;
         let avx2 = self.avx2;
         let chunks = split(self.arrays(slot), n);
         let parts: Vec<(f32, ChunkSums)> = chunks
@@ -591,12 +596,12 @@ impl CpuParticleFilter {
     /// sample size of at least TEMPER_MIN_ESS × N. Every grid point is evaluated in one pass
     /// (as on the GPU), with e^(β b) for the halving βs by repeated squaring.
     fn choose_temper(&self, slot: usize) -> f32 {
-        let n = self.n;
+        let n = self.particles;
         const G: usize = TEMPER_GRID + 1;
         let lw = &self.log_w[slot * n..(slot + 1) * n];
         // prev_i = log_w_i - ll_i; bound the exponent by max(prev) + β max(ll).
         let (mut mp, mut ml) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
-        for (w, ll) in lw.iter().zip(&self.ll) {
+        for (w, ll) in lw.iter().zip(&self.log_lik) {
             if ll.is_finite() {
                 mp = mp.max(w - ll);
                 ml = ml.max(*ll);
@@ -605,7 +610,7 @@ impl CpuParticleFilter {
         let avx2 = self.avx2;
         let parts: Vec<([f64; G], [f64; G])> = lw
             .par_chunks(CHUNK)
-            .zip(self.ll.par_chunks(CHUNK))
+            .zip(self.log_lik.par_chunks(CHUNK))
             .map(|(wc, lc)| temper_grid_sums(wc, lc, mp, ml, avx2))
             .collect();
         let mut s = [0.0f64; G];
@@ -626,22 +631,22 @@ impl CpuParticleFilter {
         out: &mut Estimate,
     ) -> Result<(), BackendError> {
         let slot = self.check_slot(t.slot)?;
-        let n = self.n;
-        let l = self.p.n_models();
-        let k = LikelihoodConsts::new(&self.p, meas.sigma_s);
-        let forced = match self.p.selection {
+        let n = self.particles;
+        let l = self.params.n_models();
+        let k = LikelihoodConsts::new(&self.params, meas.sigma_s);
+        let forced = match self.params.selection {
             ModelSelection::Markov => None,
             ModelSelection::Nearest => Some(self.nearest_model(slot, meas, t, &k)),
         };
         let coeffs = CoeffTable::new(
             &self
-                .p
+                .params
                 .models
                 .iter()
                 .map(|m| StepCoeffs::new(m, t.dt_s))
                 .collect::<Vec<_>>(),
         );
-        let cdf = padded_cdf(&self.p.transition_cdf, self.p.n_models());
+        let cdf = padded_cdf(&self.params.transition_cdf, self.params.n_models());
         // Sums are taken relative to a particle of the cloud, so that covariances of a cloud
         // far from the origin keep their precision.
         let p0 = self.particle(slot, 0);
@@ -649,7 +654,7 @@ impl CpuParticleFilter {
         let avx2 = self.avx2;
         let offset = self.log_norm[slot] as f32;
         let ctx = StepCtx {
-            p: &self.p,
+            p: &self.params,
             k: &k,
             meas,
             t,
@@ -664,8 +669,8 @@ impl CpuParticleFilter {
                 &mut self.state[slot],
                 &mut self.model,
                 &mut self.log_w,
-                &mut self.ll,
-                &mut self.e,
+                &mut self.log_lik,
+                &mut self.weight_exp,
                 n,
                 slot,
             ),
@@ -689,7 +694,7 @@ impl CpuParticleFilter {
             // log_w - ll is the previous (normalised) weight; apply the tempered likelihood.
             for (lw, ll) in self.log_w[slot * n..(slot + 1) * n]
                 .iter_mut()
-                .zip(&self.ll)
+                .zip(&self.log_lik)
             {
                 *lw = if ll.is_finite() {
                     *lw - ll + temper * ll
@@ -702,8 +707,8 @@ impl CpuParticleFilter {
         let log_norm = finish_estimate(mx, &tot, &reference, l, degenerate, out);
         out.chosen_model = forced.map(|f| f as usize);
         out.temper = temper;
-        out.resampled = f64::from(out.ess) < f64::from(self.p.ess_fraction) * n as f64;
-        let p = &self.p;
+        out.resampled = f64::from(out.ess) < f64::from(self.params.ess_fraction) * n as f64;
+        let p = &self.params;
         if !out.resampled {
             self.log_norm[slot] = log_norm;
             return Ok(());
@@ -711,7 +716,7 @@ impl CpuParticleFilter {
         // Systematic resampling on the chunk-rescaled weights.
         let scales = &self.scales;
         resample::cumulative(
-            self.e
+            self.weight_exp
                 .iter()
                 .enumerate()
                 .map(|(i, &e)| f64::from(e) * scales[i / CHUNK]),
@@ -731,7 +736,7 @@ impl CpuParticleFilter {
             .map(|c| c.chunks_mut(resample::BLOCK))
             .collect();
         let mut models = self.scratch_model.chunks_mut(resample::BLOCK);
-        let mut ancs = self.anc.chunks_mut(resample::BLOCK);
+        let mut ancs = self.ancestors.chunks_mut(resample::BLOCK);
         let blocks: Vec<_> = (0..n.div_ceil(resample::BLOCK))
             .map(|_| {
                 let dst: [&mut [f32]; STATE_DIM] =
@@ -769,7 +774,12 @@ impl CpuParticleFilter {
             ROUGHEN_RESAMPLE_H
         };
         let lchol = roughen_factor(&out.cov, h);
-        let (seed, frame, track, mode) = (self.p.seed, meas.frame, t.slot, Kinematics::of(&self.p));
+        let (seed, frame, track, mode) = (
+            self.params.seed,
+            meas.frame,
+            t.slot,
+            Kinematics::of(&self.params),
+        );
         split(self.arrays(slot), n)
             .into_par_iter()
             .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
@@ -1011,20 +1021,20 @@ impl ParticleFilter for CpuParticleFilter {
     }
 
     fn params(&self) -> &FilterParams {
-        &self.p
+        &self.params
     }
 
     fn init_track(&mut self, init: &TrackInit) -> Result<(), BackendError> {
         let slot = self.check_slot(init.slot)?;
-        let n = self.n;
-        let p = &self.p;
+        let n = self.particles;
+        let p = &self.params;
         split(
             slot_arrays(
                 &mut self.state[slot],
                 &mut self.model,
                 &mut self.log_w,
-                &mut self.ll,
-                &mut self.e,
+                &mut self.log_lik,
+                &mut self.weight_exp,
                 n,
                 slot,
             ),
@@ -1051,13 +1061,13 @@ impl ParticleFilter for CpuParticleFilter {
         tracks: &[TrackStep],
         out: &mut [Estimate],
     ) -> Result<(), BackendError> {
-        if meas.pairs() != self.p.pairs.len() {
+        if meas.pairs() != self.params.pairs.len() {
             return Err(BackendError::new(
                 "cpu",
                 format!(
                     "measurement has {} pairs, the filter {}",
                     meas.pairs(),
-                    self.p.pairs.len()
+                    self.params.pairs.len()
                 ),
             ));
         }
@@ -1069,7 +1079,7 @@ impl ParticleFilter for CpuParticleFilter {
 
     fn read_particles(&mut self, slot: u32) -> Result<Particles, BackendError> {
         let s = self.check_slot(slot)?;
-        let n = self.n;
+        let n = self.particles;
         let off = self.log_norm[s] as f32;
         Ok(Particles {
             state: self.state[s].clone(),
@@ -1083,7 +1093,7 @@ impl ParticleFilter for CpuParticleFilter {
 
     fn write_particles(&mut self, slot: u32, parts: &Particles) -> Result<(), BackendError> {
         let s = self.check_slot(slot)?;
-        let n = self.n;
+        let n = self.particles;
         if parts.state.len() != STATE_DIM * n
             || parts.model.len() != n
             || parts.log_weight.len() != n
@@ -1304,7 +1314,7 @@ mod tests {
     #[test]
     fn nearest_model_rule_picks_a_model() {
         let mut f = filter(4096);
-        f.p.selection = ModelSelection::Nearest;
+        f.params.selection = ModelSelection::Nearest;
         f.init_track(&init(0)).unwrap();
         let m = measurement(&f, 1, [-15.9, 3.0, -12.0]);
         let mut est = vec![Estimate::new(4)];
@@ -1328,9 +1338,9 @@ mod tests {
         #[test]
         fn invariants_hold_for_random_measurements(seed in 0u64..1000, amp in 0.0f32..500.0, floor in 0.01f32..1.0) {
             let mut f = filter(1024);
-            f.p.seed = seed;
+            f.params.seed = seed;
             f.init_track(&init(0)).unwrap();
-            let mut m = TdoaMeasurement::empty(1, f.p.pairs.len(), 2, f.p.tdoa_std_s);
+            let mut m = TdoaMeasurement::empty(1, f.params.pairs.len(), 2, f.params.tdoa_std_s);
             let mut r = crate::rng::philox::PhiloxStream::new(seed, 9, Stream::Simulate);
             for i in 0..m.tdoa_s.len() {
                 m.tdoa_s[i] = (r.uniform_f64() * 0.04 - 0.02) as f32;

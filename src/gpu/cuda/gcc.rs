@@ -864,21 +864,7 @@ impl CudaCorrelator {
     /// Stage up to `batch` frames into the page-locked buffer (unless one frame lies in mapped
     /// memory) and queue their correlation (without waiting for it: see [`Self::collect`]).
     fn launch(&mut self, frames: &[&Frame], want_curves: bool) -> Result<(), BackendError> {
-        // The sizes only (this runs for every frame on the live path: no clone of the params).
-        let p = &self.params;
-        let (c, frame_len) = (p.channels, p.frame_len);
-        if let Some(f) = frames
-            .iter()
-            .find(|f| f.channels != c || f.len != frame_len || f.data.len() != c * frame_len)
-        {
-            return Err(BackendError::new(
-                "cuda",
-                format!(
-                    "frame of {} x {} does not match the plan's {} x {}",
-                    f.channels, f.len, c, frame_len
-                ),
-            ));
-        }
+        self.params.check_frames("cuda", frames)?;
         // A live frame in memory the device reads (see `frame_allocator`) goes without a copy.
         let in_place = match frames {
             [f] => self.frame_in_place(f, want_curves)?,
@@ -1017,12 +1003,7 @@ impl Correlator for CudaCorrelator {
         out: &mut [GccFrame],
         want_curves: bool,
     ) -> Result<(), BackendError> {
-        if frames.len() != out.len() {
-            return Err(BackendError::new(
-                "cuda",
-                "frames and outputs differ in number",
-            ));
-        }
+        self.params.check_call("cuda", frames, out.len())?;
         self.bind()?;
         let mut total_s = 0.0;
         let mut total_bytes = 0;

@@ -377,16 +377,19 @@ fn particle_args<'a>(
 
 pub struct CudaParticleFilter {
     gpu: Arc<Gpu>,
-    p: FilterParams,
-    n: usize,
+    params: FilterParams,
+    /// Particles per track.
+    particles: usize,
     k: Kernels,
     s0: CudaSlice<f32>,
     s1: CudaSlice<f32>,
     m0: CudaSlice<u32>,
     m1: CudaSlice<u32>,
     log_w: CudaSlice<f32>,
-    ll: CudaSlice<f32>,
-    e: CudaSlice<f32>,
+    /// This step's log-likelihoods.
+    log_lik: CudaSlice<f32>,
+    /// exp(log_w - the tile's largest log_w).
+    weight_exp: CudaSlice<f32>,
     sensors: CudaSlice<f32>,
     pairs: CudaSlice<u32>,
     /// Step parameters, track parameters, coefficients and the measurement, uploaded at once
@@ -734,8 +737,8 @@ impl CudaParticleFilter {
             m0: u32s(slots * n)?,
             m1: u32s(slots * n)?,
             log_w: f32s(slots * n)?,
-            ll: f32s(slots * n)?,
-            e: f32s(slots * n)?,
+            log_lik: f32s(slots * n)?,
+            weight_exp: f32s(slots * n)?,
             sensors,
             pairs,
             _d_up: d_up,
@@ -774,15 +777,15 @@ impl CudaParticleFilter {
             deferred: None,
             deferred_err: None,
             fail_deferred_from: None,
-            n,
+            particles: n,
             k,
-            p,
+            params: p,
             gpu,
         })
     }
 
     fn step_params(&self, meas: &TdoaMeasurement) -> StepParams {
-        let p = &self.p;
+        let p = &self.params;
         let sigma = meas.sigma_s.max(1e-12);
         let (has_bounds, lo, hi) = match p.bounds {
             Some((lo, hi)) => (1, lo, hi),
@@ -795,7 +798,7 @@ impl CudaParticleFilter {
             mirror_sums: at(self.lay.sums),
             mirror_flags: at(self.lay.flags),
             mirror_betas: at(self.lay.betas),
-            n: self.n as u32,
+            n: self.particles as u32,
             n_models: p.n_models() as u32,
             n_sensors: p.sensors.len() as u32,
             n_pairs: p.pairs.len() as u32,
@@ -849,9 +852,9 @@ impl CudaParticleFilter {
     /// finalize (`chol`) or, after the usual step, by the host's (`ptr.rough`).
     fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
-        let nn = self.n;
-        let nb = n_tiles(self.n) as u32;
-        let tile = tiling(self.n).1;
+        let nn = self.particles;
+        let nb = n_tiles(self.particles) as u32;
+        let tile = tiling(self.particles).1;
         // A small filter resamples in one kernel (the scan, search and copy); a large one scans
         // first. Both start with the weights' arguments.
         let small = nn <= RS_SMALL_MAX;
@@ -865,7 +868,7 @@ impl CudaParticleFilter {
             &mut b,
             &self.ptr,
             &mask,
-            &self.e,
+            &self.weight_exp,
             &self.partials,
             &nb,
             &tile,
@@ -985,7 +988,7 @@ impl CudaParticleFilter {
         t: usize,
         live: bool,
     ) -> Result<(), BackendError> {
-        let nb = n_tiles(self.n) as u32;
+        let nb = n_tiles(self.particles) as u32;
         let (f, name) = if live {
             (&self.k.live, "pf_step_live")
         } else {
@@ -996,7 +999,11 @@ impl CudaParticleFilter {
             let (sensors, pairs) = (dptr(&self.sensors, s), dptr(&self.pairs, s));
             let (s0, s1) = (dptr(&self.s0, s), dptr(&self.s1, s));
             let (m0, m1) = (dptr(&self.m0, s), dptr(&self.m1, s));
-            let (log_w, ll, e) = (dptr(&self.log_w, s), dptr(&self.ll, s), dptr(&self.e, s));
+            let (log_w, ll, e) = (
+                dptr(&self.log_w, s),
+                dptr(&self.log_lik, s),
+                dptr(&self.weight_exp, s),
+            );
             let (partials, groups) = (dptr(&self.partials, s), dptr(&self.fin_groups, s));
             let tickets = dptr(&self.step_tickets, s);
             let p = &self.ptr;
@@ -1027,7 +1034,7 @@ impl CudaParticleFilter {
                 a(&stamp),
                 a(&p.live),
             ];
-            let cfg = tiles(self.n, t);
+            let cfg = tiles(self.particles, t);
             // SAFETY: the arguments are pf_step_live's (kernels/pf.cu: pf_step_live_cluster has
             // its signature), each a pointer to a value of the kernel's type (device addresses as
             // u64, the tile count as u32) that lives through the call; the buffers are those of
@@ -1048,8 +1055,8 @@ impl CudaParticleFilter {
             .arg(&mut self.m0)
             .arg(&mut self.m1)
             .arg(&mut self.log_w)
-            .arg(&mut self.ll)
-            .arg(&mut self.e)
+            .arg(&mut self.log_lik)
+            .arg(&mut self.weight_exp)
             .arg(&self.ptr.reference)
             .arg(&mut self.partials)
             .arg(&nb)
@@ -1063,7 +1070,7 @@ impl CudaParticleFilter {
         // SAFETY: the argument list matches kernels/pf.cu (pf_step_live's ends with the stamp's
         // device address and its LiveMeas in `d_up`); every buffer is sized for all slots, and
         // the grid covers `t` tracks of `n` particles.
-        unsafe { b.launch(tiles(self.n, t)) }.map_err(err(name))?;
+        unsafe { b.launch(tiles(self.particles, t)) }.map_err(err(name))?;
         Ok(())
     }
 
@@ -1088,9 +1095,9 @@ impl CudaParticleFilter {
     /// tracks are left as the step left them. No synchronisation.
     fn enqueue_slow(&mut self, t: usize) -> Result<(), BackendError> {
         let s = self.gpu.stream.clone();
-        let nn = self.n;
-        let nb = n_tiles(self.n) as u32;
-        let nbt = self.n.div_ceil(PF_BLOCK as usize) as u32;
+        let nn = self.particles;
+        let nb = n_tiles(self.particles) as u32;
+        let nbt = self.particles.div_ceil(PF_BLOCK as usize) as u32;
         let grid_len = TEMPER_GRID as u32;
         // SAFETY (launches): argument lists match kernels/pf.cu; every buffer is sized for all
         // slots, and the grids cover `t` tracks of `n` particles.
@@ -1100,7 +1107,7 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.tracks)
                 .arg(&self.ptr.flags)
                 .arg(&mut self.log_w)
-                .arg(&self.ll)
+                .arg(&self.log_lik)
                 .arg(&mut self.temper_parts)
                 .arg(&nbt)
                 .arg(&mut self.temper_counters)
@@ -1112,7 +1119,7 @@ impl CudaParticleFilter {
                 .arg(&self.ptr.tracks)
                 .arg(&self.ptr.flags)
                 .arg(&self.log_w)
-                .arg(&self.ll)
+                .arg(&self.log_lik)
                 .arg(&self.temper_bounds)
                 .arg(&grid_len)
                 .arg(&mut self.temper_grid)
@@ -1131,9 +1138,9 @@ impl CudaParticleFilter {
                 .arg(&mut self.m0)
                 .arg(&mut self.m1)
                 .arg(&mut self.log_w)
-                .arg(&self.ll)
+                .arg(&self.log_lik)
                 .arg(&self.ptr.betas)
-                .arg(&mut self.e)
+                .arg(&mut self.weight_exp)
                 .arg(&self.ptr.reference)
                 .arg(&mut self.partials)
                 .arg(&nb)
@@ -1214,13 +1221,16 @@ impl CudaParticleFilter {
         tracks: &[TrackStep],
         out_len: usize,
     ) -> Result<(), BackendError> {
-        if meas.pairs() != self.p.pairs.len() || meas.peaks_per_pair > KPP {
+        if meas.pairs() != self.params.pairs.len() || meas.peaks_per_pair > KPP {
             return Err(BackendError::new(
                 "cuda",
                 "measurement does not match the filter",
             ));
         }
-        if let Some(bad) = tracks.iter().find(|tr| tr.slot as usize >= self.p.slots) {
+        if let Some(bad) = tracks
+            .iter()
+            .find(|tr| tr.slot as usize >= self.params.slots)
+        {
             return Err(BackendError::new(
                 "cuda",
                 format!("track slot {} out of range", bad.slot),
@@ -1248,7 +1258,7 @@ impl CudaParticleFilter {
                 lag: tr.lag_s,
                 offset: self.log_norm[tr.slot as usize] as f32,
                 u0: philox::uniform(
-                    philox::draw(self.p.seed, meas.frame, tr.slot, 0, Stream::Resample)[0],
+                    philox::draw(self.params.seed, meas.frame, tr.slot, 0, Stream::Resample)[0],
                 ),
                 pad0: 0.0,
                 pad1: 0.0,
@@ -1259,7 +1269,7 @@ impl CudaParticleFilter {
             .map(|tr| {
                 let c = CoeffTable::new(
                     &self
-                        .p
+                        .params
                         .models
                         .iter()
                         .map(|m| StepCoeffs::new(m, tr.dt_s))
@@ -1308,8 +1318,8 @@ impl CudaParticleFilter {
     /// for at most half the SMs, so that the frame's correlation has the GPU beside the
     /// waiting blocks.
     fn live_possible(&self, meas: &TdoaMeasurement, t: usize) -> bool {
-        let np = self.p.pairs.len();
-        let blocks = n_tiles(self.n) * t;
+        let np = self.params.pairs.len();
+        let blocks = n_tiles(self.particles) * t;
         self.stamp.is_some()
             && !self.timer.is_on()
             && t > 0
@@ -1381,7 +1391,7 @@ impl CudaParticleFilter {
         self.settle()?;
         self.cancel_prepared()?;
         let t = tracks.len();
-        let np = self.p.pairs.len();
+        let np = self.params.pairs.len();
         if !self.live_possible(meas, t)
             || self.check_step(meas, tracks, t).is_err()
             || source.is_some_and(|src| src.ratio.len() != np || src.pair_ok.len() != np)
@@ -1443,7 +1453,7 @@ impl CudaParticleFilter {
         meanwhile: &mut dyn FnMut(),
     ) -> Result<(), BackendError> {
         self.settle()?;
-        let n = self.n;
+        let n = self.particles;
         let t = tracks.len();
         if let Err(e) = self.check_step(meas, tracks, out.len()) {
             self.cancel_prepared()?;
@@ -1452,7 +1462,7 @@ impl CudaParticleFilter {
         if t == 0 {
             return self.cancel_prepared();
         }
-        let l = self.p.n_models();
+        let l = self.params.n_models();
         // The step launched ahead, if it is this one.
         let live = match self.prepared.take() {
             Some(pr) if pr.matches(meas, tracks) => Some((pr.value, pr.built)),
@@ -1648,19 +1658,22 @@ impl ParticleFilter for CudaParticleFilter {
     }
 
     fn params(&self) -> &FilterParams {
-        &self.p
+        &self.params
     }
 
     fn init_track(&mut self, init: &TrackInit) -> Result<(), BackendError> {
         self.settle()?;
         // (Queued behind a waiting live step, the prior's kernel would wait with it.)
         self.cancel_prepared()?;
-        let nn = self.n;
+        let nn = self.particles;
         let slot = init.slot as usize;
-        if slot >= self.p.slots {
+        if slot >= self.params.slots {
             return Err(BackendError::new(
                 "cuda",
-                format!("track slot {slot} out of range ({} slots)", self.p.slots),
+                format!(
+                    "track slot {slot} out of range ({} slots)",
+                    self.params.slots
+                ),
             ));
         }
         let s = self.gpu.stream.clone();
@@ -1689,9 +1702,9 @@ impl ParticleFilter for CudaParticleFilter {
         };
         let sp = self.step_params(&TdoaMeasurement::empty(
             init.frame,
-            self.p.pairs.len(),
+            self.params.pairs.len(),
             1,
-            self.p.tdoa_std_s,
+            self.params.tdoa_std_s,
         ));
         self.upload_to(self.ptr.step, bytes(&[sp]), "uploading parameters")?;
         s.memcpy_htod(bytes(&[ip]), &mut self.d_init)
@@ -1710,7 +1723,7 @@ impl ParticleFilter for CudaParticleFilter {
                 .map_err(err("pf_init"))?;
         }
         s.synchronize().map_err(err("initialising a track"))?;
-        self.log_norm[slot] = (self.n as f64).ln();
+        self.log_norm[slot] = (self.particles as f64).ln();
         if init.mean.iter().all(|v| v.is_finite()) {
             self.reference[slot] = init.mean.map(|v| v as f32);
         }
@@ -1753,14 +1766,14 @@ impl ParticleFilter for CudaParticleFilter {
         self.settle()?;
         self.cancel_prepared()?;
         let sl = slot as usize;
-        if sl >= self.p.slots {
+        if sl >= self.params.slots {
             return Err(BackendError::new(
                 "cuda",
                 format!("track slot {slot} out of range"),
             ));
         }
         let s = self.gpu.stream.clone();
-        let n = self.n;
+        let n = self.particles;
         let mut state = vec![0.0f32; STATE_DIM * n];
         let mut model = vec![0u32; n];
         let mut log_weight = vec![0.0f32; n];
@@ -1794,8 +1807,8 @@ impl ParticleFilter for CudaParticleFilter {
         self.settle()?;
         self.cancel_prepared()?;
         let sl = slot as usize;
-        let n = self.n;
-        if sl >= self.p.slots
+        let n = self.particles;
+        if sl >= self.params.slots
             || parts.state.len() != STATE_DIM * n
             || parts.model.len() != n
             || parts.log_weight.len() != n
@@ -1842,7 +1855,7 @@ impl ParticleFilter for CudaParticleFilter {
         // written, log weight read and written, log-likelihood and e written. Per particle of a
         // resampling track: e read, the f64 cdf written and read, the state and model gathered
         // and written, the weight written.
-        let n = self.n as u64;
+        let n = self.particles as u64;
         let step = 4 * (7 + 7 + 2 + 2 + 2);
         let resample = 4 + 8 * 2 + 4 * (8 + 8 + 1);
         Some(n * (self.last_tracks as u64 * step + self.last_resampled as u64 * resample))
