@@ -62,9 +62,9 @@ __device__ __forceinline__ u32* slot_model(u32* m0, u32* m1, u32 cur, u32 slot, 
 // Small filters (the live path: a few thousand particles) would occupy only a few SMs with
 // those tiles, each thread working through its particles one after the other: pf_step_small
 // and pf_sums_small take one particle per thread in blocks of PF_SMALL_BLOCK, spreading the
-// same work over many more SMs (src/gpu/cuda/pf.rs picks by the particle count). 256 threads
-// (64 before the sixteenth session): the live step's 2,000 particles then fit the eight blocks
-// of one portable thread-block cluster (pf_step_live_cluster).
+// same work over many more SMs (src/gpu/cuda/pf.rs picks by the particle count). 256 threads:
+// the live step's 2,000 particles then fit the eight blocks of one portable thread-block
+// cluster (pf_step_live_cluster).
 #define PF_SMALL_BLOCK 256
 
 // This thread's weights summed per model, for models 0..NM.
@@ -1598,7 +1598,7 @@ struct InitParams {
 
 // The step's parameters, from the host's page-locked copy (mapped into the device's address
 // space) into device memory: as the first node of the step's graph this is cheaper than a copy
-// node (BENCHMARKS.md). `n16` 16-byte words; read uncached, since the host rewrites them
+// node. `n16` 16-byte words; read uncached, since the host rewrites them
 // between launches.
 extern "C" __global__ void pf_fetch(const uint4* src, uint4* dst, u32 n16) {
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += gridDim.x * blockDim.x)

@@ -11,7 +11,7 @@ Usage (on the GPU machine):
 Prints the kernel's instruction count, its samples and executed warp instructions, the samples
 by stall reason, and the N instructions with the most samples (default 40), in program order:
 index, samples, times executed, SASS, and their stall reasons. Samples per index range show
-where a kernel's time goes (BENCHMARKS.md, ninth session).
+where a kernel's time goes.
 """
 import csv
 import sys

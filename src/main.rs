@@ -21,9 +21,8 @@ fn main() -> ExitCode {
     let _ = simple_logger::SimpleLogger::new().with_level(level).init();
     // Run the command on a rayon worker: its parallel stages (GCC pairs, filter chunks,
     // resampling blocks) then start on a thread of the pool instead of handing each stage to
-    // the pool and sleeping until it comes back, which cost two thread wake-ups per stage
-    // (about 13 % of the CPU replay time when it was measured; BENCHMARKS.md, "CPU processing
-    // time").
+    // the pool and sleeping until it comes back: two thread wake-ups per stage, about 13 % of
+    // a CPU replay's time.
     match rayon::scope(|_| cli::dispatch(cli.cmd)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

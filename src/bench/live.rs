@@ -15,8 +15,8 @@ use crate::track::ModelKind;
 /// lags are searched: 64 at 48 kHz, 128 at the preset's 96 kHz), in frames of 4096 samples, and
 /// a 2000-particle, one-model filter on `backend`: constant velocity, the default model set's
 /// `agile` one (the diver swims at 1 m/s from the start, and a track is born at rest: with the
-/// low-noise `quiet` model, which the sessions before the twenty-first used, the track never
-/// caught up and drifted off by metres, out of the water at 48 kHz). The scene lasts
+/// low-noise `quiet` model the track never catches up and drifts off by metres, out of the
+/// water at 48 kHz). The scene lasts
 /// `duration_s` at any rate, so 48 kHz times half as many frames as 96 kHz. Returns the
 /// pipeline, the scene's audio (synthesised up front, so that the timing leaves it out) and the
 /// diver's path (to score the track).
@@ -285,8 +285,7 @@ pub struct LiveTiming {
 }
 
 /// The live path's workload in a steady-state loop: the same scene (12 s of it, the diver
-/// within about 10 m of the array; the sessions before the twenty-first replayed 30 s, out to
-/// 25 m) and filter as [`time_live_frame`], replayed unpaced as `sonotrack replay` runs them
+/// within about 10 m of the array) and filter as [`time_live_frame`], replayed unpaced as `sonotrack replay` runs them
 /// (on the GPU, the next batch is checked and correlated while the filter tracks the current
 /// one).
 pub fn time_steady_frames(

@@ -63,8 +63,8 @@ pub struct BenchOptions {
     pub frames: Vec<usize>,
     pub pf_particles: Vec<usize>,
     pub models: Vec<usize>,
-    /// The live rows' sample rate (the workload is 48 kHz; the rows of the earlier
-    /// sessions' BENCHMARKS.md sections ran at the `tetra` preset's 96 kHz).
+    /// The live rows' sample rate (48 kHz by default; the `tetra` preset's own rate is 96 kHz,
+    /// which searches twice the lags).
     pub live_rate_hz: u32,
 }
 

@@ -37,7 +37,7 @@ const LANES: usize = 16;
 /// additions took 15-20 us for a 4-channel frame of 4096 samples), the lanes then added in
 /// order. Where the CPU has AVX, four lanes to a register with explicit vector instructions
 /// (left to the compiler, the loop converted one sample at a time: the checks of a 4-channel
-/// frame of 4096 samples took 7.9-9.6 us against 2.2-2.3 with them, BENCHMARKS.md); the
+/// frame of 4096 samples took 7.9-9.6 us against 2.2-2.3 with them); the
 /// result is the same to the last bit either way.
 fn channel_sums(x: &[f32]) -> (f64, f64) {
     #[cfg(target_arch = "x86_64")]

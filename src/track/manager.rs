@@ -528,7 +528,7 @@ impl TrackManager {
             // outside the bounds) resets the weights and leaves the cloud where it was, so it
             // supports nothing, whatever the estimate's TDOAs match: far from a compact array a
             // point at the wrong range, even above the surface, matches the same TDOAs, and
-            // such a track used to coast outside the bounds for good.
+            // such a track would coast outside the bounds for good.
             let degenerate = !t.est.log_evidence.is_finite();
             match support {
                 Some(s) if s >= 0.5 && !degenerate => {

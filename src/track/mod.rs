@@ -188,10 +188,9 @@ pub const ROUGHEN_H: f64 = 0.2;
 /// leaves copies of a few ancestors, and the motion models' process noise regrows only a small
 /// part of the spread the cloud loses: a cloud could collapse to centimetres in a direction the
 /// frames hardly measure (range, far from a compact array) and stay there while the source moved
-/// on. Measured over 18 simulated and recorded scenes and 10 tracker seeds (BENCHMARKS.md,
-/// "First version, reverted: regularised after every resampling", and the section before it):
-/// 0.05 is the largest of 0.05, 0.1 and 0.2 that leaves no scene worse (0.1 gains more on most
-/// scenes but costs `pier_five` 2 %).
+/// on. Measured over 18 simulated and recorded scenes and 10 tracker seeds: 0.05 is the largest
+/// of 0.05, 0.1 and 0.2 that leaves no scene worse (0.1 gains more on most scenes but costs
+/// `pier_five` 2 %).
 pub const ROUGHEN_RESAMPLE_H: f64 = 0.05;
 
 impl Estimate {

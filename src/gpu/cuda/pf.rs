@@ -714,8 +714,8 @@ impl CudaParticleFilter {
         };
         // The kernels write the sums, flags and exponents straight into `down` as well, so a
         // step needs no copy back, and a one-block kernel reads `up` where it is, so none
-        // there either (graph nodes cheaper than copies; measured in BENCHMARKS.md). Without
-        // mapped memory, copies do it.
+        // there either (graph nodes are cheaper than copies). Without mapped memory, copies do
+        // it.
         let (down, mirror) = mapped_or_not(lay.down_len)?;
         let (up, up_mapped) = mapped_or_not(lay.up_size)?;
         if let Some(m) = up_mapped {
@@ -1612,8 +1612,8 @@ impl CudaParticleFilter {
     /// (36 f32 by track index): the CPU twin's `roughen_factor` of the same covariance, at
     /// `ROUGHEN_RESAMPLE_H`.
     /// Worked out here, where the sums already are, rather than by one device thread's f64
-    /// Cholesky factorisation inside the resampling, which held its block for microseconds
-    /// (BENCHMARKS.md, "Kept: regularised after every resampling").
+    /// Cholesky factorisation inside the resampling, which would hold its block for
+    /// microseconds.
     fn put_roughening(&mut self, t: usize) {
         let flags: Vec<u32> = get(self.down.as_slice(), self.lay.flags, t);
         let mut cov = [[0.0f64; 6]; 6];
