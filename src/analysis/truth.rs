@@ -1,14 +1,21 @@
-//! Ground truth: `truth.csv` rows `t,target,x,y,z`, with t the emission time.
+//! Ground truth: `truth.csv` rows `t,target,x,y,z`, with t the emission time. A target is
+//! present between consecutive rows of its own, and absent across a gap: two rows more than
+//! [`GAP_FACTOR`] times its usual spacing apart (a source that stopped or paused).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, IoContext, Result};
 
+/// Rows further apart than this many times a target's usual spacing mark a gap in it.
+pub const GAP_FACTOR: f64 = 2.5;
+
 /// Ground truth: per target, rows of (emission time, position), sorted by time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Truth {
     pub targets: BTreeMap<u32, Vec<(f64, [f64; 3])>>,
+    /// Per target: its usual row spacing (the median), seconds.
+    spacing: BTreeMap<u32, f64>,
 }
 
 impl Truth {
@@ -45,7 +52,23 @@ impl Truth {
         for rows in t.targets.values_mut() {
             rows.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
+        t.spacing = t
+            .targets
+            .iter()
+            .filter_map(|(k, rows)| {
+                let mut d: Vec<f64> = rows.windows(2).map(|w| w[1].0 - w[0].0).collect();
+                d.sort_by(f64::total_cmp);
+                d.get(d.len() / 2).map(|m| (*k, *m))
+            })
+            .collect();
         Ok(t)
+    }
+
+    /// Whether target `k`'s rows around `t` (at `t0` and `t1`) leave a gap between them.
+    fn gap(&self, k: u32, t0: f64, t1: f64) -> bool {
+        self.spacing
+            .get(&k)
+            .is_some_and(|s| t1 - t0 > GAP_FACTOR * s.max(1e-9))
     }
 
     /// A target's position at time `t` by linear interpolation (None outside its rows).
@@ -61,6 +84,9 @@ impl Truth {
         }
         let (t0, p0) = rows[i - 1];
         let (t1, p1) = rows[i];
+        if self.gap(target, t0, t1) {
+            return (t == t0).then_some(p0);
+        }
         let a = if t1 > t0 { (t - t0) / (t1 - t0) } else { 0.0 };
         Some([0, 1, 2].map(|k| p0[k] + a * (p1[k] - p0[k])))
     }
@@ -85,6 +111,23 @@ impl Truth {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A target that pauses is absent across the gap in its rows, present on both sides.
+    #[test]
+    fn truth_has_gaps_where_a_source_paused() {
+        let mut csv = String::from("t,target,x,y,z\n");
+        for k in 0..=40 {
+            let t = f64::from(k) * 0.05;
+            if !(0.6..1.4).contains(&t) {
+                csv.push_str(&format!("{t},3,{t},0,0\n"));
+            }
+        }
+        let t = Truth::parse(&csv).unwrap();
+        assert!(t.at(3, 0.52).is_some());
+        assert!(t.at(3, 1.0).is_none(), "absent while paused");
+        assert!(t.at(3, 1.55).is_some());
+        assert_eq!(t.at(3, 0.55), Some([0.55, 0.0, 0.0]));
+    }
 
     #[test]
     fn truth_interpolates_and_rejects_bad_rows() {

@@ -32,6 +32,7 @@ pub use output::OutputConfig;
 pub use tracker::{ModelConfig, TrackerConfig, default_models};
 
 use crate::audio::sim::SceneSpec;
+use crate::dsp::geometry::Span;
 use crate::error::{ConfigError, IoContext, Result};
 use crate::track::TrackMode;
 use load::{load_table, toml_error};
@@ -87,16 +88,18 @@ impl Config {
         }
     }
 
-    /// The configuration a replay of a simulated scene starts from: its array, speed of
-    /// sound, sample rate and search bounds, everything else at the defaults.
+    /// The configuration a replay of a simulated scene starts from: the array it is told (the
+    /// truth, or off by the scene's description errors), the speed of sound, sample rate and
+    /// search bounds, everything else at the defaults. As for a scene directory, an array not
+    /// spread in 3-D tracks directions.
     pub fn for_scene(spec: &SceneSpec) -> Self {
-        let mut cfg = Self::for_array(
-            spec.sensors_m.clone(),
-            spec.speed_of_sound_m_s,
-            spec.sample_rate_hz,
-        );
+        let (sensors, c) = spec.told_array();
+        let mut cfg = Self::for_array(sensors, c, spec.sample_rate_hz);
         cfg.array.bounds_min_m = spec.bounds_min_m;
         cfg.array.bounds_max_m = spec.bounds_max_m;
+        if cfg.geometry().span() != Span::Volume {
+            cfg.array.mode = TrackMode::Direction;
+        }
         cfg
     }
 

@@ -1,5 +1,7 @@
-//! Free-field scene simulator: a user feature (plan an array before a deployment) and the test
-//! data factory.
+//! Scene simulator: a user feature (plan an array before a deployment), the test data factory,
+//! and the scenes of `sonotrack trial`'s families. Free field by default; a shoebox room adds
+//! its reflections ([`room`]); faults and events ([`faults`]) and sources that start, stop and
+//! pause make scenes harder.
 //!
 //! Propagation is exact retarded time: the sample a sensor records at time t was emitted at the
 //! τ solving `t = τ + |p(τ) - m| / c`, found by fixed-point iteration (it contracts by |v|/c per
@@ -11,87 +13,32 @@
 //! The simulator streams: it keeps only a window of each source's signal, so a long scene needs
 //! constant memory. It is an [`AudioSource`], so `sonotrack demo` replays a scene without files.
 
+pub mod family;
+pub mod faults;
+mod path;
+mod presets;
+pub mod room;
+mod scene_dir;
+mod signal;
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::audio::wav::WavWriter;
+pub use faults::FaultSpec;
+pub use path::{Leg, PathSpec};
+pub use presets::PRESETS;
+pub use room::RoomSpec;
+pub use scene_dir::write_scene;
+pub use signal::SignalKind;
+
 use crate::audio::{AudioSource, ReadResult};
 use crate::error::{Error, IoContext, Result};
 use crate::math::interp::{SincKernel, SincTable};
 use crate::rng::philox::{PhiloxStream, Stream};
-
-/// What a source emits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SignalKind {
-    White,
-    Pink,
-    /// Ship-like: pink cavitation noise amplitude-modulated at the blade rate, plus machinery lines.
-    Ship,
-    /// Speech-like: pink noise in syllable bursts (about 4 per second) with pauses between phrases.
-    Speech,
-}
-
-/// A source trajectory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum PathSpec {
-    Static {
-        position_m: [f64; 3],
-    },
-    /// Constant velocity.
-    Line {
-        start_m: [f64; 3],
-        velocity_m_s: [f64; 3],
-    },
-    /// Constant speed on a horizontal circle arc (positive turn rate turns left), climbing at a
-    /// constant rate.
-    Turn {
-        start_m: [f64; 3],
-        speed_m_s: f64,
-        heading_deg: f64,
-        turn_rate_deg_s: f64,
-        #[serde(default)]
-        climb_m_s: f64,
-    },
-}
-
-impl PathSpec {
-    pub fn position(&self, t: f64) -> [f64; 3] {
-        match self {
-            PathSpec::Static { position_m } => *position_m,
-            PathSpec::Line {
-                start_m,
-                velocity_m_s,
-            } => [
-                start_m[0] + velocity_m_s[0] * t,
-                start_m[1] + velocity_m_s[1] * t,
-                start_m[2] + velocity_m_s[2] * t,
-            ],
-            PathSpec::Turn {
-                start_m,
-                speed_m_s,
-                heading_deg,
-                turn_rate_deg_s,
-                climb_m_s,
-            } => {
-                let h0 = heading_deg.to_radians();
-                let w = turn_rate_deg_s.to_radians();
-                let (dx, dy) = if w.abs() < 1e-9 {
-                    (speed_m_s * t * h0.cos(), speed_m_s * t * h0.sin())
-                } else {
-                    let r = speed_m_s / w;
-                    (
-                        r * ((h0 + w * t).sin() - h0.sin()),
-                        -r * ((h0 + w * t).cos() - h0.cos()),
-                    )
-                };
-                [start_m[0] + dx, start_m[1] + dy, start_m[2] + climb_m_s * t]
-            }
-        }
-    }
-}
+use faults::Faults;
+use room::Reverb;
+use signal::SignalGen;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +49,41 @@ pub struct SourceSpec {
     #[serde(default = "unit")]
     pub level: f64,
     pub path: PathSpec,
+    /// When the source sounds: [start, end] intervals in seconds (empty: throughout). Between
+    /// them it is silent, with 10 ms ramps, and absent from the truth.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active: Vec<[f64; 2]>,
+}
+
+/// Length of the fade in and out at an active interval's ends, seconds.
+const FADE_S: f64 = 0.01;
+
+impl SourceSpec {
+    /// Whether the source sounds at `t` (emission time).
+    pub fn is_active(&self, t: f64) -> bool {
+        self.active.is_empty() || self.active.iter().any(|[a, b]| t >= *a && t <= *b)
+    }
+
+    /// The signal's gain at emission time `t`: 1 inside an active interval, 0 outside, with
+    /// raised-cosine fades at the ends.
+    fn gate(&self, t: f64) -> f64 {
+        if self.active.is_empty() {
+            return 1.0;
+        }
+        self.active
+            .iter()
+            .map(|[a, b]| {
+                let edge = (t - a).min(b - t);
+                if edge <= 0.0 {
+                    0.0
+                } else if edge >= FADE_S {
+                    1.0
+                } else {
+                    0.5 - 0.5 * (std::f64::consts::PI * edge / FADE_S).cos()
+                }
+            })
+            .fold(0.0, f64::max)
+    }
 }
 
 fn unit() -> f64 {
@@ -131,8 +113,13 @@ pub struct SceneSpec {
     /// Rows per second in truth.csv.
     #[serde(default = "default_truth_rate")]
     pub truth_rate_hz: f64,
-    #[serde(rename = "source")]
+    #[serde(rename = "source", default)]
     pub sources: Vec<SourceSpec>,
+    /// A shoebox room around the scene (corner at the origin); none: free field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<RoomSpec>,
+    #[serde(default, skip_serializing_if = "FaultSpec::is_none")]
+    pub faults: FaultSpec,
 }
 
 fn default_sim_seed() -> u64 {
@@ -142,120 +129,7 @@ fn default_truth_rate() -> f64 {
     20.0
 }
 
-/// Built-in scenes. `harbour` is also what `sonotrack demo` replays.
-pub const PRESETS: &[&str] = &["harbour", "tetra", "room", "two-boats"];
-
 impl SceneSpec {
-    pub fn preset(name: &str) -> Option<Self> {
-        let turn = |start: [f64; 3], speed: f64, heading: f64, rate: f64| PathSpec::Turn {
-            start_m: start,
-            speed_m_s: speed,
-            heading_deg: heading,
-            turn_rate_deg_s: rate,
-            climb_m_s: 0.0,
-        };
-        let spec = match name {
-            "harbour" => SceneSpec {
-                description: "5 hydrophones on pier piles, 12-30 m apart; a boat on a slow left turn".into(),
-                sensors_m: vec![
-                    [0.0, 0.0, -4.0],
-                    [22.0, 2.0, -10.0],
-                    [4.0, 19.0, -7.0],
-                    [-12.0, 8.0, -15.0],
-                    [7.0, 5.0, -22.0],
-                ],
-                speed_of_sound_m_s: 1500.0,
-                sample_rate_hz: 48_000,
-                duration_s: 12.0,
-                snr_db: 10.0,
-                seed: 7,
-                bounds_min_m: Some([-80.0, -80.0, -50.0]),
-                bounds_max_m: Some([80.0, 80.0, 0.0]),
-                truth_rate_hz: 20.0,
-                sources: vec![SourceSpec {
-                    signal: SignalKind::Ship,
-                    level: 1.0,
-                    path: turn([-20.0, -6.0, -3.0], 2.0, 20.0, 3.0),
-                }],
-            },
-            "tetra" => SceneSpec {
-                description: "a 2 m hydrophone tetrahedron; a diver swimming past at 1 m/s".into(),
-                sensors_m: vec![
-                    [0.0, 0.0, -10.0],
-                    [2.0, 0.0, -10.0],
-                    [1.0, 1.732, -10.0],
-                    [1.0, 0.577, -11.633],
-                ],
-                speed_of_sound_m_s: 1500.0,
-                sample_rate_hz: 96_000,
-                duration_s: 10.0,
-                snr_db: 12.0,
-                seed: 11,
-                bounds_min_m: Some([-30.0, -30.0, -40.0]),
-                bounds_max_m: Some([30.0, 30.0, 0.0]),
-                truth_rate_hz: 20.0,
-                sources: vec![SourceSpec {
-                    signal: SignalKind::Pink,
-                    level: 1.0,
-                    path: PathSpec::Line {
-                        start_m: [-5.0, 4.0, -8.0],
-                        velocity_m_s: [1.0, -0.2, 0.0],
-                    },
-                }],
-            },
-            "room" => SceneSpec {
-                description: "6 microphones in a 6 x 5 x 3 m room (free field, no reverberation); a talker walking".into(),
-                sensors_m: vec![
-                    [0.1, 0.1, 2.6],
-                    [5.9, 0.2, 1.0],
-                    [5.8, 4.9, 2.4],
-                    [0.2, 4.8, 1.1],
-                    [3.0, 0.1, 1.8],
-                    [3.0, 4.9, 0.4],
-                ],
-                speed_of_sound_m_s: 343.0,
-                sample_rate_hz: 16_000,
-                duration_s: 12.0,
-                snr_db: 15.0,
-                seed: 5,
-                bounds_min_m: Some([0.0, 0.0, 0.0]),
-                bounds_max_m: Some([6.0, 5.0, 3.0]),
-                truth_rate_hz: 20.0,
-                sources: vec![SourceSpec {
-                    signal: SignalKind::Speech,
-                    level: 1.0,
-                    path: PathSpec::Line {
-                        start_m: [1.0, 1.5, 1.6],
-                        velocity_m_s: [0.3, 0.15, 0.0],
-                    },
-                }],
-            },
-            "two-boats" => {
-                let mut s = Self::preset("harbour")?;
-                s.description = "the harbour array with two boats crossing".into();
-                s.sources = vec![
-                    SourceSpec {
-                        signal: SignalKind::Ship,
-                        level: 1.0,
-                        path: turn([-25.0, -10.0, -2.0], 2.0, 30.0, 2.0),
-                    },
-                    SourceSpec {
-                        signal: SignalKind::Ship,
-                        level: 0.7,
-                        path: PathSpec::Line {
-                            start_m: [30.0, 25.0, -3.0],
-                            velocity_m_s: [-2.5, -0.5, 0.0],
-                        },
-                    },
-                ];
-                s.seed = 13;
-                s
-            }
-            _ => return None,
-        };
-        Some(spec)
-    }
-
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).at(path)?;
         let spec: SceneSpec = toml::from_str(&text).map_err(|e| Error::Scene {
@@ -275,9 +149,6 @@ impl SceneSpec {
         if self.sensors_m.len() < 2 {
             return Err("a scene needs at least 2 sensors".into());
         }
-        if self.sources.is_empty() {
-            return Err("a scene needs at least one [[source]]".into());
-        }
         if !(self.duration_s > 0.0 && self.duration_s < 24.0 * 3600.0) {
             return Err(format!(
                 "duration_s = {} (use 0 < d < 86400)",
@@ -293,160 +164,81 @@ impl SceneSpec {
         if !self.snr_db.is_finite() {
             return Err("snr_db must be finite".into());
         }
+        if self.sensors_m.iter().flatten().any(|v| !v.is_finite()) {
+            return Err("a sensor position is not finite".into());
+        }
         for (i, s) in self.sources.iter().enumerate() {
             if !(s.level > 0.0 && s.level.is_finite()) {
                 return Err(format!("source {i}: level must be > 0"));
             }
+            if let Some(p) = s.path.problem() {
+                return Err(format!("source {i}: {p}"));
+            }
+            if s.active
+                .iter()
+                .any(|[a, b]| !(a.is_finite() && b.is_finite() && a <= b))
+            {
+                return Err(format!(
+                    "source {i}: an active interval [start, end] needs finite times with start <= end"
+                ));
+            }
+        }
+        if let Some(r) = &self.room {
+            if let Some(p) = r.problem() {
+                return Err(p);
+            }
+            if let Some(i) = self.sensors_m.iter().position(|m| !r.contains(m)) {
+                return Err(format!(
+                    "sensor {i} is outside the room (0..{:?} m)",
+                    r.size_m
+                ));
+            }
+        }
+        if let Some(p) = self.faults.problem(self.sensors_m.len()) {
+            return Err(p);
         }
         Ok(())
     }
 
+    /// The sensor positions and speed of sound a tracker is told: the truth, or the truth with
+    /// the errors of `faults` (see [`faults::told_array`]).
+    pub fn told_array(&self) -> (Vec<[f64; 3]>, f64) {
+        faults::told_array(
+            &self.faults,
+            &self.sensors_m,
+            self.speed_of_sound_m_s,
+            self.seed,
+        )
+    }
+
+    /// Where point clicks may come from: the search volume, or the room, or a box around the
+    /// array reaching ten metres past it.
+    fn click_volume(&self) -> ([f64; 3], [f64; 3]) {
+        if let (Some(lo), Some(hi)) = (self.bounds_min_m, self.bounds_max_m) {
+            return (lo, hi);
+        }
+        if let Some(r) = &self.room {
+            return ([0.0; 3], r.size_m);
+        }
+        let lo = std::array::from_fn(|k| {
+            self.sensors_m
+                .iter()
+                .map(|s| s[k])
+                .fold(f64::INFINITY, f64::min)
+                - 10.0
+        });
+        let hi = std::array::from_fn(|k| {
+            self.sensors_m
+                .iter()
+                .map(|s| s[k])
+                .fold(f64::NEG_INFINITY, f64::max)
+                + 10.0
+        });
+        (lo, hi)
+    }
+
     pub fn n_samples(&self) -> u64 {
         (self.duration_s * f64::from(self.sample_rate_hz)).round() as u64
-    }
-}
-
-/// A finite-impulse-response filter run sample by sample over a ring.
-#[derive(Debug, Clone)]
-struct Fir {
-    taps: Vec<f64>,
-    ring: Vec<f64>,
-    pos: usize,
-}
-
-impl Fir {
-    /// Lowpass at `cut` (fraction of the sample rate) with a Kaiser-windowed sinc.
-    fn lowpass(cut: f64, half: usize) -> Self {
-        let k = SincKernel::new(half, 8.0);
-        let taps: Vec<f64> = (0..2 * half + 1)
-            .map(|i| {
-                let x = i as f64 - half as f64;
-                // sinc scaled to the cut-off, windowed by the Kaiser shape of the kernel.
-                let window = if x == 0.0 {
-                    1.0
-                } else {
-                    k.at(x) / ((std::f64::consts::PI * x).sin() / (std::f64::consts::PI * x))
-                };
-                let s = if x == 0.0 {
-                    2.0 * cut
-                } else {
-                    (std::f64::consts::TAU * cut * x).sin() / (std::f64::consts::PI * x)
-                };
-                s * if window.is_finite() { window } else { 0.0 }
-            })
-            .collect();
-        let n = taps.len();
-        Self {
-            taps,
-            ring: vec![0.0; n],
-            pos: 0,
-        }
-    }
-
-    fn push(&mut self, x: f64) -> f64 {
-        let n = self.taps.len();
-        self.ring[self.pos] = x;
-        let mut acc = 0.0;
-        for (i, t) in self.taps.iter().enumerate() {
-            acc += t * self.ring[(self.pos + n - i) % n];
-        }
-        self.pos = (self.pos + 1) % n;
-        acc
-    }
-}
-
-/// Generates one source's signal sample by sample (deterministic from the seed).
-#[derive(Debug, Clone)]
-struct SignalGen {
-    kind: SignalKind,
-    fs: f64,
-    noise: PhiloxStream,
-    env_rng: PhiloxStream,
-    pink: [f64; 7],
-    lowpass: Fir,
-    n: u64,
-    gain: f64,
-    /// Speech: current burst's (start, end) sample and the next burst's start.
-    burst: (u64, u64),
-}
-
-impl SignalGen {
-    fn new(kind: SignalKind, fs: f64, seed: u64, index: u32) -> Self {
-        let mut g = Self {
-            kind,
-            fs,
-            noise: PhiloxStream::new(seed, 1000 + index, Stream::Simulate),
-            env_rng: PhiloxStream::new(seed, 2000 + index, Stream::Simulate),
-            pink: [0.0; 7],
-            lowpass: Fir::lowpass(0.42, 48),
-            n: 0,
-            gain: 1.0,
-            burst: (0, 0),
-        };
-        // Unit RMS: measure one second of a copy and scale.
-        let mut probe = g.clone();
-        let m = fs.round() as usize;
-        let p: f64 = (0..m).map(|_| probe.raw().powi(2)).sum::<f64>() / m as f64;
-        g.gain = 1.0 / p.sqrt().max(1e-12);
-        g
-    }
-
-    /// Paul Kellet's pink-noise filter (refined version), accurate to ±0.05 dB above fs/1000.
-    fn pink_sample(&mut self, w: f64) -> f64 {
-        let b = &mut self.pink;
-        b[0] = 0.99886 * b[0] + w * 0.0555179;
-        b[1] = 0.99332 * b[1] + w * 0.0750759;
-        b[2] = 0.96900 * b[2] + w * 0.1538520;
-        b[3] = 0.86650 * b[3] + w * 0.3104856;
-        b[4] = 0.55000 * b[4] + w * 0.5329522;
-        b[5] = -0.7616 * b[5] - w * 0.0168980;
-        let out = b[0] + b[1] + b[2] + b[3] + b[4] + b[5] + b[6] + w * 0.5362;
-        b[6] = w * 0.115926;
-        out
-    }
-
-    fn raw(&mut self) -> f64 {
-        let w = self.noise.normal_f64();
-        let t = self.n as f64 / self.fs;
-        self.n += 1;
-        let x = match self.kind {
-            SignalKind::White => w,
-            SignalKind::Pink => self.pink_sample(w),
-            SignalKind::Ship => {
-                // Cavitation noise, modulated at a blade rate of 8 Hz, plus machinery lines.
-                let am = 1.0 + 0.35 * (std::f64::consts::TAU * 8.0 * t).sin();
-                let lines = 0.6 * (std::f64::consts::TAU * 50.0 * t).sin()
-                    + 0.3 * (std::f64::consts::TAU * 150.0 * t + 0.7).sin();
-                am * self.pink_sample(w) + lines * 0.1
-            }
-            SignalKind::Speech => {
-                let i = self.n;
-                if i >= self.burst.1 && i >= self.burst.0 {
-                    // Next syllable: 120-250 ms long, 30-120 ms apart; every few syllables a
-                    // phrase pause of 0.3-0.9 s.
-                    let len = (0.12 + 0.13 * self.env_rng.uniform_f64()) * self.fs;
-                    let gap = if self.env_rng.uniform_f64() < 0.2 {
-                        0.3 + 0.6 * self.env_rng.uniform_f64()
-                    } else {
-                        0.03 + 0.09 * self.env_rng.uniform_f64()
-                    } * self.fs;
-                    let start = i + gap as u64;
-                    self.burst = (start, start + len as u64);
-                }
-                let env = if i >= self.burst.0 && i < self.burst.1 {
-                    let x = (i - self.burst.0) as f64 / (self.burst.1 - self.burst.0) as f64;
-                    (std::f64::consts::PI * x).sin()
-                } else {
-                    0.0
-                };
-                env * self.pink_sample(w)
-            }
-        };
-        self.lowpass.push(x)
-    }
-
-    fn next(&mut self) -> f64 {
-        self.raw() * self.gain
     }
 }
 
@@ -463,6 +255,8 @@ struct SourceState {
     next: i64,
     /// Last emission time found per sensor (starting point of the iteration).
     tau: Vec<f64>,
+    /// In a room: the reflections.
+    reverb: Option<Reverb>,
 }
 
 /// Streams a scene's multi-channel signal.
@@ -476,6 +270,7 @@ pub struct SimSource {
     noise_std: f64,
     gain: f64,
     noise: PhiloxStream,
+    faults: Option<Faults>,
 }
 
 impl SimSource {
@@ -489,7 +284,7 @@ impl SimSource {
         // the first minute at most (long runs would otherwise simulate everything twice).
         let mut calib = spec.clone();
         calib.duration_s = calib.duration_s.min(60.0);
-        let mut dry = Self::build(calib, 0.0, 1.0);
+        let mut dry = Self::build(calib, 0.0, 1.0, false);
         let ch = spec.sensors_m.len();
         let fs = spec.sample_rate_hz as usize;
         let mut buf = vec![0.0f32; ch * fs];
@@ -514,13 +309,20 @@ impl SimSource {
         powers.sort_by(f64::total_cmp);
         let median = powers.get(powers.len() / 2).copied().unwrap_or(0.0);
         let noise_var = median / 10f64.powf(spec.snr_db / 10.0);
-        let noise_std = noise_var.sqrt();
+        // A scene without sources (or silent ones) is sensor noise alone, at a fixed level.
+        let noise_std = if noise_var > 0.0 {
+            noise_var.sqrt()
+        } else {
+            1.0
+        };
         // Normalise so the loudest sample sits near -6 dBFS with noise on top.
         let gain = 0.5 / (f64::from(peak) + 4.0 * noise_std).max(1e-12);
-        Ok(Self::build(spec, noise_std, gain))
+        Ok(Self::build(spec, noise_std, gain, true))
     }
 
-    fn build(spec: SceneSpec, noise_std: f64, gain: f64) -> Self {
+    /// The simulator for `spec` with this noise and output gain; `with_faults` adds the scene's
+    /// faults (the calibration pass leaves them out).
+    fn build(spec: SceneSpec, noise_std: f64, gain: f64, with_faults: bool) -> Self {
         let fs = f64::from(spec.sample_rate_hz);
         let c = spec.speed_of_sound_m_s;
         // Longest propagation delay over the scene (path sampled every 10 ms).
@@ -537,25 +339,49 @@ impl SimSource {
             }
         }
         let max_delay = (max_range / c * fs).ceil() as i64 + 4;
-        let ring_len = (max_delay as usize + 2 * SIM_HALF + 4096).next_power_of_two();
         let sources = spec
             .sources
             .iter()
             .enumerate()
             .map(|(i, s)| {
+                let reverb = spec
+                    .room
+                    .as_ref()
+                    .map(|r| Reverb::new(r, c, &spec.sensors_m, fs, spec.seed, i as u32));
+                // The reflections read the signal ahead of the direct path (a block past the
+                // output) and, for a room already ringing at the start, from a reverberation
+                // time before it.
+                let (ahead, preroll) = reverb
+                    .as_ref()
+                    .map_or((0, 0), |r| (r.lookahead(), r.preroll()));
+                let ring_len = (max_delay as usize + 2 * SIM_HALF + 4096 + ahead + preroll)
+                    .next_power_of_two();
                 let mut st = SourceState {
                     spec: s.clone(),
                     signal: SignalGen::new(s.signal, fs, spec.seed, i as u32),
                     ring: vec![0.0; ring_len],
-                    next: -max_delay - SIM_HALF as i64 - 2,
+                    next: (-max_delay - SIM_HALF as i64 - 2).min(-(preroll as i64) - ahead as i64),
                     tau: vec![f64::NAN; spec.sensors_m.len()],
+                    reverb,
                 };
                 st.tau.fill(f64::NAN);
                 st
             })
             .collect();
         let total = spec.n_samples();
+        let faults = (with_faults && !spec.faults.is_none()).then(|| {
+            Faults::new(
+                &spec.faults,
+                &spec.sensors_m,
+                c,
+                fs,
+                spec.duration_s,
+                spec.click_volume(),
+                spec.seed,
+            )
+        });
         Self {
+            faults,
             table: SincTable::new(&SincKernel::new(SIM_HALF, 8.0), SIM_PHASES),
             noise: PhiloxStream::new(spec.seed, 0, Stream::Simulate),
             spec,
@@ -569,6 +395,11 @@ impl SimSource {
 
     pub fn spec(&self) -> &SceneSpec {
         &self.spec
+    }
+
+    /// How many clicks the scene's faults hold.
+    pub fn clicks(&self) -> usize {
+        self.faults.as_ref().map_or(0, Faults::clicks)
     }
 
     /// Fill `out` (interleaved) with the next samples; returns sample frames written (0 at end).
@@ -585,9 +416,18 @@ impl SimSource {
             for src in &mut self.sources {
                 let ring_len = src.ring.len();
                 // Generate the signal up to the latest sample this output time can need.
-                let need = (t * fs).floor() as i64 + half + 1;
+                let ns = (self.n + i as u64) as i64;
+                let direct_need = (t * fs).floor() as i64 + half + 1;
+                let need = src
+                    .reverb
+                    .as_ref()
+                    .map_or(direct_need, |r| direct_need.max(r.signal_needed(ns)));
+                let gated = !src.spec.active.is_empty();
                 while src.next <= need {
-                    let v = src.signal.next() * src.spec.level;
+                    let mut v = src.signal.next() * src.spec.level;
+                    if gated {
+                        v *= src.spec.gate(src.next as f64 / fs);
+                    }
                     src.ring[src.next.rem_euclid(ring_len as i64) as usize] = v as f32;
                     src.next += 1;
                 }
@@ -625,12 +465,24 @@ impl SimSource {
                         acc += f64::from(src.ring[j]) * w;
                     }
                     row[m] += (acc / r.max(1e-3) * self.gain) as f32;
+                    if let Some(rev) = src.reverb.as_mut() {
+                        let ring = &src.ring;
+                        let signal =
+                            |j: i64| f64::from(ring[j.rem_euclid(ring_len as i64) as usize]);
+                        let path = &src.spec.path;
+                        let position = |t: f64| path.position(t);
+                        row[m] +=
+                            (rev.take(ns, m, &self.table, &signal, &position) * self.gain) as f32;
+                    }
                 }
             }
             if self.noise_std > 0.0 {
                 for v in row.iter_mut() {
                     *v += (self.noise.normal_f64() * self.noise_std * self.gain) as f32;
                 }
+            }
+            if let Some(f) = self.faults.as_mut() {
+                f.apply(self.n + i as u64, row);
             }
         }
         self.n += frames as u64;
@@ -645,7 +497,9 @@ impl SimSource {
         for k in 0..=n {
             let t = k as f64 * dt;
             for (i, s) in self.spec.sources.iter().enumerate() {
-                rows.push((t, i, s.path.position(t)));
+                if s.is_active(t) {
+                    rows.push((t, i, s.path.position(t)));
+                }
             }
         }
         rows
@@ -677,76 +531,14 @@ impl AudioSource for SimSource {
     }
 }
 
-/// Write a scene directory: audio.wav (32-bit float, or audio_s16.wav), array.json, truth.csv,
-/// meta.json and the scene spec as scene.toml.
-pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
-    std::fs::create_dir_all(dir).at(dir)?;
-    let mut sim = SimSource::new(spec.clone())?;
-    let truth = sim.truth();
-    let ch = spec.sensors_m.len();
-    let fs = spec.sample_rate_hz;
-    let wav_path = dir.join(if s16 { "audio_s16.wav" } else { "audio.wav" });
-    let mut w = WavWriter::create(&wav_path, ch, fs, s16)?;
-    let mut buf = vec![0.0f32; ch * 8192];
-    loop {
-        let n = sim.generate(&mut buf);
-        if n == 0 {
-            break;
-        }
-        w.write(&buf[..n * ch])?;
-    }
-    w.finish()?;
-
-    let mut array = serde_json::json!({
-        "sample_rate": fs,
-        "speed_of_sound": spec.speed_of_sound_m_s,
-        "sensors": spec.sensors_m,
-        "description": spec.description,
-    });
-    if let (Some(lo), Some(hi)) = (spec.bounds_min_m, spec.bounds_max_m) {
-        array["search_bounds"] = serde_json::json!({"min": lo, "max": hi});
-    }
-    let array_path = dir.join("array.json");
-    std::fs::write(
-        &array_path,
-        serde_json::to_string_pretty(&array).unwrap_or_default(),
-    )
-    .at(&array_path)?;
-
-    let mut csv = String::from("t,target,x,y,z\n");
-    for (t, i, p) in &truth {
-        csv.push_str(&format!("{t:.3},{i},{:.4},{:.4},{:.4}\n", p[0], p[1], p[2]));
-    }
-    let truth_path = dir.join("truth.csv");
-    std::fs::write(&truth_path, csv).at(&truth_path)?;
-
-    let meta = serde_json::json!({
-        "generator": format!("sonotrack {} simulate", env!("CARGO_PKG_VERSION")),
-        "n_channels": ch,
-        "sample_rate": fs,
-        "duration_s": spec.duration_s,
-        "n_targets": spec.sources.len(),
-        "snr_db_target": spec.snr_db,
-        "snr_definition": "per-channel broadband SNR: signal power in 1-s blocks / white sensor-noise power over the full 0..fs/2 band; the median over all blocks and channels meets the target",
-        "propagation": "free field, exact retarded time (Doppler), 1/r spreading, Kaiser-sinc fractional delay; truth t is emission time",
-    });
-    let meta_path = dir.join("meta.json");
-    std::fs::write(
-        &meta_path,
-        serde_json::to_string_pretty(&meta).unwrap_or_default(),
-    )
-    .at(&meta_path)?;
-    let spec_path = dir.join("scene.toml");
-    std::fs::write(&spec_path, toml::to_string_pretty(spec).unwrap_or_default()).at(&spec_path)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn tiny(snr_db: f64) -> SceneSpec {
         SceneSpec {
+            room: None,
+            faults: FaultSpec::default(),
             description: "test".into(),
             sensors_m: vec![[0.0, 0.0, 0.0], [30.0, 0.0, 0.0]],
             speed_of_sound_m_s: 1500.0,
@@ -758,6 +550,7 @@ mod tests {
             bounds_max_m: None,
             truth_rate_hz: 20.0,
             sources: vec![SourceSpec {
+                active: Vec::new(),
                 signal: SignalKind::White,
                 level: 1.0,
                 path: PathSpec::Static {
@@ -855,5 +648,133 @@ mod tests {
             SceneSpec::preset(name).unwrap().validate().unwrap();
         }
         assert!(SceneSpec::preset("nope").is_none());
+    }
+
+    /// A dead channel carries nothing in its interval; clipping saturates every channel in its
+    /// own; the other samples are the scene without faults.
+    #[test]
+    fn dead_channels_and_clipping_where_asked() {
+        let clean = all(&mut SimSource::new(tiny(20.0)).unwrap());
+        let mut spec = tiny(20.0);
+        spec.faults.dead = vec![faults::DeadChannel {
+            channel: 1,
+            start_s: 0.2,
+            duration_s: 0.1,
+        }];
+        spec.faults.clipping = vec![faults::Clipping {
+            start_s: 0.5,
+            duration_s: 0.1,
+            gain: 50.0,
+        }];
+        let x = all(&mut SimSource::new(spec).unwrap());
+        for (i, (a, b)) in x.iter().zip(&clean).enumerate() {
+            let (n, ch) = (i / 2, i % 2);
+            let t = n as f64 / 8000.0;
+            if ch == 1 && (0.2..0.3).contains(&t) {
+                assert_eq!(*a, 0.0, "sample {n}");
+            } else if (0.5..0.6).contains(&t) {
+                assert!(a.abs() <= 1.0);
+                assert_eq!(*a, (b * 50.0).clamp(-1.0, 1.0), "sample {n}");
+            } else {
+                assert_eq!(a, b, "sample {n}");
+            }
+        }
+        let saturated = x.iter().filter(|v| v.abs() == 1.0).count();
+        assert!(saturated > 100, "{saturated} samples at full scale");
+    }
+
+    /// Clicks on one channel: that channel gets transients at the clicks' times, the other
+    /// nothing; clicks from a point reach both sensors, the farther one later.
+    #[test]
+    fn clicks_are_heard_where_they_come_from() {
+        let clean = all(&mut SimSource::new(tiny(40.0)).unwrap());
+        let mut spec = tiny(40.0);
+        spec.faults.clicks_per_min = 600.0;
+        spec.faults.click_source = faults::ClickSource::Channel;
+        let x = all(&mut SimSource::new(spec.clone()).unwrap());
+        let diff = |x: &[f32], ch: usize| -> f64 {
+            x.iter()
+                .zip(&clean)
+                .skip(ch)
+                .step_by(2)
+                .map(|(a, b)| f64::from(a - b).abs())
+                .fold(0.0, f64::max)
+        };
+        let changed: Vec<f64> = (0..2).map(|c| diff(&x, c)).collect();
+        assert!(changed.iter().any(|d| *d > 0.1), "{changed:?}");
+        spec.faults.click_source = faults::ClickSource::Point;
+        let y = all(&mut SimSource::new(spec).unwrap());
+        assert!(diff(&y, 0) > 0.01 && diff(&y, 1) > 0.01);
+    }
+
+    /// A source silent outside its active interval, and absent from the truth there.
+    #[test]
+    fn sources_sound_only_when_active() {
+        let mut spec = tiny(300.0);
+        spec.sources[0].active = vec![[0.3, 0.6]];
+        let mut sim = SimSource::new(spec).unwrap();
+        let truth = sim.truth();
+        assert!(truth.iter().all(|(t, _, _)| (0.3..=0.6).contains(t)));
+        let x = all(&mut sim);
+        // Sensor 0 is 10 m away (6.7 ms): silent (but for the faint noise) well before and after.
+        let rms = |a: f64, b: f64| {
+            let v: Vec<f64> = x
+                .iter()
+                .step_by(2)
+                .enumerate()
+                .filter(|(n, _)| (a..b).contains(&(*n as f64 / 8000.0)))
+                .map(|(_, v)| f64::from(*v).powi(2))
+                .collect();
+            (v.iter().sum::<f64>() / v.len() as f64).sqrt()
+        };
+        assert!(rms(0.05, 0.25) < 1e-3 * rms(0.35, 0.55), "{} {}", rms(0.05, 0.25), rms(0.35, 0.55));
+        assert!(rms(0.7, 0.95) < 1e-3 * rms(0.35, 0.55));
+    }
+
+    /// The array a tracker is told: the truth without faults, off by about the asked error
+    /// with them, and the same every time.
+    #[test]
+    fn told_array_carries_the_errors() {
+        let mut spec = tiny(10.0);
+        assert_eq!(spec.told_array(), (spec.sensors_m.clone(), 1500.0));
+        spec.faults.sensor_error_m = 0.05;
+        spec.faults.sound_speed_error = 0.02;
+        let (told, c) = spec.told_array();
+        assert_eq!((told.clone(), c), spec.told_array());
+        assert!((c - 1530.0).abs() < 1e-9);
+        let moved: f64 = told
+            .iter()
+            .zip(&spec.sensors_m)
+            .map(|(a, b)| (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>().sqrt())
+            .sum();
+        assert!(moved > 0.01 && moved < 0.6, "{moved}");
+    }
+
+    /// A room adds reflections: the same scene in a reverberant room carries more energy after
+    /// the source stops (its tail), and runs end to end.
+    #[test]
+    fn a_room_keeps_ringing_after_the_source_stops() {
+        let mut spec = tiny(300.0);
+        spec.sensors_m = vec![[1.0, 1.0, 1.0], [2.0, 1.5, 1.2]];
+        spec.speed_of_sound_m_s = 343.0;
+        spec.sources[0].path = PathSpec::Static {
+            position_m: [3.0, 2.5, 1.5],
+        };
+        spec.sources[0].active = vec![[0.0, 0.5]];
+        let free = all(&mut SimSource::new(spec.clone()).unwrap());
+        spec.room = Some(RoomSpec {
+            size_m: [5.0, 4.0, 3.0],
+            rt60_s: 0.4,
+            max_order: None,
+            diffuse_tail: true,
+        });
+        let room = all(&mut SimSource::new(spec).unwrap());
+        let after = |x: &[f32]| -> f64 {
+            x[2 * 4400..2 * 5600].iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
+        };
+        let during = |x: &[f32]| -> f64 {
+            x[2 * 1000..2 * 3000].iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
+        };
+        assert!(after(&room) / during(&room) > 100.0 * after(&free) / during(&free));
     }
 }
