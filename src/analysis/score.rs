@@ -601,6 +601,7 @@ mod tests {
                     range_m: None,
                     inv_range: None,
                     direction: false,
+                    status: None,
                 })
                 .collect(),
         }
@@ -620,6 +621,7 @@ mod tests {
                 range_m: None,
                 inv_range: None,
                 direction: false,
+                status: None,
             }],
         }
     }

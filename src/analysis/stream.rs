@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::track::manager::TrackStatus;
 
 /// One track report, as read back from a position stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +26,8 @@ pub struct Report {
     pub inv_range: Option<[f64; 2]>,
     /// A direction report (the stream's message carries `az_deg`): `pos` is a unit vector.
     pub direction: bool,
+    /// The track's status (the stream's `status`; None in streams without one).
+    pub status: Option<TrackStatus>,
 }
 
 /// The reports of one frame.
@@ -126,8 +129,22 @@ fn track_report(v: &serde_json::Value) -> std::result::Result<(u64, f64, Report)
         range_m: range_of(v)?,
         inv_range: inverse_range_of(v)?,
         direction: v.get("az_deg").is_some(),
+        status: status_of(v)?,
     };
     Ok((seq, t_frame, report))
+}
+
+/// `status`: tentative, confirmed or coasting, where given.
+fn status_of(v: &serde_json::Value) -> std::result::Result<Option<TrackStatus>, String> {
+    match v.get("status") {
+        None => Ok(None),
+        Some(s) => match s.as_str() {
+            Some("tentative") => Ok(Some(TrackStatus::Tentative)),
+            Some("confirmed") => Ok(Some(TrackStatus::Confirmed)),
+            Some("coasting") => Ok(Some(TrackStatus::Coasting)),
+            _ => Err("track message whose `status` is not tentative, confirmed or coasting".into()),
+        },
+    }
 }
 
 /// `pos_cov`: streams written before the covariance was reported have none (they are scored

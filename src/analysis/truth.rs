@@ -29,6 +29,16 @@ impl Truth {
         })
     }
 
+    /// The truth of rows (emission time, target, position), as a simulator gives them.
+    pub fn from_rows(rows: &[(f64, usize, [f64; 3])]) -> Self {
+        let mut csv = String::new();
+        for (t, k, p) in rows {
+            csv += &format!("{t},{k},{},{},{}\n", p[0], p[1], p[2]);
+        }
+        // Rows written here from numbers always parse.
+        Self::parse(&csv).unwrap_or_default()
+    }
+
     pub fn parse(text: &str) -> std::result::Result<Self, (usize, String)> {
         let mut t = Truth::default();
         for (i, line) in text.lines().enumerate() {

@@ -10,6 +10,7 @@ mod plan;
 mod replay;
 mod run;
 mod simulate;
+mod trial;
 
 use clap::{Parser, Subcommand};
 
@@ -62,6 +63,10 @@ pub enum Cmd {
     Bench(bench::Args),
     /// Validate a configuration and explain what it will do.
     Check(check::Args),
+    /// Draw random scenes of a family (arrays, paths, signals, SNR, rooms, faults), track each
+    /// in memory and score it: accuracy, OSPA, ID switches, time to the first track, false
+    /// tracks, consistency, per scene and over the family.
+    Trial(trial::Args),
 }
 
 /// `--backend`: which compute backend.
@@ -97,6 +102,7 @@ pub fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Simulate(a) => simulate::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Check(a) => check::run(a),
+        Cmd::Trial(a) => trial::run(a),
     }
 }
 

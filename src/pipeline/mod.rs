@@ -9,6 +9,7 @@ pub mod backend;
 pub mod daemon;
 pub mod replay;
 pub mod scene;
+pub mod trial;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};

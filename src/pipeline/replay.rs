@@ -297,6 +297,7 @@ fn report_of(r: &TrackReport) -> Report {
         range_m: r.range_m(),
         inv_range: r.inv_range,
         direction: r.mode == TrackMode::Direction,
+        status: Some(r.status),
     }
 }
 

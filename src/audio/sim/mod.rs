@@ -727,7 +727,12 @@ mod tests {
                 .collect();
             (v.iter().sum::<f64>() / v.len() as f64).sqrt()
         };
-        assert!(rms(0.05, 0.25) < 1e-3 * rms(0.35, 0.55), "{} {}", rms(0.05, 0.25), rms(0.35, 0.55));
+        assert!(
+            rms(0.05, 0.25) < 1e-3 * rms(0.35, 0.55),
+            "{} {}",
+            rms(0.05, 0.25),
+            rms(0.35, 0.55)
+        );
         assert!(rms(0.7, 0.95) < 1e-3 * rms(0.35, 0.55));
     }
 
@@ -770,10 +775,16 @@ mod tests {
         });
         let room = all(&mut SimSource::new(spec).unwrap());
         let after = |x: &[f32]| -> f64 {
-            x[2 * 4400..2 * 5600].iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
+            x[2 * 4400..2 * 5600]
+                .iter()
+                .map(|v| f64::from(*v).powi(2))
+                .sum::<f64>()
         };
         let during = |x: &[f32]| -> f64 {
-            x[2 * 1000..2 * 3000].iter().map(|v| f64::from(*v).powi(2)).sum::<f64>()
+            x[2 * 1000..2 * 3000]
+                .iter()
+                .map(|v| f64::from(*v).powi(2))
+                .sum::<f64>()
         };
         assert!(after(&room) / during(&room) > 100.0 * after(&free) / during(&free));
     }

@@ -72,11 +72,7 @@ impl RoomSpec {
 
     /// Why the room cannot be simulated, if it cannot.
     pub fn problem(&self) -> Option<String> {
-        if !self
-            .size_m
-            .iter()
-            .all(|&l| (0.5..=200.0).contains(&l))
-        {
+        if !self.size_m.iter().all(|&l| (0.5..=200.0).contains(&l)) {
             return Some(format!(
                 "room size {:?} m: use 0.5 to 200 m along each axis",
                 self.size_m

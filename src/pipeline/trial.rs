@@ -1,0 +1,179 @@
+//! `sonotrack trial`: many scenes of a family, each simulated and replayed in memory (no files)
+//! and scored, in parallel on the cores. The same family, seed and settings give the same
+//! figures.
+
+use serde::Serialize;
+
+use crate::analysis::trial::{
+    FamilySummary, OSPA_C_M, SceneScore, TrialScoring, scene_table, score_scene, summarise,
+};
+use crate::analysis::truth::Truth;
+use crate::audio::sim::SimSource;
+use crate::audio::sim::family::FamilySpec;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::gpu::BackendChoice;
+use crate::pipeline::replay::{ReplayOptions, replay_source};
+use crate::track::TrackMode;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct TrialOptions {
+    pub runs: u32,
+    pub seed: u64,
+    /// `--set key=value` overrides of the tracker's configuration, applied to every scene.
+    pub sets: Vec<String>,
+    /// None: each scene's configuration decides (`tracker.backend`, auto by default).
+    pub backend: Option<BackendChoice>,
+    pub progress: bool,
+}
+
+/// A trial's result (what `--json` writes).
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialReport {
+    pub family: String,
+    pub description: String,
+    pub seed: u64,
+    pub runs: u32,
+    pub sets: Vec<String>,
+    /// Scene length (s), and the tracking mode ("3d" or "direction").
+    pub duration_s: f64,
+    pub mode: &'static str,
+    /// "Within" and "far" distances (m, or degrees in direction mode).
+    pub threshold: f64,
+    pub far: f64,
+    pub summary: FamilySummary,
+    pub scenes: Vec<SceneScore>,
+}
+
+impl std::fmt::Display for TrialReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let u = self.summary.unit;
+        writeln!(
+            f,
+            "family {}: {} ({} scenes of {} s, seed {}, {} tracking; within {} {u}, far {} {u})",
+            self.family,
+            self.description,
+            self.runs,
+            self.duration_s,
+            self.seed,
+            self.mode,
+            self.threshold,
+            self.far
+        )?;
+        write!(f, "{}", scene_table(&self.scenes, u))?;
+        writeln!(f, "{}", self.summary)?;
+        if let Some(w) = self.summary.worst_scene {
+            write!(
+                f,
+                "  worst scene: {w}; write it with `sonotrack trial --family {} --seed {} --scene {w} --out DIR{}`, then replay and plot it",
+                self.family,
+                self.seed,
+                self.sets.iter().map(|s| format!(" --set {s}")).collect::<String>()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Run `runs` scenes of `family`.
+pub fn run_trial(family: &FamilySpec, o: &TrialOptions) -> Result<TrialReport> {
+    use rayon::prelude::*;
+    if o.runs == 0 {
+        return Err(Error::Usage("--runs must be at least 1".into()));
+    }
+    // The first scene's configuration says the mode and checks the settings before any work.
+    let first = scene_config(family, o, 0)?;
+    let directions = first.array.mode == TrackMode::Direction;
+    let bar = o.progress.then(|| {
+        let pb = indicatif::ProgressBar::new(u64::from(o.runs));
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} scenes ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb
+    });
+    let scores: Vec<Result<SceneScore>> = (0..o.runs)
+        .into_par_iter()
+        .map(|i| {
+            let s = run_scene(family, o, i);
+            if let Some(pb) = &bar {
+                pb.inc(1);
+            }
+            s
+        })
+        .collect();
+    if let Some(pb) = &bar {
+        pb.finish_and_clear();
+    }
+    let scenes = scores.into_iter().collect::<Result<Vec<_>>>()?;
+    let scoring = scoring_of(family, &first, directions);
+    Ok(TrialReport {
+        family: family.name.clone(),
+        description: family.description.clone(),
+        seed: o.seed,
+        runs: o.runs,
+        sets: o.sets.clone(),
+        duration_s: family.duration_s,
+        mode: if directions { "direction" } else { "3d" },
+        threshold: scoring.threshold,
+        far: scoring.far,
+        summary: summarise(&scenes, &scoring),
+        scenes,
+    })
+}
+
+/// Scene `index`'s configuration: what a replay of its scene directory starts from, with the
+/// trial's overrides.
+pub fn scene_config(family: &FamilySpec, o: &TrialOptions, index: u32) -> Result<Config> {
+    let spec = family.draw(o.seed, index);
+    let cfg = Config::for_scene(&spec).with_overrides(&o.sets)?;
+    cfg.validate(&format!("{} scene {index}", family.name))?;
+    Ok(cfg)
+}
+
+/// How a family's scenes are scored, for a configuration's array.
+fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScoring {
+    let sc = &family.scoring;
+    TrialScoring {
+        directions,
+        threshold: if directions {
+            sc.threshold_deg
+        } else {
+            sc.threshold_m
+        },
+        far: if directions { sc.far_deg } else { sc.far_m },
+        ospa_c: if directions { sc.far_deg } else { OSPA_C_M },
+        warmup_s: sc.warmup_s,
+        centre: cfg.geometry().centroid().into(),
+        speed_of_sound_m_s: cfg.array.speed_of_sound_m_s,
+        duration_s: family.duration_s,
+    }
+}
+
+/// Simulate, replay and score scene `index`.
+fn run_scene(family: &FamilySpec, o: &TrialOptions, index: u32) -> Result<SceneScore> {
+    let spec = family.draw(o.seed, index);
+    let cfg = scene_config(family, o, index)?;
+    let mut sim = SimSource::new(spec)?;
+    let truth = Truth::from_rows(&sim.truth());
+    let opts = ReplayOptions {
+        backend: o.backend.unwrap_or(cfg.tracker.backend),
+        progress: false,
+        bound: false,
+        warmup_s: family.scoring.warmup_s,
+        ..ReplayOptions::default()
+    };
+    let summary = replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
+    let directions = cfg.array.mode == TrackMode::Direction;
+    let scoring = scoring_of(family, &cfg, directions);
+    Ok(score_scene(
+        index,
+        &summary.frames,
+        &truth,
+        &scoring,
+        summary.load(),
+    ))
+}
