@@ -495,3 +495,84 @@ fn bench_times_the_live_path_by_stage() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, live"));
 }
+
+/// `trial` draws the same scenes and gives the same figures for the same seed (all but the
+/// measured processing time), writes its JSON, and takes a family file a user wrote.
+#[test]
+fn trial_is_deterministic_per_seed_and_takes_family_files() {
+    let dir = common::tmp_dir("trial");
+    let run = |json: &str, family: &str| {
+        let out = sonotrack()
+            .args(["-q", "trial", "--family", family, "--runs", "2", "--duration", "6"])
+            .args(["--seed", "4", "--no-progress", "--backend", "cpu", "--json"])
+            .arg(dir.join(json))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(json)).unwrap()).unwrap();
+        // Processing time is measured, not simulated.
+        v["summary"]["mean_load"] = serde_json::Value::Null;
+        for s in v["scenes"].as_array_mut().unwrap() {
+            s["load"] = serde_json::Value::Null;
+        }
+        (text, v)
+    };
+    let (text, a) = run("a.json", "pass-through");
+    assert!(text.contains("family pass-through"), "{text}");
+    assert!(text.contains("worst scene"), "{text}");
+    let (_, b) = run("b.json", "pass-through");
+    assert_eq!(a, b);
+    assert_eq!(a["scenes"].as_array().unwrap().len(), 2);
+    assert_eq!(a["mode"], "3d");
+    for key in ["mean_rmse", "mean_within_pct", "false_per_hour", "longest_far_s"] {
+        assert!(a["summary"].get(key).is_some(), "{key}");
+    }
+    // A family file of the user's own: the built-in one, printed and edited.
+    let printed = sonotrack()
+        .args(["trial", "--print-family", "pass-through"])
+        .output()
+        .unwrap();
+    let mine = String::from_utf8_lossy(&printed.stdout)
+        .replace("name = \"pass-through\"", "name = \"mine\"")
+        .replace("snr_db = [5.0, 15.0]", "snr_db = 20.0");
+    std::fs::write(dir.join("mine.toml"), mine).unwrap();
+    let (text, c) = run("c.json", dir.join("mine.toml").to_str().unwrap());
+    assert!(text.contains("family mine"), "{text}");
+    assert_ne!(a["scenes"], c["scenes"]);
+    // A family that does not exist is named with the ones that do.
+    let out = sonotrack()
+        .args(["trial", "--family", "nowhere", "--runs", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass-through"));
+}
+
+/// One scene of a trial written as a scene directory replays like any other.
+#[test]
+fn a_trial_scene_can_be_written_and_replayed() {
+    let dir = common::tmp_dir("trial-scene");
+    let out = sonotrack()
+        .args(["-q", "trial", "--family", "faults", "--duration", "5", "--scene", "3", "--out"])
+        .arg(dir.join("scene"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["audio.wav", "array.json", "truth.csv", "scene.toml", "meta.json"] {
+        assert!(dir.join("scene").join(f).exists(), "{f}");
+    }
+    let meta = std::fs::read_to_string(dir.join("scene/meta.json")).unwrap();
+    assert!(meta.contains("\"clicks\""), "{meta}");
+    let out = sonotrack()
+        .args(["-q", "replay", "--no-progress", "--backend", "cpu", "--no-bound"])
+        .arg(dir.join("scene"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
