@@ -141,8 +141,12 @@ fn simulate_then_replay_from_the_command_line() {
         .arg(dir.join("two"))
         .output()
         .unwrap();
+    // Two sources fit the default slots: no hint to add any.
     let hint = String::from_utf8_lossy(&two.stderr);
-    assert!(hint.contains("--set tracker.max_tracks=2"), "{hint}");
+    assert!(
+        hint.contains("replay it with") && !hint.contains("max_tracks"),
+        "{hint}"
+    );
     let tracks = dir.join("t.jsonl");
     let summary = dir.join("s.json");
     let out = sonotrack()
@@ -503,7 +507,16 @@ fn trial_is_deterministic_per_seed_and_takes_family_files() {
     let dir = common::tmp_dir("trial");
     let run = |json: &str, family: &str| {
         let out = sonotrack()
-            .args(["-q", "trial", "--family", family, "--runs", "2", "--duration", "6"])
+            .args([
+                "-q",
+                "trial",
+                "--family",
+                family,
+                "--runs",
+                "2",
+                "--duration",
+                "6",
+            ])
             .args(["--seed", "4", "--no-progress", "--backend", "cpu", "--json"])
             .arg(dir.join(json))
             .output()
@@ -530,7 +543,12 @@ fn trial_is_deterministic_per_seed_and_takes_family_files() {
     assert_eq!(a, b);
     assert_eq!(a["scenes"].as_array().unwrap().len(), 2);
     assert_eq!(a["mode"], "3d");
-    for key in ["mean_rmse", "mean_within_pct", "false_per_hour", "longest_far_s"] {
+    for key in [
+        "mean_rmse",
+        "mean_within_pct",
+        "false_per_hour",
+        "longest_far_s",
+    ] {
         assert!(a["summary"].get(key).is_some(), "{key}");
     }
     // A family file of the user's own: the built-in one, printed and edited.
@@ -559,20 +577,51 @@ fn trial_is_deterministic_per_seed_and_takes_family_files() {
 fn a_trial_scene_can_be_written_and_replayed() {
     let dir = common::tmp_dir("trial-scene");
     let out = sonotrack()
-        .args(["-q", "trial", "--family", "faults", "--duration", "5", "--scene", "3", "--out"])
+        .args([
+            "-q",
+            "trial",
+            "--family",
+            "faults",
+            "--duration",
+            "5",
+            "--scene",
+            "3",
+            "--out",
+        ])
         .arg(dir.join("scene"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for f in ["audio.wav", "array.json", "truth.csv", "scene.toml", "meta.json"] {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "audio.wav",
+        "array.json",
+        "truth.csv",
+        "scene.toml",
+        "meta.json",
+    ] {
         assert!(dir.join("scene").join(f).exists(), "{f}");
     }
     let meta = std::fs::read_to_string(dir.join("scene/meta.json")).unwrap();
     assert!(meta.contains("\"clicks\""), "{meta}");
     let out = sonotrack()
-        .args(["-q", "replay", "--no-progress", "--backend", "cpu", "--no-bound"])
+        .args([
+            "-q",
+            "replay",
+            "--no-progress",
+            "--backend",
+            "cpu",
+            "--no-bound",
+        ])
         .arg(dir.join("scene"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

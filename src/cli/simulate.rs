@@ -58,9 +58,10 @@ pub fn run(a: Args) -> Result<()> {
     }
     let start = std::time::Instant::now();
     write_scene(&out, &s, a.s16)?;
-    // A track slot per source (the configuration's default is one).
+    // A track slot per source, where the default has too few.
+    let default_slots = sonotrack::config::TrackerConfig::default().max_tracks;
     let slots = match s.sources.len() {
-        0 | 1 => String::new(),
+        n if n <= default_slots => String::new(),
         n => format!(" --set tracker.max_tracks={n}"),
     };
     eprintln!(

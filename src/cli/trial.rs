@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
+use sonotrack::analysis::trial::scene_table;
 use sonotrack::audio::sim::family::{BUILT_IN, FamilySpec};
 use sonotrack::audio::sim::write_scene;
 use sonotrack::error::Result;
-use sonotrack::pipeline::trial::{TrialOptions, run_trial, scene_config};
+use sonotrack::pipeline::trial::{TrialOptions, run_scene, run_trial, scene_config, unit_of};
 
 /// The arguments of `sonotrack trial`.
 #[derive(clap::Args)]
@@ -80,6 +81,20 @@ pub fn run(a: Args) -> Result<()> {
         // Checked as the trial would run it.
         scene_config(&family, &opts, index)?;
         write_scene(out, &spec, false)?;
+        let stream = out.join("trial-tracks.jsonl");
+        let score = run_scene(&family, &opts, index, Some(stream.display().to_string()))?;
+        println!(
+            "{}",
+            scene_table(
+                std::slice::from_ref(&score),
+                unit_of(&family, &opts, index)?
+            )
+            .trim_end()
+        );
+        eprintln!(
+            "the trial's own run of it: {} (a replay of the directory reads the audio back from the WAV and may differ in detail)",
+            stream.display()
+        );
         eprintln!(
             "wrote scene {index} of {} (seed {}) to {}; replay it with: sonotrack replay {} --plot {}/plots{}",
             family.name,

@@ -115,6 +115,16 @@ impl Config {
             max_tracks: self.tracker.max_tracks,
             delete_after_s: self.tracker.delete_after_s,
             max_speed_m_s: self.tracker.max_speed_m_s,
+            hop_s: self.hop_samples() as f64 / self.sample_rate_hz(),
+            gate_sigmas: self.tracker.gate_sigmas as f32,
+            hit_fraction: self.tracker.hit_fraction as f32,
+            confirm_m: self.tracker.confirm_m,
+            confirm_n: self.tracker.confirm_n,
+            confirm_rule: self.tracker.confirm_rule,
+            scan_s: self.tracker.scan_s,
+            delete_rule: self.tracker.delete_rule,
+            delete_window_s: self.tracker.delete_window_s,
+            delete_fraction: self.tracker.delete_fraction,
         }
     }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::Config;
 use crate::error::ConfigError;
 use crate::gpu::BackendChoice;
+use crate::track::logic::{ConfirmRule, DeleteRule};
 use crate::track::{ModelKind, ModelSelection};
 
 /// One motion model (`[[tracker.models]]`).
@@ -61,11 +62,40 @@ pub struct TrackerConfig {
     /// Consecutive agreeing multilateration fixes needed to start a track.
     #[serde(default = "default_init_frames")]
     pub init_frames: usize,
-    #[serde(default = "one_usize")]
+    /// The most tracks held at once (every source its own).
+    #[serde(default = "default_max_tracks")]
     pub max_tracks: usize,
-    /// A track with no supporting measurement for this long is deleted.
+    /// A track with no hit for this long (silence, or a lost source) is deleted.
     #[serde(default = "default_delete")]
     pub delete_after_s: f64,
+    /// A gate's half-width, in the spreads of the predicted TDOA (the estimate's spread
+    /// carried through the TDOAs, with the TDOA noise).
+    #[serde(default = "default_gate_sigmas")]
+    pub gate_sigmas: f64,
+    /// A frame is a hit for a track when its gates hold assigned peaks in at least this share
+    /// of the informative pairs.
+    #[serde(default = "default_hit_fraction")]
+    pub hit_fraction: f64,
+    /// M-of-N confirmation over scans: M hits ...
+    #[serde(default = "default_confirm_m")]
+    pub confirm_m: usize,
+    /// ... of N scans (a confirmed track is deleted at N - M + 1 misses in its last N).
+    #[serde(default = "default_confirm_n")]
+    pub confirm_n: usize,
+    /// "cascade" (M of the first M scans, then M of the next N) or "sliding" (M of the first N).
+    #[serde(default)]
+    pub confirm_rule: ConfirmRule,
+    /// Length of a scan, seconds (converted to frames at the hop).
+    #[serde(default = "default_scan_s")]
+    pub scan_s: f64,
+    /// How a confirmed track is deleted: "window" (`delete_fraction` of its informative frames
+    /// in the last `delete_window_s` missed) or "scans" (the seed's M-of-N rule).
+    #[serde(default)]
+    pub delete_rule: DeleteRule,
+    #[serde(default = "default_delete_window")]
+    pub delete_window_s: f64,
+    #[serde(default = "default_delete_fraction")]
+    pub delete_fraction: f64,
 }
 
 fn default_particles() -> usize {
@@ -92,8 +122,29 @@ fn default_speed() -> f64 {
 fn default_init_frames() -> usize {
     3
 }
-fn one_usize() -> usize {
-    1
+fn default_max_tracks() -> usize {
+    8
+}
+fn default_gate_sigmas() -> f64 {
+    3.0
+}
+fn default_hit_fraction() -> f64 {
+    0.5
+}
+fn default_confirm_m() -> usize {
+    2
+}
+fn default_confirm_n() -> usize {
+    3
+}
+fn default_scan_s() -> f64 {
+    0.1
+}
+fn default_delete_window() -> f64 {
+    1.0
+}
+fn default_delete_fraction() -> f64 {
+    0.75
 }
 fn default_delete() -> f64 {
     3.0
@@ -131,8 +182,17 @@ impl Default for TrackerConfig {
             ess_fraction: default_ess(),
             max_speed_m_s: default_speed(),
             init_frames: default_init_frames(),
-            max_tracks: one_usize(),
+            max_tracks: default_max_tracks(),
             delete_after_s: default_delete(),
+            gate_sigmas: default_gate_sigmas(),
+            hit_fraction: default_hit_fraction(),
+            confirm_m: default_confirm_m(),
+            confirm_n: default_confirm_n(),
+            confirm_rule: ConfirmRule::default(),
+            scan_s: default_scan_s(),
+            delete_rule: DeleteRule::default(),
+            delete_window_s: default_delete_window(),
+            delete_fraction: default_delete_fraction(),
         }
     }
 }
@@ -309,6 +369,48 @@ impl Config {
                 "tracker.delete_after_s",
                 format!("{}", t.delete_after_s),
                 "use a positive number of seconds",
+            );
+        }
+        if !(t.gate_sigmas >= 1.0 && t.gate_sigmas <= 20.0) {
+            return err(
+                "tracker.gate_sigmas",
+                format!("{}", t.gate_sigmas),
+                "use 1 to 20 spreads (3 is the default)",
+            );
+        }
+        if !(t.hit_fraction > 0.0 && t.hit_fraction <= 1.0) {
+            return err(
+                "tracker.hit_fraction",
+                format!("{}", t.hit_fraction),
+                "use a share of the pairs in (0, 1], e.g. 0.5",
+            );
+        }
+        if !(1..=100).contains(&t.confirm_m) || !(t.confirm_m..=100).contains(&t.confirm_n) {
+            return err(
+                "tracker.confirm_m",
+                format!("{} of {}", t.confirm_m, t.confirm_n),
+                "use 1 <= confirm_m <= confirm_n <= 100, e.g. 2 of 3",
+            );
+        }
+        if !(t.scan_s > 0.0 && t.scan_s <= 60.0) {
+            return err(
+                "tracker.scan_s",
+                format!("{}", t.scan_s),
+                "use a positive number of seconds, at most 60 (0.1 is the default)",
+            );
+        }
+        if !(t.delete_window_s > 0.0 && t.delete_window_s <= 60.0) {
+            return err(
+                "tracker.delete_window_s",
+                format!("{}", t.delete_window_s),
+                "use a positive number of seconds, at most 60 (1 is the default)",
+            );
+        }
+        if !(t.delete_fraction > 0.0 && t.delete_fraction <= 1.0) {
+            return err(
+                "tracker.delete_fraction",
+                format!("{}", t.delete_fraction),
+                "use a share of the frames in (0, 1], e.g. 0.75",
             );
         }
         Ok(())

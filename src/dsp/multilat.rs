@@ -170,6 +170,24 @@ pub fn locate(
         }
     }
     let (x, _) = best?;
+    fix_at(geo, obs, x, sigma_s)
+}
+
+/// The fix reached from `start` alone (a local solve, unbounded): where a track's own peaks
+/// put the source, wherever that is. None with fewer than three observations or a singular
+/// geometry.
+pub fn refine(geo: &ArrayGeometry, obs: &[Obs], start: Vector3<f64>, sigma_s: f64) -> Option<Fix> {
+    if obs.len() < 3 {
+        return None;
+    }
+    let (x, _) = solve_from(geo, obs, start, sigma_s);
+    x.iter()
+        .all(|v| v.is_finite())
+        .then(|| fix_at(geo, obs, x, sigma_s))?
+}
+
+/// The fix at `x`: its covariance, residual and inliers.
+fn fix_at(geo: &ArrayGeometry, obs: &[Obs], x: Vector3<f64>, sigma_s: f64) -> Option<Fix> {
     let mut jtj = Matrix3::<f64>::zeros();
     let mut ss = 0.0;
     let mut inliers = 0;

@@ -167,6 +167,17 @@ pub struct StatusMessage {
     pub bad_channel_frames: Vec<u64>,
     pub backend_switches: u64,
     pub tracks: usize,
+    /// Of `tracks`, those confirmed.
+    pub confirmed_tracks: usize,
+    /// Why the last frame had no confirmed track (absent when it had one): `no_peaks` (no
+    /// pair's peak stood out of the noise), `too_few_pairs` (too few pairs had a peak no track
+    /// explains), `no_fix` (the peaks fit no point), `fixes_disagree` (consecutive fixes did
+    /// not agree yet), `already_tracked`, `slots_full`, or `awaiting_confirmation` (a
+    /// tentative track exists).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_track: Option<&'static str>,
+    /// Frames without a confirmed track so far, by that reason.
+    pub no_track_frames: BTreeMap<&'static str, u64>,
     /// The TDOA noise the tracker assumes now, in samples: its online estimate from the
     /// tracks' residuals, at least `tracker.tdoa_std_samples`. It rises with reverberation,
     /// noise or a second source near a track.

@@ -454,6 +454,9 @@ impl Pipeline {
             bad_channel_frames: self.counters.bad_channel_frames.clone(),
             backend_switches: self.counters.backend_switches,
             tracks: self.tracker.active_tracks(),
+            confirmed_tracks: self.tracker.confirmed_tracks(),
+            no_track: self.tracker.no_track_now,
+            no_track_frames: self.tracker.no_track.clone(),
             tdoa_noise_samples: (f64::from(self.tracker.sigma_s())
                 * self.cfg.sample_rate_hz()
                 * 1e3)

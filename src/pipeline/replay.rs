@@ -1,6 +1,7 @@
 //! Replaying a recording (or a simulated scene) through the pipeline, with accuracy against truth
 //! when it is available.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -82,6 +83,8 @@ pub struct ReplaySummary {
     pub births: u64,
     pub deletions: u64,
     pub tempered_steps: u64,
+    /// Frames without a confirmed track, by why (see the status message's `no_track`).
+    pub no_track: BTreeMap<&'static str, u64>,
     /// Wall time in the particle filter's steps.
     pub filter_wall: Duration,
     /// Target 0's accuracy (the evaluation's first row), for quick checks.
@@ -260,6 +263,7 @@ pub fn replay_source(
         births: pipe.tracker().births,
         deletions: pipe.tracker().deletions,
         tempered_steps: pipe.tracker().tempered_steps,
+        no_track: pipe.tracker().no_track.clone(),
         filter_wall: pipe.tracker().filter_wall,
         accuracy: evaluation
             .as_ref()
@@ -401,6 +405,19 @@ impl std::fmt::Display for ReplaySummary {
             self.deletions,
             self.tempered_steps
         )?;
+        if !self.no_track.is_empty() {
+            let total: u64 = self.no_track.values().sum();
+            let why: Vec<String> = self
+                .no_track
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            writeln!(
+                f,
+                "no track: {total} frames without a confirmed track ({})",
+                why.join(", ")
+            )?;
+        }
         if c.nonfinite_samples > 0 || c.bad_channel_frames.iter().any(|&n| n > 0) {
             writeln!(
                 f,

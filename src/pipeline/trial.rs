@@ -69,7 +69,10 @@ impl std::fmt::Display for TrialReport {
                 "  worst scene: {w}; write it with `sonotrack trial --family {} --seed {} --scene {w} --out DIR{}`, then replay and plot it",
                 self.family,
                 self.seed,
-                self.sets.iter().map(|s| format!(" --set {s}")).collect::<String>()
+                self.sets
+                    .iter()
+                    .map(|s| format!(" --set {s}"))
+                    .collect::<String>()
             )?;
         }
         Ok(())
@@ -98,7 +101,7 @@ pub fn run_trial(family: &FamilySpec, o: &TrialOptions) -> Result<TrialReport> {
     let scores: Vec<Result<SceneScore>> = (0..o.runs)
         .into_par_iter()
         .map(|i| {
-            let s = run_scene(family, o, i);
+            let s = run_scene(family, o, i, None);
             if let Some(pb) = &bar {
                 pb.inc(1);
             }
@@ -153,8 +156,14 @@ fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScori
     }
 }
 
-/// Simulate, replay and score scene `index`.
-fn run_scene(family: &FamilySpec, o: &TrialOptions, index: u32) -> Result<SceneScore> {
+/// Simulate, replay and score scene `index`, writing its position stream to `stream` when
+/// given (what the trial scored, frame for frame).
+pub fn run_scene(
+    family: &FamilySpec,
+    o: &TrialOptions,
+    index: u32,
+    stream: Option<String>,
+) -> Result<SceneScore> {
     let spec = family.draw(o.seed, index);
     let cfg = scene_config(family, o, index)?;
     let mut sim = SimSource::new(spec)?;
@@ -164,6 +173,7 @@ fn run_scene(family: &FamilySpec, o: &TrialOptions, index: u32) -> Result<SceneS
         progress: false,
         bound: false,
         warmup_s: family.scoring.warmup_s,
+        out: stream,
         ..ReplayOptions::default()
     };
     let summary = replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
@@ -176,4 +186,14 @@ fn run_scene(family: &FamilySpec, o: &TrialOptions, index: u32) -> Result<SceneS
         &scoring,
         summary.load(),
     ))
+}
+
+/// The unit of scene `index`'s distance figures: "deg" when it tracks directions, else "m".
+pub fn unit_of(family: &FamilySpec, o: &TrialOptions, index: u32) -> Result<&'static str> {
+    let cfg = scene_config(family, o, index)?;
+    Ok(if cfg.array.mode == TrackMode::Direction {
+        "deg"
+    } else {
+        "m"
+    })
 }

@@ -5,10 +5,17 @@
 //! Everything a backend needs per frame is flattened into [`TdoaMeasurement`] (plain arrays that
 //! copy to a device as they are), and everything it returns per track into [`Estimate`].
 
+pub mod associate;
+pub mod birth;
+pub mod edge;
+pub mod gate;
 pub mod likelihood;
+pub mod logic;
 pub mod manager;
 pub mod models;
+pub mod noise;
 pub mod pf;
+pub mod report;
 pub mod resample;
 
 use serde::{Deserialize, Serialize};

@@ -894,7 +894,7 @@ fn roughen_chunk(
 
 /// `h` times the lower Cholesky factor of the cloud covariance (regularised), as f32.
 pub fn roughen_factor(cov: &[[f64; 6]; 6], h: f64) -> [[f32; 6]; 6] {
-    let l = crate::track::manager::cholesky6(cov);
+    let l = crate::math::linalg::cholesky6(cov);
     l.map(|row| row.map(|v| (h * v) as f32))
 }
 
@@ -1306,9 +1306,10 @@ mod tests {
             (f.read_particles(slot).unwrap(), est)
         };
         assert_eq!(run(0), run(0));
-        // Only slot 0 exists here: others are an error, not a panic.
+        // A slot past the bank's last is an error, not a panic.
         let mut f = filter(3000);
-        assert!(f.init_track(&init(3)).is_err());
+        let past = f.params().slots as u32;
+        assert!(f.init_track(&init(past)).is_err());
     }
 
     #[test]

@@ -322,7 +322,9 @@ impl FamilySpec {
     pub fn with_duration(mut self, duration_s: f64) -> Result<Self> {
         self.duration_s = duration_s;
         let name = self.name.clone();
-        self.check().map_err(|problem| Error::Usage(format!("--duration {duration_s} for {name}: {problem}")))?;
+        self.check().map_err(|problem| {
+            Error::Usage(format!("--duration {duration_s} for {name}: {problem}"))
+        })?;
         Ok(self)
     }
 

@@ -1,0 +1,338 @@
+//! Births: where a new source may be. Each frame the peaks that no confirmed track explains are
+//! multilaterated (each pair's strongest unexplained peak, a robust fit started from many
+//! points); a run of `init_frames` consecutive fixes that agree, within what the source can move
+//! and their spread, and that no track already covers, proposes a tentative track with a prior
+//! from the fixes. The search reads only the frame's measurement and the array, so it can run
+//! while a GPU computes the filter step.
+
+use std::collections::VecDeque;
+
+use nalgebra::{Matrix3, Matrix6, Vector3};
+
+use crate::dsp::geometry::{ArrayGeometry, Pair};
+use crate::dsp::multilat::{self, Fix, Obs};
+use crate::track::models::Kinematics;
+use crate::track::{Estimate, FilterParams, TdoaMeasurement, TrackInit, TrackMode};
+
+/// Why a frame did not start a track (counted for the status stream and the summary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NoBirth {
+    /// No pair had a peak that stands out of the noise.
+    NoPeaks,
+    /// Too few pairs had a peak no confirmed track explains.
+    TooFewPairs,
+    /// The peaks did not fit one point (the robust fit used fewer than half of them).
+    NoFix,
+    /// The fixes of consecutive frames did not agree (yet).
+    Disagreeing,
+    /// The fix lies where a track already is.
+    Covered,
+    /// Every track slot holds a confirmed track.
+    SlotsFull,
+}
+
+impl NoBirth {
+    pub fn label(self) -> &'static str {
+        match self {
+            NoBirth::NoPeaks => "no_peaks",
+            NoBirth::TooFewPairs => "too_few_pairs",
+            NoBirth::NoFix => "no_fix",
+            NoBirth::Disagreeing => "fixes_disagree",
+            NoBirth::Covered => "already_tracked",
+            NoBirth::SlotsFull => "slots_full",
+        }
+    }
+}
+
+/// What the birth search reads of a frame.
+pub struct BirthInputs<'a> {
+    pub geo: &'a ArrayGeometry,
+    pub pairs: &'a [Pair],
+    pub meas: &'a TdoaMeasurement,
+    pub params: &'a FilterParams,
+    pub bounds: Option<([f64; 3], [f64; 3])>,
+    pub sample_rate_hz: f64,
+    pub detection_probability: f32,
+    /// The last kept fix (a start point for the search).
+    pub last_fix: Option<Vector3<f64>>,
+    /// Per (pair, peak), `pair * K + peak`: explained by a confirmed track (taken by it, or in
+    /// its gate), and so not a birth's.
+    pub explained: &'a [bool],
+}
+
+/// The TDOA noise a first fix is solved with (and its covariance computed at): the tracker's
+/// floor, but at least two samples, since timing noise of a few samples is normal for a first
+/// fix and the robust loss handles the rest.
+pub fn fix_sigma_s(params: &FilterParams, sample_rate_hz: f64) -> f64 {
+    f64::from(params.tdoa_std_s).max(2.0 / sample_rate_hz)
+}
+
+/// A birth search's fix and, per pair, the TDOA of the peak it used (None: the pair was not
+/// used).
+pub type BirthFix = (Fix, Vec<Option<f32>>);
+
+/// Multilaterate the strongest unexplained peak of each informative pair: the fix (if any),
+/// and the peaks it used.
+pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
+    let k = i.meas.peaks_per_pair;
+    let sigma = fix_sigma_s(i.params, i.sample_rate_hz);
+    let mut obs = Vec::new();
+    let mut used = vec![None; i.pairs.len()];
+    let mut informative = 0;
+    for (pi, pair) in i.pairs.iter().enumerate() {
+        let base = pi * k;
+        if i.meas.floor[pi] > 1.0 - 0.5 * i.detection_probability {
+            continue;
+        }
+        informative += 1;
+        let (j, amp) = (0..k)
+            .filter(|&j| !i.explained.get(base + j).copied().unwrap_or(false))
+            .map(|j| (j, i.meas.amp[base + j]))
+            .fold((0, 0.0f32), |b, x| if x.1 > b.1 { x } else { b });
+        if amp > 0.0 {
+            used[pi] = Some(i.meas.tdoa_s[base + j]);
+            obs.push(Obs {
+                pair: *pair,
+                tdoa_s: f64::from(i.meas.tdoa_s[base + j]),
+            });
+        }
+    }
+    if informative == 0 {
+        return Err(NoBirth::NoPeaks);
+    }
+    let three_d = i.params.mode == TrackMode::ThreeD;
+    let need = if three_d { 4 } else { 3 };
+    if obs.len() < need.min(i.pairs.len()) {
+        return Err(NoBirth::TooFewPairs);
+    }
+    let fix = if three_d {
+        let extra: Vec<Vector3<f64>> = i.last_fix.into_iter().collect();
+        multilat::locate(i.geo, &obs, sigma, i.bounds, &extra)
+    } else {
+        let hemisphere = match i.bounds {
+            Some((lo, hi)) => {
+                Vector3::new(lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2]) * 0.5 - i.geo.centroid()
+            }
+            None => Vector3::z(),
+        };
+        multilat::direction(i.geo, &obs, sigma, hemisphere)
+    };
+    match fix {
+        Some(f) if 2 * f.inliers > obs.len() => Ok((f, used)),
+        _ => Err(NoBirth::NoFix),
+    }
+}
+
+/// A multilateration fix kept for births.
+struct Candidate {
+    seq: u64,
+    t_s: f64,
+    fix: Fix,
+}
+
+/// A proposed birth: the prior of a new track and the time of its state.
+pub struct Birth {
+    pub init: TrackInit,
+    pub est: Estimate,
+    pub t_state_s: f64,
+    pub fixes: usize,
+}
+
+/// The run of recent fixes, and what it takes to agree.
+pub struct BirthSearch {
+    candidates: VecDeque<Candidate>,
+    pub init_frames: usize,
+}
+
+impl BirthSearch {
+    pub fn new(init_frames: usize) -> Self {
+        Self {
+            candidates: VecDeque::new(),
+            init_frames: init_frames.max(1),
+        }
+    }
+
+    /// The last kept fix (a start point for the next search).
+    pub fn last_fix(&self) -> Option<Vector3<f64>> {
+        self.candidates.back().map(|c| c.fix.position)
+    }
+
+    /// Forget the run of fixes.
+    pub fn clear(&mut self) {
+        self.candidates.clear();
+    }
+
+    /// Add this frame's fix (frame `seq`, centred at `t_centre_s`); when the last
+    /// `init_frames` fixes agree, the run's position (its last fix) and the mean square scatter
+    /// of the run about it.
+    pub fn offer(
+        &mut self,
+        seq: u64,
+        t_centre_s: f64,
+        fix: Fix,
+        geo: &ArrayGeometry,
+        three_d: bool,
+        max_speed_m_s: f64,
+    ) -> Result<(Fix, f64, f64), NoBirth> {
+        // Fixes from frames before the one just before this are stale.
+        if self
+            .candidates
+            .back()
+            .is_some_and(|c| seq.saturating_sub(c.seq) > 2)
+        {
+            self.candidates.clear();
+        }
+        let t_fix = t_centre_s
+            - if three_d {
+                geo.mean_range_m(&fix.position) / geo.speed_of_sound_m_s
+            } else {
+                0.0
+            };
+        self.candidates.push_back(Candidate {
+            seq,
+            t_s: t_fix,
+            fix,
+        });
+        while self.candidates.len() > self.init_frames {
+            self.candidates.pop_front();
+        }
+        if self.candidates.len() < self.init_frames {
+            return Err(NoBirth::Disagreeing);
+        }
+        // Consecutive fixes must agree to within what the source can move plus their spread.
+        let aperture = geo.aperture_m();
+        let slack = if three_d { 0.05 * aperture } else { 0.1 };
+        let speed = if three_d { max_speed_m_s } else { 1.0 };
+        let agree = self
+            .candidates
+            .iter()
+            .zip(self.candidates.iter().skip(1))
+            .all(|(a, b)| {
+                let d = (a.fix.position - b.fix.position).norm();
+                let spread = (a.fix.covariance.trace() + b.fix.covariance.trace()).sqrt();
+                d <= speed * (b.t_s - a.t_s).abs() + 3.0 * spread + slack
+            });
+        if !agree {
+            return Err(NoBirth::Disagreeing);
+        }
+        let Some(last) = self.candidates.back() else {
+            return Err(NoBirth::Disagreeing);
+        };
+        let scatter = self
+            .candidates
+            .iter()
+            .map(|c| (c.fix.position - last.fix.position).norm_squared())
+            .sum::<f64>()
+            / self.candidates.len() as f64;
+        Ok((last.fix.clone(), scatter, last.t_s))
+    }
+
+    /// The prior of a track born from `fix` (with the run's `scatter`) into `slot` at frame
+    /// `seq`: the fix's covariance widened to cover the scatter; a velocity prior that is the
+    /// speed ball of `max_speed_m_s`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn birth(
+        &mut self,
+        fix: &Fix,
+        scatter: f64,
+        t_state_s: f64,
+        slot: u32,
+        seq: u64,
+        params: &FilterParams,
+        geo: &ArrayGeometry,
+        sigma_s: f32,
+        sample_rate_hz: f64,
+        max_speed_m_s: f64,
+    ) -> Birth {
+        let three_d = params.mode == TrackMode::ThreeD;
+        let aperture = geo.aperture_m();
+        let fix_cov = fix.covariance * 4.0;
+        // The fix's covariance is at a first fix's conservative noise (fix_sigma_s, at least
+        // two samples). Far from a compact array that makes its range axis metres long: a
+        // prior the divergence rule would not let live is taken at the tracker's current TDOA
+        // noise instead (never wider than the fix's).
+        let fix_cov = if three_d && fix_cov.trace() > spread_limit_m(geo).powi(2) {
+            let ratio = f64::from(sigma_s) / fix_sigma_s(params, sample_rate_hz);
+            fix_cov * ratio.min(1.0).powi(2)
+        } else {
+            fix_cov
+        };
+        let mut pcov: Matrix3<f64> =
+            fix_cov + Matrix3::identity() * (scatter + (0.005 * aperture).powi(2));
+        if !three_d {
+            pcov = Matrix3::identity() * (scatter + 0.05f64.powi(2));
+        }
+        let mut cov = Matrix6::<f64>::zeros();
+        cov.fixed_view_mut::<3, 3>(0, 0).copy_from(&pcov);
+        let chol_m = cov
+            .fixed_view::<3, 3>(0, 0)
+            .into_owned()
+            .cholesky()
+            .map(|c| c.l())
+            .unwrap_or_else(|| Matrix3::identity() * pcov.trace().sqrt());
+        let mut chol = [[0.0; 6]; 6];
+        for r in 0..3 {
+            for c in 0..3 {
+                chol[r][c] = chol_m[(r, c)];
+            }
+        }
+        let l = params.n_models();
+        let kin = Kinematics::of(params);
+        let p = fix.position;
+        let init = TrackInit {
+            slot,
+            frame: seq,
+            mean: [p.x, p.y, p.z, 0.0, 0.0, 0.0],
+            chol,
+            // Directions: a velocity over the range (curved wavefronts, scaled by each
+            // particle's inverse range), or a rate on the unit sphere (plane waves).
+            speed_ball_m_s: if kin == Kinematics::Plane {
+                0.5
+            } else {
+                max_speed_m_s
+            },
+            model_probs: vec![1.0 / l as f32; l],
+            inv_range_max: params.inv_range_max,
+        };
+        let mut est = Estimate::new(l);
+        est.mean = init.mean;
+        for r in 0..3 {
+            for c in 0..3 {
+                est.cov[r][c] = pcov[(r, c)];
+            }
+        }
+        // Per-axis variance of a uniformly random direction with speed uniform in [0, max].
+        // Curved wavefronts scale it by the particles' inverse ranges (mean square ρ_max² / 3).
+        let ball_scale = if kin == Kinematics::Curved {
+            f64::from(init.inv_range_max) / 3f64.sqrt()
+        } else {
+            1.0
+        };
+        let ball_var = (init.speed_ball_m_s * ball_scale).powi(2) / 9.0;
+        for a in 3..6 {
+            est.cov[a][a] = ball_var;
+        }
+        est.model_probs = init.model_probs.clone();
+        est.ess = params.particles as f32;
+        let fixes = self.candidates.len();
+        self.candidates.clear();
+        Birth {
+            init,
+            est,
+            t_state_s,
+            fixes,
+        }
+    }
+}
+
+/// A 3-D track has diverged, and is deleted, when its position spread (the root of its
+/// covariance's trace) exceeds both this, twice the array's aperture (at least 2 m), and
+/// [`DIVERGED_SPREADS`] times the spread that one frame's TDOAs leave at its position.
+pub fn spread_limit_m(geo: &ArrayGeometry) -> f64 {
+    2.0 * geo.aperture_m().max(1.0)
+}
+
+/// See [`spread_limit_m`]. Near an array, one frame's spread is centimetres and the aperture
+/// decides. Far from a compact array it is metres along the range: there a track that follows
+/// its source keeps a range spread of several metres for seconds.
+pub const DIVERGED_SPREADS: f64 = 4.0;

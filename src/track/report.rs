@@ -1,0 +1,197 @@
+//! What the tracker reports of a track each frame: its status, its state as the outputs give it
+//! (a position, or in direction mode a unit direction with its rate and inverse range), and
+//! the covariance that goes with it.
+
+use nalgebra::{Matrix3, Vector3};
+use serde::Serialize;
+
+use crate::track::models::Kinematics;
+use crate::track::{Estimate, TrackMode};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrackStatus {
+    /// Recently born, not yet confirmed by several frames.
+    Tentative,
+    /// Supported by the measurements.
+    Confirmed,
+    /// No recent support: the position is a prediction.
+    Coasting,
+}
+
+/// One track's state after a frame, as reported to the outputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackReport {
+    pub id: u64,
+    pub status: TrackStatus,
+    pub seq: u64,
+    /// State (emission) time, seconds from the stream start.
+    pub t_s: f64,
+    /// Arrival time of the frame centre at the array.
+    pub t_frame_s: f64,
+    /// Position (m) in 3-D mode; unit direction towards the source in direction mode.
+    pub position: [f64; 3],
+    /// Velocity (m/s), or rate of change of the direction (1/s).
+    pub velocity: [f64; 3],
+    pub pos_cov: [[f64; 3]; 3],
+    pub vel_std: [f64; 3],
+    pub model_probs: Vec<f32>,
+    pub turn_rate_rad_s: f32,
+    pub ess: f32,
+    /// Fraction of informative pairs with a peak where the track predicts one (NaN when the
+    /// frame had no informative pair, e.g. silence).
+    pub support: f32,
+    pub mode: TrackMode,
+    /// Direction mode: the inverse range (1/m, at least 0) and its standard deviation.
+    pub inv_range: Option<[f64; 2]>,
+}
+
+impl TrackReport {
+    /// Direction mode: the range (m), where the inverse range is at least twice its standard
+    /// deviation (near enough for the wavefront's curvature to measure it).
+    pub fn range_m(&self) -> Option<f64> {
+        self.inv_range
+            .filter(|v| v[0] > 0.0 && v[0] >= 2.0 * v[1])
+            .map(|v| 1.0 / v[0])
+    }
+}
+
+/// The report of a track with estimate `e` and `id`, state time `t_s`, this frame.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn report(
+    id: u64,
+    t_s: f64,
+    e: &Estimate,
+    status: TrackStatus,
+    seq: u64,
+    t_frame_s: f64,
+    support: Option<f32>,
+    kin: Kinematics,
+) -> TrackReport {
+    let mode = match kin {
+        Kinematics::ThreeD => TrackMode::ThreeD,
+        _ => TrackMode::Direction,
+    };
+    let mut pos_cov = [[0.0; 3]; 3];
+    for r in 0..3 {
+        for c in 0..3 {
+            pos_cov[r][c] = e.cov[r][c];
+        }
+    }
+    let mut position = [e.mean[0], e.mean[1], e.mean[2]];
+    let mut velocity = [e.mean[3], e.mean[4], e.mean[5]];
+    let mut vel_std = [3, 4, 5].map(|i| e.cov[i][i].max(0.0).sqrt());
+    let mut inv_range = None;
+    if mode == TrackMode::Direction {
+        let d = direction_of(e);
+        position = d.u;
+        velocity = d.rate;
+        vel_std = d.rate_std;
+        pos_cov = d.cov;
+        // (With plane waves there is no range to report.)
+        inv_range = (kin == Kinematics::Curved).then(|| [(d.norm - 1.0).max(0.0), d.inv_range_sd]);
+    }
+    TrackReport {
+        id,
+        status,
+        seq,
+        t_s,
+        t_frame_s,
+        position,
+        velocity,
+        pos_cov,
+        vel_std,
+        model_probs: e.model_probs.clone(),
+        turn_rate_rad_s: e.turn_rate,
+        ess: e.ess,
+        support: support.unwrap_or(f32::NAN),
+        mode,
+        inv_range,
+    }
+}
+
+/// A direction-mode estimate as reported: its mean position p is the direction scaled by
+/// 1 + the inverse range (see [`crate::track::likelihood::sensor_terms`]).
+struct DirectionView {
+    /// The unit direction p / |p|.
+    u: [f64; 3],
+    /// |p|.
+    norm: f64,
+    /// The direction's covariance: p's, in the plane tangent at u, over |p|².
+    cov: [[f64; 3]; 3],
+    /// The standard deviation of |p| (of the inverse range, 1/m).
+    inv_range_sd: f64,
+    /// The direction's rate of change (rad/s): the velocity's tangent part (the velocity
+    /// slots hold the source's velocity over its range, or on the unit sphere for plane
+    /// waves: see `models::advance`), and its standard deviations.
+    rate: [f64; 3],
+    rate_std: [f64; 3],
+}
+
+fn direction_of(e: &Estimate) -> DirectionView {
+    let p = Vector3::new(e.mean[0], e.mean[1], e.mean[2]);
+    let norm = p.norm().max(1e-12);
+    let u = p / norm;
+    let mut cov = Matrix3::zeros();
+    for r in 0..3 {
+        for c in 0..3 {
+            cov[(r, c)] = e.cov[r][c];
+        }
+    }
+    let proj = Matrix3::identity() - u * u.transpose();
+    let tangent = proj * cov * proj / (norm * norm);
+    let v = Vector3::new(e.mean[3], e.mean[4], e.mean[5]);
+    let vcov = Matrix3::from_fn(|r, c| e.cov[3 + r][3 + c]);
+    let rate = proj * v;
+    let rate_cov = proj * vcov * proj;
+    DirectionView {
+        u: [u.x, u.y, u.z],
+        norm,
+        cov: std::array::from_fn(|r| std::array::from_fn(|c| tangent[(r, c)])),
+        inv_range_sd: (u.transpose() * cov * u)[(0, 0)].max(0.0).sqrt(),
+        rate: [rate.x, rate.y, rate.z],
+        rate_std: std::array::from_fn(|i| rate_cov[(i, i)].max(0.0).sqrt()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A direction-mode estimate as reported: the unit direction, its covariance in the tangent
+    /// plane over |p|², the inverse range and its spread from the radial part, and the rate of
+    /// change of the direction: the tangent part of the velocity (the source's velocity over
+    /// its range), without its radial part (the range's rate over the range).
+    #[test]
+    fn direction_estimates_are_reported_on_the_sphere() {
+        let u = Vector3::new(0.6, 0.0, 0.8);
+        let t1 = Vector3::new(0.0, 1.0, 0.0);
+        let mut e = Estimate::new(1);
+        let p = u * 1.25;
+        let v = t1 * 0.5 + u * 0.3;
+        e.mean = [p.x, p.y, p.z, v.x, v.y, v.z];
+        // Variance 0.01 along u (the inverse range), 0.04 along t1; velocity likewise.
+        let pc = u * u.transpose() * 0.01 + t1 * t1.transpose() * 0.04;
+        for r in 0..3 {
+            for c in 0..3 {
+                e.cov[r][c] = pc[(r, c)];
+                e.cov[3 + r][3 + c] = pc[(r, c)];
+            }
+        }
+        let d = direction_of(&e);
+        assert!((Vector3::from(d.u) - u).norm() < 1e-12);
+        assert!((d.norm - 1.25).abs() < 1e-12);
+        assert!((d.inv_range_sd - 0.1).abs() < 1e-12);
+        let cov = Matrix3::from_fn(|r, c| d.cov[r][c]);
+        assert!((u.transpose() * cov * u)[(0, 0)].abs() < 1e-15);
+        assert!(((t1.transpose() * cov * t1)[(0, 0)] - 0.04 / 1.5625).abs() < 1e-12);
+        assert!((Vector3::from(d.rate) - t1 * 0.5).norm() < 1e-12);
+        assert!((d.rate_std[1] - 0.2).abs() < 1e-12);
+        // (Standard deviations: square roots of rounding-level variances.)
+        assert!(
+            d.rate_std[0] < 1e-7 && d.rate_std[2] < 1e-7,
+            "{:?}",
+            d.rate_std
+        );
+    }
+}
