@@ -13,11 +13,13 @@
 //!   of a source (every frame counts here, the warm-up too);
 //! - frames with a confirmed track farther than `far` from every source (and the longest run of
 //!   them), and false tracks: confirmed tracks most of whose reports are that far from every
-//!   source, per hour of audio;
+//!   source, per hour of audio (a coasting report is near a source that paused if it is near
+//!   where that source fell silent);
 //! - whether the reported spread covers the error (NEES, as `evaluate` scores it).
 //!
 //! Distances are metres in 3-D and degrees between directions seen from the array's centre in
-//! direction tracking.
+//! direction tracking (for a flat array, degrees of azimuth about its plane's normal: such an
+//! array hardly sees elevation).
 
 use std::collections::BTreeMap;
 
@@ -42,6 +44,10 @@ pub const OSPA_P: f64 = 1.0;
 pub struct TrialScoring {
     /// Distances in degrees between directions (direction tracking), else metres.
     pub directions: bool,
+    /// For a flat array tracking directions, the normal of its plane: distances are then
+    /// azimuth differences about it (the angle between the directions' projections on the
+    /// plane), since a flat array hardly sees elevation (and not its sign).
+    pub azimuth_about: Option<[f64; 3]>,
     /// "Within": a report this close to its source (m, or degrees).
     pub threshold: f64,
     /// A confirmed track farther than this from every source is false (m, or degrees).
@@ -165,10 +171,24 @@ pub fn score_scene(
         if f.t_frame < s.warmup_s {
             continue;
         }
-        // Reports far from every source (all of them when no source is there).
+        // Reports far from every source (all of them when no source is there). A coasting
+        // report (a track held without measurements) is also near a source that paused where
+        // it fell silent: holding a track through a pause is right, not a false track.
+        let paused: Vec<[f64; 3]> = targets
+            .iter()
+            .filter_map(|&k| truth.paused_at(k, f.t_frame))
+            .collect();
         let mut far_here = false;
         for (j, r) in reports.iter().enumerate() {
-            let nearest = d.iter().map(|row| row[j]).fold(f64::INFINITY, f64::min);
+            let held = if matches!(r.status, Some(TrackStatus::Coasting)) {
+                paused
+                    .iter()
+                    .map(|q| distance(s, &centre, &r.pos, q))
+                    .fold(f64::INFINITY, f64::min)
+            } else {
+                f64::INFINITY
+            };
+            let nearest = d.iter().map(|row| row[j]).fold(held, f64::min);
             let far = nearest > s.far;
             far_here |= far;
             let e = t.per_track.entry(r.id).or_default();
@@ -228,7 +248,14 @@ fn frame_spacing(frames: &[FrameReports]) -> f64 {
 /// centre.
 fn distance(s: &TrialScoring, centre: &Vector3<f64>, pos: &[f64; 3], q: &[f64; 3]) -> f64 {
     if s.directions {
-        match (unit(Vector3::from(*pos)), unit(Vector3::from(*q) - centre)) {
+        let onto = |v: Vector3<f64>| match s.azimuth_about {
+            Some(n) => {
+                let n = Vector3::from(n);
+                unit(v - n * v.dot(&n))
+            }
+            None => unit(v),
+        };
+        match (onto(Vector3::from(*pos)), onto(Vector3::from(*q) - centre)) {
             (Some(a), Some(b)) => a.dot(&b).clamp(-1.0, 1.0).acos().to_degrees(),
             _ => f64::INFINITY,
         }
@@ -486,6 +513,7 @@ mod tests {
     fn scoring() -> TrialScoring {
         TrialScoring {
             directions: false,
+            azimuth_about: None,
             threshold: 2.0,
             far: 10.0,
             ospa_c: OSPA_C_M,
@@ -563,5 +591,58 @@ mod tests {
         assert_eq!(sum.false_tracks, 2);
         assert!((sum.hours - 20.0 / 3600.0).abs() < 1e-12);
         assert_eq!(sum.no_switch_pct, 100.0);
+    }
+
+    /// A source pauses from 4 to 6 s: a track coasting where it fell silent is not far (and
+    /// not false); the same report claiming to be confirmed is.
+    #[test]
+    fn a_track_held_through_a_pause_is_not_false() {
+        let mut csv = String::from("t,target,x,y,z\n");
+        for k in (0..=100).filter(|k| !(41..60).contains(k)) {
+            let t = f64::from(k) * 0.1;
+            csv += &format!("{t},0,{t},0,0\n");
+        }
+        let truth = Truth::parse(&csv).unwrap();
+        assert_eq!(truth.paused_at(0, 5.0), Some([4.0, 0.0, 0.0]));
+        assert_eq!(truth.paused_at(0, 3.0), None);
+        let scene = |held: TrackStatus| {
+            let frames: Vec<FrameReports> = (0..100)
+                .map(|k| {
+                    let t = f64::from(k) * 0.1;
+                    let (pos, status) = if (4.1..5.95).contains(&t) {
+                        ([4.0, 0.0, 0.0], held)
+                    } else {
+                        ([t, 0.0, 0.0], TrackStatus::Confirmed)
+                    };
+                    FrameReports {
+                        seq: k as u64,
+                        t_frame: t,
+                        reports: vec![report(1, t, pos, status)],
+                    }
+                })
+                .collect();
+            score_scene(0, &frames, &truth, &scoring(), 0.05)
+        };
+        let coasting = scene(TrackStatus::Coasting);
+        assert_eq!(coasting.far_frames, 0);
+        assert_eq!(coasting.false_tracks, 0);
+        let confirmed = scene(TrackStatus::Confirmed);
+        assert!(confirmed.far_frames >= 18, "{}", confirmed.far_frames);
+    }
+
+    #[test]
+    fn flat_arrays_are_scored_in_azimuth() {
+        let mut s = scoring();
+        s.directions = true;
+        let centre = Vector3::zeros();
+        // 10 degrees of azimuth apart, one of them 30 degrees up.
+        let (a, b) = (10f64.to_radians(), 30f64.to_radians());
+        let up = [a.cos() * b.cos(), a.sin() * b.cos(), b.sin()];
+        let flat = [1.0, 0.0, 0.0];
+        let full = distance(&s, &centre, &up, &flat);
+        assert!(full > 25.0, "{full}");
+        s.azimuth_about = Some([0.0, 0.0, -1.0]);
+        let az = distance(&s, &centre, &up, &flat);
+        assert!((az - 10.0).abs() < 1e-9, "{az}");
     }
 }

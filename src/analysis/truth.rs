@@ -101,6 +101,18 @@ impl Truth {
         Some([0, 1, 2].map(|k| p0[k] + a * (p1[k] - p0[k])))
     }
 
+    /// Where a target fell silent, while `t` lies in one of its gaps (a pause): the position of
+    /// the row before the gap. None while it sounds, before its first row or after its last.
+    pub fn paused_at(&self, target: u32, t: f64) -> Option<[f64; 3]> {
+        let rows = self.targets.get(&target)?;
+        let i = rows.partition_point(|r| r.0 <= t);
+        if i == 0 || i == rows.len() {
+            return None;
+        }
+        let (t0, p0) = rows[i - 1];
+        (t > t0 && self.gap(target, t0, rows[i].0)).then_some(p0)
+    }
+
     pub fn span(&self) -> Option<(f64, f64)> {
         let lo = self
             .targets

@@ -125,6 +125,7 @@ impl Config {
             delete_rule: self.tracker.delete_rule,
             delete_window_s: self.tracker.delete_window_s,
             delete_fraction: self.tracker.delete_fraction,
+            peak_noise: crate::dsp::gcc::phat_noise_level(&self.gcc_params()),
         }
     }
 

@@ -132,6 +132,23 @@ impl ArrayGeometry {
         [ev[0], ev[1], ev[2]]
     }
 
+    /// The unit normal of a flat array's plane (the direction of least spread), `None` unless
+    /// [`Self::span`] is [`Span::Plane`]. Its sign is arbitrary.
+    pub fn plane_normal(&self) -> Option<Vector3<f64>> {
+        if self.span() != Span::Plane {
+            return None;
+        }
+        let c = self.centroid();
+        let mut m = Matrix3::<f64>::zeros();
+        for s in &self.sensors_m {
+            let d = Vector3::from(*s) - c;
+            m += d * d.transpose();
+        }
+        let e = m.symmetric_eigen();
+        let i = e.eigenvalues.imin();
+        Some(e.eigenvectors.column(i).into_owned())
+    }
+
     /// How the sensors span space. A dimension counts when its spread exceeds 2% of the largest
     /// (and 1 mm): below that, timing noise swamps the out-of-plane information.
     pub fn span(&self) -> Span {
@@ -288,6 +305,26 @@ mod tests {
         assert_eq!(g.span(), Span::Line);
         g.sensors_m = vec![[0.0; 3], [0.0; 3]];
         assert_eq!(g.span(), Span::Point);
+    }
+
+    #[test]
+    fn a_flat_arrays_normal_is_across_its_plane() {
+        assert!(tetra().plane_normal().is_none());
+        // A ring tilted about the x axis by 0.3 rad.
+        let (c, s) = (0.3f64.cos(), 0.3f64.sin());
+        let ring = (0..8)
+            .map(|i| {
+                let a = i as f64 * std::f64::consts::TAU / 8.0;
+                [0.05 * a.cos(), 0.05 * a.sin() * c, 0.05 * a.sin() * s]
+            })
+            .collect();
+        let n = ArrayGeometry::new(ring, 343.0)
+            .plane_normal()
+            .expect("a ring is flat");
+        assert!(
+            (n.dot(&Vector3::new(0.0, -s, c)).abs() - 1.0).abs() < 1e-9,
+            "{n}"
+        );
     }
 
     #[test]

@@ -142,6 +142,11 @@ fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScori
     let sc = &family.scoring;
     TrialScoring {
         directions,
+        azimuth_about: cfg
+            .geometry()
+            .plane_normal()
+            .filter(|_| directions)
+            .map(Into::into),
         threshold: if directions {
             sc.threshold_deg
         } else {

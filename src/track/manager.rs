@@ -46,8 +46,8 @@ use crate::track::{
 
 pub use crate::track::report::{TrackReport, TrackStatus};
 
-/// Peaks whose quality (z-score above the curve) is around this value are as likely noise as
-/// signal: the top of ~1000 lags of pure noise sits near 3.3.
+/// Peaks whose clarity (height over the curve's noise level, in its spreads) is around this
+/// value are as likely noise as signal: the top of ~1000 lags of pure noise sits near 3.3.
 pub const QUALITY_MID: f32 = 4.0;
 /// Width of the logistic ramp from "noise" to "signal" around [`QUALITY_MID`].
 pub const QUALITY_WIDTH: f32 = 0.5;
@@ -93,6 +93,10 @@ pub struct ManagerSettings {
     pub delete_rule: DeleteRule,
     pub delete_window_s: f64,
     pub delete_fraction: f64,
+    /// The spread of a GCC curve's value under noise ([`crate::dsp::gcc::phat_noise_level`]):
+    /// a peak's clarity is its height over it. `None`: the clarity is the correlator's z-score
+    /// over the pair's physical lags.
+    pub peak_noise: Option<f32>,
 }
 
 struct Track {
@@ -294,7 +298,11 @@ impl TrackManager {
                 if !pk.is_some() {
                     continue;
                 }
-                let q = logistic((pk.quality - QUALITY_MID) / QUALITY_WIDTH);
+                let clarity = match self.s.peak_noise {
+                    Some(level) => pk.value / level,
+                    None => pk.quality,
+                };
+                let q = logistic((clarity - QUALITY_MID) / QUALITY_WIDTH);
                 best_q = best_q.max(q);
                 share[j] = pk.value.max(0.0) * q;
                 total += share[j];
