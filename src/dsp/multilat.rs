@@ -173,6 +173,105 @@ pub fn locate(
     fix_at(geo, obs, x, sigma_s)
 }
 
+/// One pair's candidate TDOAs (its peaks, seconds) and a weight for each (the peak's height).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairPeaks {
+    pub pair: Pair,
+    pub tdoa_s: Vec<f64>,
+    pub weight: Vec<f64>,
+}
+
+/// Each pair's peak nearest to what a source at `x` would give it.
+fn nearest_peaks(geo: &ArrayGeometry, peaks: &[PairPeaks], x: &Vector3<f64>) -> Vec<usize> {
+    peaks
+        .iter()
+        .map(|pp| {
+            let model = geo.tdoa_s(x, &pp.pair);
+            (0..pp.tdoa_s.len())
+                .min_by(|&a, &b| {
+                    (pp.tdoa_s[a] - model)
+                        .abs()
+                        .total_cmp(&(pp.tdoa_s[b] - model).abs())
+                })
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// The 3-D fix that the pairs' peaks agree on best when several sources (or echoes) each give
+/// every pair a peak: from each start point, alternately take each pair's peak nearest the
+/// current position and solve (until the choice settles); the position whose inlying peaks
+/// weigh most wins. Returns the fix over the chosen peaks and each pair's chosen peak (an index
+/// into its `tdoa_s`). Pairs without a peak must be left out of `peaks`.
+pub fn locate_consensus(
+    geo: &ArrayGeometry,
+    peaks: &[PairPeaks],
+    sigma_s: f64,
+    bounds: Option<([f64; 3], [f64; 3])>,
+    extra_starts: &[Vector3<f64>],
+) -> Option<(Fix, Vec<usize>)> {
+    if peaks.len() < 3 || peaks.iter().any(|pp| pp.tdoa_s.is_empty()) {
+        return None;
+    }
+    let inside = |x: &Vector3<f64>| match bounds {
+        Some((lo, hi)) => (0..3).all(|k| x[k] >= lo[k] - 1e-6 && x[k] <= hi[k] + 1e-6),
+        None => true,
+    };
+    let obs_of = |sel: &[usize]| -> Vec<Obs> {
+        peaks
+            .iter()
+            .zip(sel)
+            .map(|(pp, &j)| Obs {
+                pair: pp.pair,
+                tdoa_s: pp.tdoa_s[j],
+            })
+            .collect()
+    };
+    // A settled start: its position, each pair's chosen peak, and the weight it explains.
+    type Settled = (Vector3<f64>, Vec<usize>, f64);
+    let settle = |start: Vector3<f64>| -> Option<Settled> {
+        let mut x = start;
+        let mut sel = nearest_peaks(geo, peaks, &x);
+        for _ in 0..6 {
+            let (xn, _) = solve_from(geo, &obs_of(&sel), x, sigma_s);
+            if !xn.iter().all(|v| v.is_finite()) {
+                return None;
+            }
+            x = xn;
+            let next = nearest_peaks(geo, peaks, &x);
+            if next == sel {
+                break;
+            }
+            sel = next;
+        }
+        // The weight of the peaks that the position explains within 3 σ.
+        let score: f64 = peaks
+            .iter()
+            .zip(&sel)
+            .filter(|(pp, j)| (geo.tdoa_s(&x, &pp.pair) - pp.tdoa_s[**j]).abs() <= 3.0 * sigma_s)
+            .map(|(pp, &j)| pp.weight[j])
+            .sum();
+        inside(&x).then_some((x, sel, score))
+    };
+    use rayon::prelude::*;
+    let starts: Vec<Vector3<f64>> = extra_starts
+        .iter()
+        .copied()
+        .chain(start_points(geo, bounds))
+        .collect();
+    let settled: Vec<Option<Settled>> = starts.par_iter().map(|&s| settle(s)).collect();
+    // The best in the order of the starts (ties keep the earlier start, as a loop would).
+    let mut best: Option<Settled> = None;
+    for c in settled.into_iter().flatten() {
+        if best.as_ref().is_none_or(|b| c.2 > b.2) {
+            best = Some(c);
+        }
+    }
+    let (x, sel, _) = best?;
+    let fix = fix_at(geo, &obs_of(&sel), x, sigma_s)?;
+    Some((fix, sel))
+}
+
 /// The fix reached from `start` alone (a local solve, unbounded): where a track's own peaks
 /// put the source, wherever that is. None with fewer than three observations or a singular
 /// geometry.
@@ -363,6 +462,64 @@ mod tests {
         let fix = locate(&geo, &obs, 5e-6, None, &[]).unwrap();
         assert!((fix.position - p).norm() < 0.1, "{:?}", fix.position);
         assert_eq!(fix.inliers, obs.len() - 1);
+    }
+
+    /// Two sources whose peaks are the strongest in alternate pairs: the strongest-peak fix
+    /// mixes them and fails; the consensus finds the one whose peaks weigh more, and every pair's
+    /// chosen peak is that source's.
+    #[test]
+    fn consensus_separates_two_sources() {
+        let geo = pier();
+        let a = Vector3::new(-16.0, 3.0, -12.0);
+        let b = Vector3::new(20.0, -25.0, -8.0);
+        let (oa, ob) = (
+            observe(&geo, &a, PairMode::All),
+            observe(&geo, &b, PairMode::All),
+        );
+        let mut rng = PhiloxStream::new(5, 0, Stream::Simulate);
+        let peaks: Vec<PairPeaks> = oa
+            .iter()
+            .zip(&ob)
+            .enumerate()
+            .map(|(i, (x, y))| {
+                // A slightly stronger overall, but B on top in every other pair; a clutter peak.
+                let (wa, wb) = if i % 2 == 0 { (1.0, 0.8) } else { (0.7, 0.9) };
+                PairPeaks {
+                    pair: x.pair,
+                    tdoa_s: vec![
+                        y.tdoa_s + 2e-6 * rng.normal_f64(),
+                        x.tdoa_s + 2e-6 * rng.normal_f64(),
+                        0.011,
+                    ],
+                    weight: vec![wb, wa, 0.3],
+                }
+            })
+            .collect();
+        let strongest: Vec<Obs> = peaks
+            .iter()
+            .enumerate()
+            .map(|(i, pp)| Obs {
+                pair: pp.pair,
+                tdoa_s: pp.tdoa_s[if i % 2 == 0 { 1 } else { 0 }],
+            })
+            .collect();
+        let mixed = locate(&geo, &strongest, 5e-6, None, &[]).unwrap();
+        assert!(2 * mixed.inliers <= strongest.len() || (mixed.position - a).norm() > 1.0);
+        let (fix, sel) = locate_consensus(&geo, &peaks, 5e-6, None, &[]).unwrap();
+        assert!((fix.position - a).norm() < 0.1, "{:?}", fix.position);
+        assert_eq!(fix.inliers, peaks.len());
+        assert!(sel.iter().all(|&j| j == 1), "{sel:?}");
+        // Without A's peaks, B is found.
+        let only_b: Vec<PairPeaks> = peaks
+            .iter()
+            .map(|pp| PairPeaks {
+                pair: pp.pair,
+                tdoa_s: vec![pp.tdoa_s[0], pp.tdoa_s[2]],
+                weight: vec![pp.weight[0], pp.weight[2]],
+            })
+            .collect();
+        let (fix, _) = locate_consensus(&geo, &only_b, 5e-6, None, &[]).unwrap();
+        assert!((fix.position - b).norm() < 0.1, "{:?}", fix.position);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Births: where a new source may be. Each frame the peaks that no confirmed track explains are
 //! multilaterated (each pair's strongest unexplained peak, a robust fit started from many
-//! points); a run of `init_frames` consecutive fixes that agree, within what the source can move
+//! points; in 3-D, when those fit no point, the consensus of all unexplained peaks); a run of `init_frames` consecutive fixes that agree, within what the source can move
 //! and their spread, and that no track already covers, proposes a tentative track with a prior
 //! from the fixes. The search reads only the frame's measurement and the array, so it can run
 //! while a GPU computes the filter step.
@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use nalgebra::{Matrix3, Matrix6, Vector3};
 
 use crate::dsp::geometry::{ArrayGeometry, Pair};
-use crate::dsp::multilat::{self, Fix, Obs};
+use crate::dsp::multilat::{self, Fix, Obs, PairPeaks};
 use crate::track::models::Kinematics;
 use crate::track::{Estimate, FilterParams, TdoaMeasurement, TrackInit, TrackMode};
 
@@ -72,12 +72,15 @@ pub fn fix_sigma_s(params: &FilterParams, sample_rate_hz: f64) -> f64 {
 pub type BirthFix = (Fix, Vec<Option<f32>>);
 
 /// Multilaterate the strongest unexplained peak of each informative pair: the fix (if any),
-/// and the peaks it used.
+/// and the peaks it used. In 3-D, when those peaks do not fit one point (two sources, each the
+/// strongest in some pairs), the consensus of all unexplained peaks is tried
+/// ([`multilat::locate_consensus`]).
 pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
     let k = i.meas.peaks_per_pair;
     let sigma = fix_sigma_s(i.params, i.sample_rate_hz);
     let mut obs = Vec::new();
     let mut used = vec![None; i.pairs.len()];
+    let mut candidates: Vec<(usize, PairPeaks)> = Vec::new();
     let mut informative = 0;
     for (pi, pair) in i.pairs.iter().enumerate() {
         let base = pi * k;
@@ -85,17 +88,37 @@ pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
             continue;
         }
         informative += 1;
-        let (j, amp) = (0..k)
+        let open: Vec<usize> = (0..k)
             .filter(|&j| !i.explained.get(base + j).copied().unwrap_or(false))
-            .map(|j| (j, i.meas.amp[base + j]))
-            .fold((0, 0.0f32), |b, x| if x.1 > b.1 { x } else { b });
-        if amp > 0.0 {
-            used[pi] = Some(i.meas.tdoa_s[base + j]);
-            obs.push(Obs {
+            .filter(|&j| i.meas.amp[base + j] > 0.0)
+            .collect();
+        // (The first of equal peaks, as the correlator ranks them.)
+        let Some(&j) = open
+            .iter()
+            .rev()
+            .max_by(|&&a, &&b| i.meas.amp[base + a].total_cmp(&i.meas.amp[base + b]))
+        else {
+            continue;
+        };
+        used[pi] = Some(i.meas.tdoa_s[base + j]);
+        obs.push(Obs {
+            pair: *pair,
+            tdoa_s: f64::from(i.meas.tdoa_s[base + j]),
+        });
+        candidates.push((
+            pi,
+            PairPeaks {
                 pair: *pair,
-                tdoa_s: f64::from(i.meas.tdoa_s[base + j]),
-            });
-        }
+                tdoa_s: open
+                    .iter()
+                    .map(|&j| f64::from(i.meas.tdoa_s[base + j]))
+                    .collect(),
+                weight: open
+                    .iter()
+                    .map(|&j| f64::from(i.meas.amp[base + j]))
+                    .collect(),
+            },
+        ));
     }
     if informative == 0 {
         return Err(NoBirth::NoPeaks);
@@ -105,8 +128,8 @@ pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
     if obs.len() < need.min(i.pairs.len()) {
         return Err(NoBirth::TooFewPairs);
     }
+    let extra: Vec<Vector3<f64>> = i.last_fix.into_iter().collect();
     let fix = if three_d {
-        let extra: Vec<Vector3<f64>> = i.last_fix.into_iter().collect();
         multilat::locate(i.geo, &obs, sigma, i.bounds, &extra)
     } else {
         let hemisphere = match i.bounds {
@@ -118,9 +141,30 @@ pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
         multilat::direction(i.geo, &obs, sigma, hemisphere)
     };
     match fix {
-        Some(f) if 2 * f.inliers > obs.len() => Ok((f, used)),
+        Some(f) if 2 * f.inliers > obs.len() => return Ok((f, used)),
+        _ if !three_d => return Err(NoBirth::NoFix),
+        _ => {}
+    }
+    let peaks: Vec<PairPeaks> = candidates.iter().map(|c| c.1.clone()).collect();
+    match multilat::locate_consensus(i.geo, &peaks, sigma, i.bounds, &extra) {
+        Some((f, sel)) if f.inliers >= consensus_inliers(peaks.len()) => {
+            let mut used = vec![None; i.pairs.len()];
+            for ((pi, pp), j) in candidates.iter().zip(sel) {
+                used[*pi] = Some(pp.tdoa_s[j] as f32);
+            }
+            Ok((f, used))
+        }
         _ => Err(NoBirth::NoFix),
     }
+}
+
+/// The inlying pairs a consensus fix needs out of `pairs`: all of them up to seven, one fewer
+/// per eight after. Choosing among every pair's peaks tries many combinations, and a point
+/// that some of them explain within 3 σ is easy to find in clutter: with four peaks a pair
+/// over a thousand lags, four pairs of six agree somewhere in nearly every frame, all six in
+/// about one frame in a thousand.
+pub fn consensus_inliers(pairs: usize) -> usize {
+    pairs - pairs / 8
 }
 
 /// A multilateration fix kept for births.
@@ -336,3 +380,99 @@ pub fn spread_limit_m(geo: &ArrayGeometry) -> f64 {
 /// decides. Far from a compact array it is metres along the range: there a track that follows
 /// its source keeps a range spread of several metres for seconds.
 pub const DIVERGED_SPREADS: f64 = 4.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fixtures::harbour_config;
+
+    fn inputs<'a>(
+        geo: &'a ArrayGeometry,
+        pairs: &'a [Pair],
+        meas: &'a TdoaMeasurement,
+        params: &'a FilterParams,
+        explained: &'a [bool],
+    ) -> BirthInputs<'a> {
+        BirthInputs {
+            geo,
+            pairs,
+            meas,
+            params,
+            bounds: None,
+            sample_rate_hz: 48_000.0,
+            detection_probability: 0.9,
+            last_fix: None,
+            explained,
+        }
+    }
+
+    /// Two sources each the strongest in half the pairs: the strongest peaks fit no point, and
+    /// the consensus of all peaks gives one of the sources, with every pair's peak its own.
+    /// The same frame with one pair's peaks for that source missing is still born (five sensors,
+    /// ten pairs: one may miss); with three missing it is not.
+    #[test]
+    fn two_sources_mixed_across_pairs_give_a_birth() {
+        let cfg = harbour_config();
+        let geo = cfg.geometry();
+        let pairs = geo.pairs(crate::dsp::geometry::PairMode::All, 0);
+        let params = cfg.filter_params();
+        let c = geo.centroid();
+        let (a, b) = (
+            c + Vector3::new(25.0, -10.0, 5.0),
+            c + Vector3::new(-30.0, 20.0, -3.0),
+        );
+        let mut meas = TdoaMeasurement::empty(0, pairs.len(), 2, 2e-5);
+        for (pi, pair) in pairs.iter().enumerate() {
+            let (strong, weak) = if pi % 2 == 0 { (a, b) } else { (b, a) };
+            meas.tdoa_s[2 * pi] = geo.tdoa_s(&strong, pair) as f32;
+            meas.tdoa_s[2 * pi + 1] = geo.tdoa_s(&weak, pair) as f32;
+            meas.amp[2 * pi] = 0.6;
+            meas.amp[2 * pi + 1] = 0.4;
+            meas.floor[pi] = 0.1;
+        }
+        let explained = vec![false; 2 * pairs.len()];
+        let (fix, used) = birth_fix(&inputs(&geo, &pairs, &meas, &params, &explained))
+            .expect("the consensus finds a source");
+        let src = if (fix.position - a).norm() < (fix.position - b).norm() {
+            a
+        } else {
+            b
+        };
+        assert!((fix.position - src).norm() < 0.5, "{}", fix.position);
+        for (pi, pair) in pairs.iter().enumerate() {
+            let want = geo.tdoa_s(&src, pair);
+            assert!(
+                (f64::from(used[pi].unwrap()) - want).abs() < 1e-6,
+                "pair {pi}"
+            );
+        }
+        // Move that source's peak away in some pairs (a clutter peak 2 ms off instead).
+        let spoil = |n: usize| {
+            let mut m = meas.clone();
+            for pi in 0..n {
+                let j = (0..2)
+                    .min_by(|&x, &y| {
+                        let d = |k: usize| {
+                            (f64::from(m.tdoa_s[2 * pi + k]) - geo.tdoa_s(&src, &pairs[pi])).abs()
+                        };
+                        d(x).total_cmp(&d(y))
+                    })
+                    .unwrap();
+                m.tdoa_s[2 * pi + j] += 2e-3;
+            }
+            m
+        };
+        let one = spoil(1);
+        assert!(birth_fix(&inputs(&geo, &pairs, &one, &params, &explained)).is_ok());
+        let three = spoil(3);
+        let r = birth_fix(&inputs(&geo, &pairs, &three, &params, &explained));
+        // (What is left may fit the other source, which keeps all its peaks.)
+        if let Ok((f, _)) = r {
+            let other = if src == a { b } else { a };
+            assert!((f.position - other).norm() < 0.5, "{}", f.position);
+        }
+        assert_eq!(consensus_inliers(6), 6);
+        assert_eq!(consensus_inliers(10), 9);
+        assert_eq!(consensus_inliers(36), 32);
+    }
+}
