@@ -60,6 +60,10 @@ pub struct BirthInputs<'a> {
     pub explained: &'a [bool],
 }
 
+/// A peak takes part in a birth only if its weight is at least this share of its pair's
+/// heaviest peak's.
+pub const BIRTH_SHARE: f32 = 0.25;
+
 /// The TDOA noise a first fix is solved with (and its covariance computed at): the tracker's
 /// floor, but at least two samples, since timing noise of a few samples is normal for a first
 /// fix and the robust loss handles the rest.
@@ -88,9 +92,13 @@ pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
             continue;
         }
         informative += 1;
+        // Peaks that carry a fair share of the pair's weight: a compact array's curve is one
+        // broad lobe whose shoulders and bound ends are local maxima too, and a room's
+        // reflections give lesser peaks beside the direct path's.
+        let top = (0..k).map(|j| i.meas.amp[base + j]).fold(0.0f32, f32::max);
         let open: Vec<usize> = (0..k)
             .filter(|&j| !i.explained.get(base + j).copied().unwrap_or(false))
-            .filter(|&j| i.meas.amp[base + j] > 0.0)
+            .filter(|&j| i.meas.amp[base + j] > 0.0 && i.meas.amp[base + j] >= BIRTH_SHARE * top)
             .collect();
         // (The first of equal peaks, as the correlator ranks them.)
         let Some(&j) = open

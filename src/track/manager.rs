@@ -49,6 +49,17 @@ pub use crate::track::report::{TrackReport, TrackStatus};
 /// Peaks whose clarity (height over the curve's noise level, in its spreads) is around this
 /// value are as likely noise as signal: the top of ~1000 lags of pure noise sits near 3.3.
 pub const QUALITY_MID: f32 = 4.0;
+/// The z-score midpoint for a pair whose physical bound is `max_lag_samples`: [`QUALITY_MID`],
+/// or [`PROMINENCE_SHARE`] of the largest z-score its lags allow (a single spike among n lags
+/// scores (n - 1) / sqrt(n)), whichever is lower.
+pub fn prominence_mid(max_lag_samples: f64) -> f32 {
+    let n = 2.0 * max_lag_samples.max(0.0).floor() + 1.0;
+    QUALITY_MID.min(PROMINENCE_SHARE * ((n - 1.0) / n.sqrt()) as f32)
+}
+
+/// See [`prominence_mid`].
+pub const PROMINENCE_SHARE: f32 = 0.75;
+
 /// Width of the logistic ramp from "noise" to "signal" around [`QUALITY_MID`].
 pub const QUALITY_WIDTH: f32 = 0.5;
 /// A confirmed track without a hit for this long is reported as coasting.
@@ -289,8 +300,13 @@ impl TrackManager {
             if !pair_ok.get(pi).copied().unwrap_or(false) {
                 continue;
             }
-            // Detection probability scaled by how clearly the best peak stands out, and each
-            // peak's share by its height and clarity.
+            // Detection probability scaled by how clearly the best peak stands out: above the
+            // curve's noise level (its clarity; a peak buried in noise is no detection), and
+            // among the pair's lags (its prominence, the correlator's z-score: reverberation
+            // raises every lag, and at a compact array every lag of the one broad lobe stands out
+            // of the noise). A z-score over n lags cannot exceed (n - 1) / sqrt(n), so a pair
+            // with few lags needs less of it. Each peak's share is by height and prominence.
+            let mid = prominence_mid(pair.max_tdoa_s * f64::from(fs));
             let mut share = [0.0f32; crate::dsp::gcc::MAX_PEAKS];
             let mut best_q = 0.0f32;
             let mut total = 0.0f32;
@@ -298,13 +314,17 @@ impl TrackManager {
                 if !pk.is_some() {
                     continue;
                 }
-                let clarity = match self.s.peak_noise {
-                    Some(level) => pk.value / level,
-                    None => pk.quality,
+                let prominence = logistic((pk.quality - mid) / QUALITY_WIDTH);
+                // (Where the z-score can reach the usual midpoint, it alone decides, as it
+                // always has: a pair with so many lags that a peak shows among them.)
+                let clear = match self.s.peak_noise {
+                    Some(level) if mid < QUALITY_MID => {
+                        logistic((pk.value / level - QUALITY_MID) / QUALITY_WIDTH)
+                    }
+                    _ => 1.0,
                 };
-                let q = logistic((clarity - QUALITY_MID) / QUALITY_WIDTH);
-                best_q = best_q.max(q);
-                share[j] = pk.value.max(0.0) * q;
+                best_q = best_q.max(prominence.min(clear));
+                share[j] = pk.value.max(0.0) * prominence;
                 total += share[j];
             }
             if !(total > 0.0) {
@@ -972,5 +992,24 @@ impl TrackManager {
         } else {
             Some(self.birth_outcome.map_or("no_peaks", NoBirth::label))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wide pairs keep the usual midpoint; a compact pair's is three quarters of the largest
+    /// z-score its lags allow.
+    #[test]
+    fn a_pair_with_few_lags_needs_less_prominence() {
+        assert_eq!(prominence_mid(1000.0), QUALITY_MID);
+        assert_eq!(prominence_mid(40.0), QUALITY_MID);
+        // 4.7 samples: 9 lags, a spike scores 8 / 3.
+        let m = prominence_mid(4.7);
+        assert!((m - 0.75 * 8.0 / 3.0).abs() < 1e-6, "{m}");
+        assert!(prominence_mid(2.3) < m);
+        assert_eq!(prominence_mid(0.0), 0.0);
+        assert!(prominence_mid(f64::NAN).is_finite());
     }
 }
