@@ -161,6 +161,9 @@ fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScori
     }
 }
 
+/// Held by a scene replaying on the GPU (see [`run_scene`]).
+static GPU_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Simulate, replay and score scene `index`, writing its position stream to `stream` when
 /// given (what the trial scored, frame for frame).
 pub fn run_scene(
@@ -181,7 +184,12 @@ pub fn run_scene(
         out: stream,
         ..ReplayOptions::default()
     };
+    // Scenes on the GPU take turns: they share the process's CUDA context, and one scene's
+    // graph capture on its stream does not survive another's work on the device meanwhile.
+    let on_gpu = opts.backend != BackendChoice::Cpu && crate::gpu::available().is_ok();
+    let turn = on_gpu.then(|| GPU_TURN.lock().unwrap_or_else(|e| e.into_inner()));
     let summary = replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
+    drop(turn);
     let directions = cfg.array.mode == TrackMode::Direction;
     let scoring = scoring_of(family, &cfg, directions);
     Ok(score_scene(
