@@ -103,6 +103,14 @@ fn solve_from(
     (x, f)
 }
 
+/// Whether `x` lies in `bounds` (to a micrometre), or anywhere when there are none.
+fn within(bounds: Option<([f64; 3], [f64; 3])>, x: &Vector3<f64>) -> bool {
+    match bounds {
+        Some((lo, hi)) => (0..3).all(|k| x[k] >= lo[k] - 1e-6 && x[k] <= hi[k] + 1e-6),
+        None => true,
+    }
+}
+
 /// Candidate starting points: the centroid pushed out along the principal axes and a coarse
 /// grid over the search volume (or ±2 apertures around the array).
 pub fn start_points(
@@ -143,10 +151,7 @@ pub fn locate(
     if obs.len() < 3 {
         return None;
     }
-    let inside = |x: &Vector3<f64>| match bounds {
-        Some((lo, hi)) => (0..3).all(|k| x[k] >= lo[k] - 1e-6 && x[k] <= hi[k] + 1e-6),
-        None => true,
-    };
+    let inside = |x: &Vector3<f64>| within(bounds, x);
     // The solves from the 65 or so start points are independent: they run on the rayon pool
     // (a fix took about a millisecond on one core, every frame while a track could be born),
     // and the best is taken in the order of the starts, as a sequential loop would.
@@ -213,10 +218,7 @@ pub fn locate_consensus(
     if peaks.len() < 3 || peaks.iter().any(|pp| pp.tdoa_s.is_empty()) {
         return None;
     }
-    let inside = |x: &Vector3<f64>| match bounds {
-        Some((lo, hi)) => (0..3).all(|k| x[k] >= lo[k] - 1e-6 && x[k] <= hi[k] + 1e-6),
-        None => true,
-    };
+    let inside = |x: &Vector3<f64>| within(bounds, x);
     let obs_of = |sel: &[usize]| -> Vec<Obs> {
         peaks
             .iter()
@@ -318,10 +320,7 @@ pub fn all_solutions(
     tol_s: f64,
     min_separation_m: f64,
 ) -> Vec<Vector3<f64>> {
-    let inside = |x: &Vector3<f64>| match bounds {
-        Some((lo, hi)) => (0..3).all(|k| x[k] >= lo[k] - 1e-6 && x[k] <= hi[k] + 1e-6),
-        None => true,
-    };
+    let inside = |x: &Vector3<f64>| within(bounds, x);
     let mut found: Vec<Vector3<f64>> = Vec::new();
     for s in extra_starts
         .iter()
