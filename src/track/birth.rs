@@ -84,7 +84,9 @@ pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
     let sigma = fix_sigma_s(i.params, i.sample_rate_hz);
     let mut obs = Vec::new();
     let mut used = vec![None; i.pairs.len()];
-    let mut candidates: Vec<(usize, PairPeaks)> = Vec::new();
+    // Every pair's open peaks, for the consensus, and the index of each one's pair.
+    let mut peaks: Vec<PairPeaks> = Vec::new();
+    let mut peak_pair: Vec<usize> = Vec::new();
     let mut informative = 0;
     for (pi, pair) in i.pairs.iter().enumerate() {
         let base = pi * k;
@@ -113,20 +115,18 @@ pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
             pair: *pair,
             tdoa_s: f64::from(i.meas.tdoa_s[base + j]),
         });
-        candidates.push((
-            pi,
-            PairPeaks {
-                pair: *pair,
-                tdoa_s: open
-                    .iter()
-                    .map(|&j| f64::from(i.meas.tdoa_s[base + j]))
-                    .collect(),
-                weight: open
-                    .iter()
-                    .map(|&j| f64::from(i.meas.amp[base + j]))
-                    .collect(),
-            },
-        ));
+        peak_pair.push(pi);
+        peaks.push(PairPeaks {
+            pair: *pair,
+            tdoa_s: open
+                .iter()
+                .map(|&j| f64::from(i.meas.tdoa_s[base + j]))
+                .collect(),
+            weight: open
+                .iter()
+                .map(|&j| f64::from(i.meas.amp[base + j]))
+                .collect(),
+        });
     }
     if informative == 0 {
         return Err(NoBirth::NoPeaks);
@@ -153,12 +153,11 @@ pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
         _ if !three_d => return Err(NoBirth::NoFix),
         _ => {}
     }
-    let peaks: Vec<PairPeaks> = candidates.iter().map(|c| c.1.clone()).collect();
     match multilat::locate_consensus(i.geo, &peaks, sigma, i.bounds, &extra) {
         Some((f, sel)) if f.inliers >= consensus_inliers(peaks.len()) => {
             let mut used = vec![None; i.pairs.len()];
-            for ((pi, pp), j) in candidates.iter().zip(sel) {
-                used[*pi] = Some(pp.tdoa_s[j] as f32);
+            for ((&pi, pp), j) in peak_pair.iter().zip(&peaks).zip(sel) {
+                used[pi] = Some(pp.tdoa_s[j] as f32);
             }
             Ok((f, used))
         }

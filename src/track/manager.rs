@@ -49,6 +49,29 @@ pub use crate::track::report::{TrackReport, TrackStatus};
 /// Peaks whose clarity (height over the curve's noise level, in its spreads) is around this
 /// value are as likely noise as signal: the top of ~1000 lags of pure noise sits near 3.3.
 pub const QUALITY_MID: f32 = 4.0;
+/// What the birth search reads of the manager's state (taken field by field, so that a caller
+/// can hold the filter bank mutably beside it).
+fn birth_inputs<'a>(
+    geo: &'a ArrayGeometry,
+    s: &'a ManagerSettings,
+    meas: &'a TdoaMeasurement,
+    params: &'a FilterParams,
+    last_fix: Option<Vector3<f64>>,
+    explained: &'a [bool],
+) -> BirthInputs<'a> {
+    BirthInputs {
+        geo,
+        pairs: &s.pairs,
+        meas,
+        params,
+        bounds: s.bounds,
+        sample_rate_hz: s.sample_rate_hz,
+        detection_probability: s.detection_probability,
+        last_fix,
+        explained,
+    }
+}
+
 /// The z-score midpoint for a pair whose physical bound is `max_lag_samples`: [`QUALITY_MID`],
 /// or [`PROMINENCE_SHARE`] of the largest z-score its lags allow (a single spike among n lags
 /// scores (n - 1) / sqrt(n)), whichever is lower.
@@ -499,17 +522,14 @@ impl TrackManager {
         let start = std::time::Instant::now();
         if self.tracks.len() <= 1 {
             // Borrowed field by field, so that the bank can be borrowed beside it.
-            let inputs = BirthInputs {
-                geo: &self.geo,
-                pairs: &self.s.pairs,
-                meas: &self.meas,
-                params: &self.params,
-                bounds: self.s.bounds,
-                sample_rate_hz: self.s.sample_rate_hz,
-                detection_probability: self.s.detection_probability,
-                last_fix: self.births_search.last_fix(),
-                explained: &explained,
-            };
+            let inputs = birth_inputs(
+                &self.geo,
+                &self.s,
+                &self.meas,
+                &self.params,
+                self.births_search.last_fix(),
+                &explained,
+            );
             let mut meanwhile = || fix = Some(birth_fix(&inputs));
             if !self.steps.is_empty() {
                 self.bank.step_overlapped(
@@ -529,7 +549,14 @@ impl TrackManager {
         self.filter_wall += start.elapsed();
         Ok(match fix {
             Some(f) => f,
-            None => birth_fix(&self.birth_inputs(&explained)),
+            None => birth_fix(&birth_inputs(
+                &self.geo,
+                &self.s,
+                &self.meas,
+                &self.params,
+                self.births_search.last_fix(),
+                &explained,
+            )),
         })
     }
 
@@ -549,20 +576,6 @@ impl TrackManager {
             }
         }
         out
-    }
-
-    fn birth_inputs<'a>(&'a self, explained: &'a [bool]) -> BirthInputs<'a> {
-        BirthInputs {
-            geo: &self.geo,
-            pairs: &self.s.pairs,
-            meas: &self.meas,
-            params: &self.params,
-            bounds: self.s.bounds,
-            sample_rate_hz: self.s.sample_rate_hz,
-            detection_probability: self.s.detection_probability,
-            last_fix: self.births_search.last_fix(),
-            explained,
-        }
     }
 
     /// Process one frame's GCC result. `pair_ok[p]` is false for pairs with a bad channel.
