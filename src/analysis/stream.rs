@@ -39,6 +39,10 @@ pub struct FrameReports {
     pub reports: Vec<Report>,
 }
 
+/// Most frames a stream may span (the frames without a report are filled in, so a sequence
+/// number sizes memory): two days at 23 frames per second.
+pub const MAX_STREAM_FRAMES: u64 = 4_000_000;
+
 /// Read a JSON Lines position stream: track messages grouped by frame; status lines give the
 /// number of frames processed, so frames without any report are counted too.
 pub fn read_stream(path: &Path) -> Result<Vec<FrameReports>> {
@@ -94,7 +98,8 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
                 e.reports.push(report);
             }
             Some("status") => {
-                if let Some(n) = v.get("frames_in").and_then(|x| x.as_u64()) {
+                if let Some(x) = v.get("frames_in") {
+                    let n = frame_count(x).map_err(|e| (i + 1, format!("`frames_in` {e}")))?;
                     frames_in = frames_in.max(n);
                 }
             }
@@ -103,6 +108,19 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
         }
     }
     Ok(with_empty_frames(by_seq, frames_in))
+}
+
+/// A frame sequence number or count: an integer from 0 to [`MAX_STREAM_FRAMES`].
+fn frame_count(x: &serde_json::Value) -> std::result::Result<u64, String> {
+    let n = x
+        .as_u64()
+        .ok_or_else(|| format!("is {x}, not a non-negative integer"))?;
+    if n > MAX_STREAM_FRAMES {
+        return Err(format!(
+            "is {n}: a stream of at most {MAX_STREAM_FRAMES} frames is scored (split a longer one)"
+        ));
+    }
+    Ok(n)
 }
 
 /// A track message's frame sequence number, frame time and report.
@@ -118,7 +136,10 @@ fn track_report(v: &serde_json::Value) -> std::result::Result<(u64, f64, Report)
         .filter(|a| a.len() == 3)
         .and_then(|a| Some([a[0].as_f64()?, a[1].as_f64()?, a[2].as_f64()?]))
         .ok_or_else(|| "track message without a 3-element `pos`".to_string())?;
-    let seq = num("seq")? as u64;
+    let seq = v
+        .get("seq")
+        .ok_or_else(|| "track message without `seq`".to_string())
+        .and_then(|x| frame_count(x).map_err(|e| format!("`seq` {e}")))?;
     let t_frame = num("t_frame")?;
     let report = Report {
         id: num("id")? as u64,
@@ -253,6 +274,19 @@ mod tests {
         assert_eq!(parse_stream("{\"type\":\"x\"}").unwrap_err().0, 1);
         assert!(parse_stream("{\"type\":\"track\",\"seq\":1}").is_err());
         assert!(parse_stream("not json").is_err());
+        // Sequence numbers and frame counts size the frames filled in: huge, fractional or
+        // negative ones are errors naming the line, never an allocation (reliability issue).
+        let good = "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":SEQ,\"id\":3,\"pos\":[1,2,3]}";
+        for seq in ["1e19", "9223372036854775807", "1000000000000", "-1", "1.5", "\"7\""] {
+            let text = format!("{}\n{}", good.replace("SEQ", "1"), good.replace("SEQ", seq));
+            let (line, problem) = parse_stream(&text).unwrap_err();
+            assert_eq!(line, 2, "{seq}");
+            assert!(problem.contains("`seq`"), "{seq}: {problem}");
+        }
+        let status = "{\"type\":\"status\",\"frames_in\":18446744073709551615}";
+        let (line, problem) = parse_stream(&format!("{}\n{status}", good.replace("SEQ", "1"))).unwrap_err();
+        assert_eq!(line, 2);
+        assert!(problem.contains("frames_in"), "{problem}");
         // A covariance that is there but malformed is an error naming the line, not a report
         // scored without it.
         let bad = "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":1,\"id\":3,\"pos\":[1,2,3],\"pos_cov\":[1,0,0,2,0]}";

@@ -51,7 +51,17 @@ impl Truth {
             if f.len() < 5 {
                 return Err((i + 1, format!("{} fields, expected 5", f.len())));
             }
-            let num = |s: &str| s.parse::<f64>().map_err(|e| (i + 1, format!("`{s}`: {e}")));
+            let num = |s: &str| {
+                s.parse::<f64>()
+                    .map_err(|e| (i + 1, format!("`{s}`: {e}")))
+                    .and_then(|v| {
+                        if v.is_finite() && v.abs() <= 1e9 {
+                            Ok(v)
+                        } else {
+                            Err((i + 1, format!("`{s}` is not a finite number within 1e9")))
+                        }
+                    })
+            };
             let time = num(f[0])?;
             let id = f[1]
                 .parse::<u32>()
@@ -161,5 +171,14 @@ mod tests {
         assert_eq!(t.span(), Some((0.0, 1.0)));
         let e = Truth::parse("t,target,x,y,z\n0,0,0,zero,0\n").unwrap_err();
         assert_eq!(e.0, 2);
+        // NaN, infinities and overflowing numbers are errors naming the line, not rows that
+        // change the score without a word (reliability issue).
+        for bad in ["NaN", "nan", "inf", "-inf", "1e999", "1e300"] {
+            let text = format!("t,target,x,y,z\n0,0,0,0,0\n1,0,{bad},0,0\n");
+            let e = Truth::parse(&text).unwrap_err();
+            assert_eq!(e.0, 3, "{bad}");
+            let text = format!("t,target,x,y,z\n{bad},0,0,0,0\n");
+            assert!(Truth::parse(&text).is_err(), "{bad}");
+        }
     }
 }

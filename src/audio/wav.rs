@@ -48,6 +48,13 @@ impl WavSource {
             });
         }
         let total = u64::from(reader.duration());
+        if total == 0 {
+            return Err(Error::Wav {
+                path: path.into(),
+                problem: "the data chunk holds no samples (a header only)".into(),
+                fix: "record or export the audio again; nothing here can be tracked".into(),
+            });
+        }
         let samples = match spec.sample_format {
             hound::SampleFormat::Float => {
                 if spec.bits_per_sample != 32 {
@@ -135,10 +142,20 @@ fn wav_error(path: &Path, e: &hound::Error) -> Error {
         hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::NotFound => {
             (format!("no such file ({io})"), "check the path")
         }
-        hound::Error::IoError(io) => (
-            format!("cannot read: {io}"),
-            "check the file's permissions and the disk",
-        ),
+        // hound reports a short header as an I/O error of kind Other with this text.
+        hound::Error::IoError(io)
+            if io.kind() == std::io::ErrorKind::UnexpectedEof
+                || io.to_string().contains("enough bytes") =>
+        {
+            (
+                "the file ends inside its header (truncated or damaged)".into(),
+                "copy or export the recording again",
+            )
+        }
+        hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+            (format!("cannot be opened ({io})"), "check the file's permissions")
+        }
+        hound::Error::IoError(io) => (format!("cannot read: {io}"), "check the path and the disk"),
         hound::Error::FormatError(m) => (
             format!("not a valid WAV file ({m})"),
             "give a RIFF/WAVE file; convert other formats with e.g. sox or ffmpeg",

@@ -18,7 +18,7 @@ pub struct Args {
     #[arg(long)]
     pub quick: bool,
     /// Seconds per measured cell.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = super::values::budget)]
     pub budget: f64,
     /// Also write the rows as JSON.
     #[arg(long)]

@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Seconds of audio to simulate.
-    #[arg(long)]
+    #[arg(long, value_parser = super::values::duration)]
     pub duration: Option<f64>,
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: super::BackendArg,

@@ -28,15 +28,15 @@ pub struct Args {
     pub audio: Option<PathBuf>,
     #[arg(long)]
     pub config: Option<PathBuf>,
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = super::values::seconds)]
     pub warmup: f64,
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = super::values::metres)]
     pub threshold: f64,
     /// OSPA cut-off, metres.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = super::values::metres)]
     pub ospa_c: f64,
     /// OSPA order.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = super::values::ospa_order)]
     pub ospa_p: f64,
     /// Also write the evaluation as JSON.
     #[arg(long)]

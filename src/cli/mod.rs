@@ -11,6 +11,7 @@ mod replay;
 mod run;
 mod simulate;
 mod trial;
+mod values;
 
 use clap::{Parser, Subcommand};
 

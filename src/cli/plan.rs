@@ -15,9 +15,9 @@ pub struct Args {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Per-channel SNR over the band (dB) when the source is --at metres from a sensor.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = super::values::decibels)]
     pub snr_db: f64,
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, value_parser = super::values::metres)]
     pub at: f64,
     #[arg(long, value_enum, default_value = "white")]
     pub spectrum: sonotrack::analysis::plan::SourceSpectrum,
@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long, default_value_t = 120)]
     pub resolution: usize,
     /// Depth (z, m) of the horizontal map (default: the middle of the search volume).
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = super::values::coordinate)]
     pub depth: Option<f64>,
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,

@@ -24,13 +24,13 @@ pub struct Args {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
     /// Start at this time (seconds into the file).
-    #[arg(long)]
+    #[arg(long, value_parser = super::values::seconds)]
     pub from: Option<f64>,
     /// Stop at this time (seconds into the file).
-    #[arg(long)]
+    #[arg(long, value_parser = super::values::seconds)]
     pub to: Option<f64>,
     /// Pace the replay like live capture (optionally faster: --realtime 2).
-    #[arg(long, num_args = 0..=1, default_missing_value = "1.0")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "1.0", value_parser = super::values::pace)]
     pub realtime: Option<f64>,
     /// No progress bar.
     #[arg(long)]
@@ -39,10 +39,10 @@ pub struct Args {
     #[arg(long)]
     pub reproducible: bool,
     /// Accuracy ignores the first seconds (track start-up).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = super::values::seconds)]
     pub warmup: f64,
     /// Distance for the "% of time within" figure, metres.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = super::values::metres)]
     pub threshold: f64,
     /// Also write the summary (counters, accuracy) as JSON.
     #[arg(long)]
@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(long)]
     pub no_bound: bool,
     /// OSPA cut-off (m) for scenes with several targets.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = super::values::metres)]
     pub ospa_c: f64,
 }
 pub fn run(a: Args) -> Result<()> {

@@ -22,10 +22,10 @@ pub struct Args {
     #[arg(long, conflicts_with = "input")]
     pub simulate: Option<String>,
     /// Pace factor for --input (1 = real time).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = super::values::pace)]
     pub speed: f64,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = super::values::duration)]
     pub seconds: Option<f64>,
 }
 pub fn run(a: Args) -> Result<()> {

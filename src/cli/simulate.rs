@@ -19,9 +19,9 @@ pub struct Args {
     /// Scene file (TOML); see --print-preset for the format.
     #[arg(long)]
     pub spec: Option<PathBuf>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::values::duration)]
     pub duration: Option<f64>,
-    #[arg(long)]
+    #[arg(long, value_parser = super::values::decibels)]
     pub snr_db: Option<f64>,
     #[arg(long)]
     pub seed: Option<u64>,

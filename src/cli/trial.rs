@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Scene length (s), in place of the family's.
-    #[arg(long)]
+    #[arg(long, value_parser = super::values::duration)]
     pub duration: Option<f64>,
     /// Print a built-in family's file and exit.
     #[arg(long, value_name = "NAME")]

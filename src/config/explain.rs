@@ -3,8 +3,13 @@
 use super::Config;
 use crate::track::TrackMode;
 
+/// CPU filter cost per particle and step, seconds (one x86 core, `sonotrack bench --backend cpu`
+/// on the development machine, BENCHMARKS.md "CPU processing time").
+const CPU_S_PER_PARTICLE_STEP: f64 = 22e-9;
+
 impl Config {
-    /// A human explanation of what this configuration will do (for `sonotrack check`).
+    /// A human explanation of what this configuration will do (for `sonotrack check`), with
+    /// the particles' memory and CPU cost.
     pub fn explain(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
@@ -109,6 +114,23 @@ impl Config {
             t.detection_probability,
             t.max_speed_m_s,
             t.seed
+        );
+        let bytes = self.particle_memory_bytes();
+        let steps_s = t.particles as f64 * t.max_tracks as f64 * CPU_S_PER_PARTICLE_STEP;
+        let share = steps_s / (hop as f64 / fs);
+        let _ = writeln!(
+            s,
+            "  particles hold {:.1} MiB ({} x {} track slots); on the CPU backend a full set of tracks costs about {:.0} % of real time (at {:.0} ns per particle and step; `sonotrack bench` measures this machine){}",
+            bytes as f64 / (1u64 << 20) as f64,
+            t.particles,
+            t.max_tracks,
+            share * 100.0,
+            CPU_S_PER_PARTICLE_STEP * 1e9,
+            if share > 1.0 {
+                ": too slow for live audio on the CPU, use fewer particles or the GPU"
+            } else {
+                ""
+            }
         );
         if self.output.sinks.is_empty() {
             let _ = writeln!(s, "outputs: none configured");

@@ -5,12 +5,66 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{ConfigError, Error, IoContext, Result};
 
+/// Largest configuration file read (a configuration is a few kilobytes; this stops a path such
+/// as /dev/zero or a log file from being read whole).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// Deepest chain of includes.
+pub const MAX_INCLUDE_DEPTH: usize = 8;
+/// Most files one configuration may read, its includes' includes counted each time.
+pub const MAX_CONFIG_FILES: usize = 64;
+
+/// Where an include walk is: the chain of files that led here, and how many were read.
+#[derive(Default)]
+pub(super) struct IncludeWalk {
+    stack: Vec<PathBuf>,
+    files: usize,
+}
+
+/// A configuration file's text: a regular file of at most [`MAX_CONFIG_BYTES`].
+pub(super) fn read_config_text(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let file = path.display().to_string();
+    let meta = std::fs::metadata(path).at(path)?;
+    if !meta.is_file() {
+        return Err(ConfigError::new(
+            &file,
+            "(file)",
+            "is not a regular file (a device, a directory or a pipe)",
+            "give the path of a TOML configuration file",
+        )
+        .into());
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .at(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| {
+            ConfigError::new(
+                &file,
+                "(file)",
+                format!("cannot be read as UTF-8 text: {e}"),
+                "give a TOML configuration file",
+            )
+        })?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::new(
+            &file,
+            "(file)",
+            format!("is larger than {MAX_CONFIG_BYTES} bytes"),
+            "a configuration is a few kilobytes: check the path",
+        )
+        .into());
+    }
+    Ok(text)
+}
+
 /// Read a TOML file into a table, merging its `include`s underneath it. The flag says whether
 /// anything was merged.
-pub(super) fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<(toml::Table, bool)> {
+pub(super) fn load_table(path: &Path, walk: &mut IncludeWalk) -> Result<(toml::Table, bool)> {
     let file = path.display().to_string();
     let canon = path.canonicalize().at(path)?;
-    if stack.contains(&canon) {
+    if walk.stack.contains(&canon) {
         return Err(ConfigError::new(
             &file,
             "include",
@@ -19,7 +73,22 @@ pub(super) fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<(toml:
         )
         .into());
     }
-    let text = std::fs::read_to_string(path).at(path)?;
+    walk.files += 1;
+    if walk.files > MAX_CONFIG_FILES || walk.stack.len() > MAX_INCLUDE_DEPTH {
+        return Err(ConfigError::new(
+            &file,
+            "include",
+            format!(
+                "the includes go {} deep and read {} files (at most {MAX_INCLUDE_DEPTH} deep and \
+                 {MAX_CONFIG_FILES} files)",
+                walk.stack.len(),
+                walk.files
+            ),
+            "include each file once, from the top-level configuration",
+        )
+        .into());
+    }
+    let text = read_config_text(path)?;
     let mut table: toml::Table =
         toml::from_str(&text).map_err(|e| Error::Config(toml_error(&file, &text, &e)))?;
     let includes = match table.get("include") {
@@ -27,14 +96,17 @@ pub(super) fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<(toml:
         Some(toml::Value::Array(a)) => a
             .iter()
             .map(|v| {
-                v.as_str().map(str::to_string).ok_or_else(|| {
-                    ConfigError::new(
-                        &file,
-                        "include",
-                        "entries must be strings",
-                        "write include = [\"../boards/agx-orin.toml\"]",
-                    )
-                })
+                v.as_str()
+                    .filter(|s| !s.trim().is_empty())
+                    .map(str::to_string)
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            &file,
+                            "include",
+                            format!("entry {v} is not a path"),
+                            "write include = [\"../boards/agx-orin.toml\"]",
+                        )
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?,
         Some(_) => {
@@ -51,20 +123,20 @@ pub(super) fn load_table(path: &Path, stack: &mut Vec<PathBuf>) -> Result<(toml:
     if includes.is_empty() {
         return Ok((table, false));
     }
-    stack.push(canon);
+    walk.stack.push(canon);
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut base = toml::Table::new();
     for inc in includes {
-        let (sub, _) = load_table(&dir.join(&inc), stack)?;
+        let (sub, _) = load_table(&dir.join(&inc), walk)?;
         merge(&mut base, sub);
     }
-    stack.pop();
+    walk.stack.pop();
     merge(&mut base, table);
     Ok((base, true))
 }
 
 /// Edit distance, for suggesting the key a user probably meant.
-fn levenshtein(a: &str, b: &str) -> usize {
+pub fn levenshtein(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

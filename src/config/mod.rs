@@ -33,9 +33,10 @@ pub use tracker::{ModelConfig, TrackerConfig, default_models};
 
 use crate::audio::sim::SceneSpec;
 use crate::dsp::geometry::Span;
-use crate::error::{ConfigError, IoContext, Result};
+use crate::error::{ConfigError, Result};
 use crate::track::TrackMode;
-use load::{load_table, toml_error};
+pub use load::levenshtein;
+use load::{IncludeWalk, load_table, read_config_text, toml_error};
 
 /// The whole configuration. Every table rejects keys it does not know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,10 +107,10 @@ impl Config {
     /// Load a file (and its includes), parse and validate it.
     pub fn load(path: &Path) -> Result<Self> {
         let file = path.display().to_string();
-        let (table, merged) = load_table(path, &mut Vec::new())?;
+        let (table, merged) = load_table(path, &mut IncludeWalk::default())?;
         if !merged {
             // Parse the user's own text, so that errors point at their lines.
-            let text = std::fs::read_to_string(path).at(path)?;
+            let text = read_config_text(path)?;
             return Ok(Self::parse_str(&text, &file)?);
         }
         let text = toml::to_string(&table).map_err(|e| {

@@ -222,3 +222,56 @@ fn includes_merge_under_the_file() {
     assert!(Config::load(&dir.join("loop.toml")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Includes are bounded (reliability issue): a chain that includes each next file twice, a
+/// device as an include, an empty path and a huge file are errors naming the file and the key,
+/// never a minute of work or gigabytes read.
+#[test]
+fn includes_are_bounded() {
+    let dir = std::env::temp_dir().join(format!("sonotrack-inc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..22 {
+        std::fs::write(
+            dir.join(format!("c{i}.toml")),
+            format!("include = [\"c{0}.toml\", \"c{0}.toml\"]\n", i + 1),
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.join("c22.toml"), GOOD).unwrap();
+    let e = Config::load(&dir.join("c0.toml")).unwrap_err().to_string();
+    assert!(e.contains("include") && e.contains("at most"), "{e}");
+    std::fs::write(dir.join("zero.toml"), "include = [\"/dev/zero\"]\n").unwrap();
+    let e = Config::load(&dir.join("zero.toml")).unwrap_err().to_string();
+    assert!(e.contains("/dev/zero") && e.contains("regular file"), "{e}");
+    std::fs::write(dir.join("empty.toml"), "include = [\"\"]\n").unwrap();
+    let e = Config::load(&dir.join("empty.toml")).unwrap_err().to_string();
+    assert!(e.contains("empty.toml") && e.contains("include"), "{e}");
+    std::fs::write(dir.join("big.toml"), "#".repeat(2 << 20)).unwrap();
+    let e = Config::load(&dir.join("big.toml")).unwrap_err().to_string();
+    assert!(e.contains("larger than"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Particle counts are refused by the memory they need, with the key named; `check` states the
+/// memory and the CPU's real-time share of what it accepts (reliability issue).
+#[test]
+fn particle_memory_is_stated_and_capped() {
+    let c = Config::parse_str(GOOD, "t.toml").unwrap();
+    let e = c
+        .with_overrides(&["tracker.particles=67108864".into()])
+        .unwrap_err();
+    assert_eq!(e.key, "tracker.particles");
+    let e = c
+        .with_overrides(&[
+            "tracker.particles=4194304".into(),
+            "tracker.max_tracks=64".into(),
+        ])
+        .unwrap_err();
+    assert!(e.problem.contains("GiB"), "{e}");
+    let ok = c
+        .with_overrides(&["tracker.particles=4194304".into(), "tracker.max_tracks=2".into()])
+        .unwrap();
+    let text = ok.explain();
+    assert!(text.contains("MiB") && text.contains("too slow for live audio"), "{text}");
+    assert!(!c.explain().contains("too slow"), "{}", c.explain());
+}

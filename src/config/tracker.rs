@@ -98,6 +98,16 @@ pub struct TrackerConfig {
     pub delete_fraction: f64,
 }
 
+/// Bytes per particle and track slot: 7 state floats, a model index and a log-weight.
+pub const PARTICLE_SLOT_BYTES: u64 = 7 * 4 + 4 + 4;
+/// Bytes per particle of one step's scratch: a state copy, model, likelihood, weight,
+/// cumulative sum (f64) and ancestor.
+pub const PARTICLE_SCRATCH_BYTES: u64 = 7 * 4 + 4 + 4 + 4 + 8 + 4;
+/// Most particle memory a configuration may ask for: 4 GiB, a quarter of the smallest Jetson
+/// Orin NX's memory shared with everything else (32 tracks x 1M particles fit).
+pub const MAX_PARTICLE_BYTES: u64 = 4 << 30;
+const GIB: f64 = (1u64 << 30) as f64;
+
 fn default_particles() -> usize {
     16_384
 }
@@ -222,16 +232,24 @@ impl Config {
             .collect()
     }
 
+    /// Memory the filter bank holds for its particles, bytes: per particle and slot the state
+    /// (7 floats), its model and log-weight, and once per particle the step's scratch (the
+    /// CPU bank's layout, [`crate::track::pf::CpuParticleFilter`]; the GPU's is alike).
+    pub fn particle_memory_bytes(&self) -> u64 {
+        let t = &self.tracker;
+        t.particles as u64 * (PARTICLE_SLOT_BYTES * t.max_tracks as u64 + PARTICLE_SCRATCH_BYTES)
+    }
+
     /// The particle count and every motion model.
     pub(super) fn validate_models(&self, file: &str) -> Result<(), ConfigError> {
         let err =
             |key: &str, problem: String, fix: &str| Err(ConfigError::new(file, key, problem, fix));
         let t = &self.tracker;
-        if !(64..=1 << 26).contains(&t.particles) {
+        if !(64..=1 << 22).contains(&t.particles) {
             return err(
                 "tracker.particles",
                 format!("{}", t.particles),
-                "use 64 to 67108864 particles per track",
+                "use 64 to 4194304 particles per track (accuracy stops improving long before)",
             );
         }
         let l = t.models.len();
@@ -362,6 +380,20 @@ impl Config {
                 "tracker.max_tracks",
                 format!("{}", t.max_tracks),
                 "use 1 to 64",
+            );
+        }
+        let bytes = self.particle_memory_bytes();
+        if bytes > MAX_PARTICLE_BYTES {
+            return err(
+                "tracker.particles",
+                format!(
+                    "{} particles x {} track slots need {:.1} GiB (at most {:.0} GiB)",
+                    t.particles,
+                    t.max_tracks,
+                    bytes as f64 / GIB,
+                    MAX_PARTICLE_BYTES as f64 / GIB
+                ),
+                "use fewer particles or fewer tracker.max_tracks",
             );
         }
         if !(t.delete_after_s > 0.0) {

@@ -24,6 +24,44 @@ struct ArrayJson {
     mode: Option<crate::track::TrackMode>,
 }
 
+/// The keys array.json may have (top level, and inside `search_bounds`).
+const ARRAY_KEYS: [&str; 6] = [
+    "sample_rate",
+    "speed_of_sound",
+    "sensors",
+    "description",
+    "search_bounds",
+    "mode",
+];
+const BOUNDS_KEYS: [&str; 2] = ["min", "max"];
+
+/// A key of array.json that is a near miss of a known one (`search_bound`), which would
+/// otherwise drop what it was meant to set without a word. Keys far from every known one are
+/// other tools' metadata: logged, not refused.
+fn misspelt_array_key(text: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let check = |obj: &serde_json::Map<String, serde_json::Value>, known: &[&str], at: &str| {
+        for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+            // One edit away (two for long keys): a slip, not another tool's key such as "name".
+            let slack = if k.len() >= 8 { 2 } else { 1 };
+            if let Some(near) = known
+                .iter()
+                .find(|n| crate::config::levenshtein(&k.to_lowercase(), n) <= slack)
+            {
+                return Some(format!("unknown key `{at}{k}` (did you mean `{at}{near}`?)"));
+            }
+            log::warn!("array.json: key `{at}{k}` is not one sonotrack reads; ignored");
+        }
+        None
+    };
+    let top = v.as_object()?;
+    check(top, &ARRAY_KEYS, "").or_else(|| {
+        top.get("search_bounds")
+            .and_then(|b| b.as_object())
+            .and_then(|b| check(b, &BOUNDS_KEYS, "search_bounds."))
+    })
+}
+
 #[derive(Debug, Clone, Deserialize)]
 struct Bounds {
     min: [f64; 3],
@@ -83,6 +121,12 @@ impl Scene {
                 "add array.json with sample_rate, speed_of_sound and sensors (metres, channel order)",
             )
         })?;
+        if let Some(problem) = misspelt_array_key(&text) {
+            return Err(err(
+                problem,
+                "array.json keys are sample_rate, speed_of_sound, sensors, description, search_bounds {min, max} and mode",
+            ));
+        }
         let a: ArrayJson = serde_json::from_str(&text).map_err(|e| {
             err(
                 format!("array.json: {e}"),
@@ -155,6 +199,19 @@ mod tests {
         std::fs::write(d.join("array.json"), format!("{flat}}}")).unwrap();
         let s = Scene::open(&d).unwrap();
         assert_eq!(s.config.array.mode, crate::track::TrackMode::Direction);
+        // A misspelt key is refused with the key it was meant to be; another tool's metadata
+        // is not (reliability issue).
+        for (bad, meant) in [
+            ("\"search_bound\": {\"min\": [0,0,0], \"max\": [1,1,1]}", "search_bounds"),
+            ("\"search_bounds\": {\"mn\": [0,0,0], \"max\": [1,1,1]}", "search_bounds.min"),
+            ("\"Mode\": \"3d\"", "mode"),
+        ] {
+            std::fs::write(d.join("array.json"), format!("{flat}, {bad}}}")).unwrap();
+            let e = Scene::open(&d).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{meant}`")), "{e}");
+        }
+        std::fs::write(d.join("array.json"), format!("{flat}, \"name\": \"x\"}}")).unwrap();
+        assert!(Scene::open(&d).is_ok());
         std::fs::write(d.join("array.json"), format!("{flat}, \"mode\": \"3d\"}}")).unwrap();
         let e = Scene::open(&d).unwrap_err().to_string();
         assert!(e.contains("coplanar"), "{e}");

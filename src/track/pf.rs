@@ -1139,6 +1139,24 @@ mod tests {
         }
     }
 
+    /// The memory `check` states and caps (`Config::particle_memory_bytes`) is what the bank
+    /// allocates.
+    #[test]
+    fn stated_particle_memory_is_what_is_allocated() {
+        let mut c = harbour_config();
+        c.tracker.particles = 1000;
+        c.tracker.max_tracks = 3;
+        let f = CpuParticleFilter::new(c.filter_params());
+        let f32s: usize = f.state.iter().map(Vec::len).sum::<usize>()
+            + f.log_w.len()
+            + f.log_lik.len()
+            + f.weight_exp.len()
+            + f.scratch_state.len();
+        let u32s = f.model.len() + f.scratch_model.len() + f.ancestors.len();
+        let bytes = 4 * (f32s + u32s) + 8 * f.cdf.capacity();
+        assert_eq!(bytes as u64, c.particle_memory_bytes());
+    }
+
     /// The tempering grid sums in lanes (either build) agree with one plain loop, including
     /// particles with an infinite log-likelihood and a length that is not a multiple of the lanes.
     #[test]

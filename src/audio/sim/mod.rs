@@ -122,6 +122,16 @@ pub struct SceneSpec {
     pub faults: FaultSpec,
 }
 
+/// Highest truth rate a scene may ask for (rows per second per source).
+pub const MAX_TRUTH_RATE_HZ: f64 = 1000.0;
+/// Most sources in one scene.
+pub const MAX_SOURCES: usize = 64;
+/// Sources must move slower than this share of the speed of sound (the retarded-time solution
+/// and the fractional delays assume a subsonic source).
+pub const MAX_MACH: f64 = 0.5;
+/// Longest propagation delay the simulator buffers, samples (32 MiB per source).
+pub const MAX_DELAY_SAMPLES: f64 = 8_388_608.0;
+
 fn default_sim_seed() -> u64 {
     7
 }
@@ -167,12 +177,32 @@ impl SceneSpec {
         if self.sensors_m.iter().flatten().any(|v| !v.is_finite()) {
             return Err("a sensor position is not finite".into());
         }
+        if !(self.truth_rate_hz > 0.0 && self.truth_rate_hz <= MAX_TRUTH_RATE_HZ) {
+            return Err(format!(
+                "truth_rate_hz = {} (use 0 < r <= {MAX_TRUTH_RATE_HZ})",
+                self.truth_rate_hz
+            ));
+        }
+        if self.sources.len() > MAX_SOURCES {
+            return Err(format!(
+                "{} sources (at most {MAX_SOURCES})",
+                self.sources.len()
+            ));
+        }
         for (i, s) in self.sources.iter().enumerate() {
             if !(s.level > 0.0 && s.level.is_finite()) {
                 return Err(format!("source {i}: level must be > 0"));
             }
             if let Some(p) = s.path.problem() {
                 return Err(format!("source {i}: {p}"));
+            }
+            let v = s.path.max_speed_m_s();
+            if v >= MAX_MACH * self.speed_of_sound_m_s {
+                return Err(format!(
+                    "source {i}: a speed of {v} m/s (the simulator needs sources slower than \
+                     {MAX_MACH} x the speed of sound, {} m/s)",
+                    MAX_MACH * self.speed_of_sound_m_s
+                ));
             }
             if s.active
                 .iter()
@@ -197,7 +227,34 @@ impl SceneSpec {
         if let Some(p) = self.faults.problem(self.sensors_m.len()) {
             return Err(p);
         }
+        let delay_s = self.max_range_m() / self.speed_of_sound_m_s;
+        let delay_samples = delay_s * f64::from(self.sample_rate_hz);
+        if !(delay_samples <= MAX_DELAY_SAMPLES) {
+            return Err(format!(
+                "a source comes {:.0} m from a sensor, {delay_s:.1} s of travel ({delay_samples:.0} \
+                 samples; at most {MAX_DELAY_SAMPLES} are buffered): keep sources and sensors closer",
+                self.max_range_m()
+            ));
+        }
         Ok(())
+    }
+
+    /// The longest path from a source to a sensor over the scene, m (paths sampled every
+    /// 10 ms).
+    pub fn max_range_m(&self) -> f64 {
+        let steps = (self.duration_s * 100.0).ceil() as usize + 1;
+        let mut max_range = 0.0f64;
+        for src in &self.sources {
+            for k in 0..=steps {
+                let p = src.path.position(k as f64 / 100.0);
+                for m in &self.sensors_m {
+                    let r = ((p[0] - m[0]).powi(2) + (p[1] - m[1]).powi(2) + (p[2] - m[2]).powi(2))
+                        .sqrt();
+                    max_range = max_range.max(r);
+                }
+            }
+        }
+        max_range
     }
 
     /// The sensor positions and speed of sound a tracker is told: the truth, or the truth with
@@ -325,20 +382,7 @@ impl SimSource {
     fn build(spec: SceneSpec, noise_std: f64, gain: f64, with_faults: bool) -> Self {
         let fs = f64::from(spec.sample_rate_hz);
         let c = spec.speed_of_sound_m_s;
-        // Longest propagation delay over the scene (path sampled every 10 ms).
-        let steps = (spec.duration_s * 100.0).ceil() as usize + 1;
-        let mut max_range = 0.0f64;
-        for src in &spec.sources {
-            for k in 0..=steps {
-                let p = src.path.position(k as f64 / 100.0);
-                for m in &spec.sensors_m {
-                    let r = ((p[0] - m[0]).powi(2) + (p[1] - m[1]).powi(2) + (p[2] - m[2]).powi(2))
-                        .sqrt();
-                    max_range = max_range.max(r);
-                }
-            }
-        }
-        let max_delay = (max_range / c * fs).ceil() as i64 + 4;
+        let max_delay = (spec.max_range_m() / c * fs).ceil() as i64 + 4;
         let sources = spec
             .sources
             .iter()
@@ -568,6 +612,41 @@ mod tests {
             out.extend_from_slice(&buf[..n * ch]);
         }
         out
+    }
+
+    /// Numbers that would size an allocation or a loop beyond reason are refused with the key
+    /// named, before anything is built (the reliability issue's reproducers).
+    #[test]
+    fn out_of_range_numbers_are_refused() {
+        let mut fast = tiny(20.0);
+        fast.sources[0].path = PathSpec::Turn {
+            start_m: [10.0, 0.0, 0.0],
+            speed_m_s: 1e9,
+            heading_deg: 0.0,
+            turn_rate_deg_s: 0.0,
+            climb_m_s: 0.0,
+        };
+        assert!(fast.validate().unwrap_err().contains("speed"));
+        let mut climb = tiny(20.0);
+        climb.sources[0].path = PathSpec::Turn {
+            start_m: [10.0, 0.0, 0.0],
+            speed_m_s: 1.0,
+            heading_deg: 0.0,
+            turn_rate_deg_s: 0.0,
+            climb_m_s: f64::INFINITY,
+        };
+        assert!(climb.validate().is_err());
+        for rate in [f64::INFINITY, f64::NAN, 1e9, 0.0, -1.0] {
+            let mut r = tiny(20.0);
+            r.truth_rate_hz = rate;
+            assert!(r.validate().unwrap_err().contains("truth_rate_hz"), "{rate}");
+        }
+        let mut far = tiny(20.0);
+        far.sources[0].path = PathSpec::Static {
+            position_m: [1e8, 0.0, 0.0],
+        };
+        assert!(far.validate().unwrap_err().contains("closer"));
+        assert!(tiny(20.0).validate().is_ok());
     }
 
     /// A static source 10 m from sensor 0 and 20 m from sensor 1: sensor 1 hears the same

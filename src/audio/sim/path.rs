@@ -46,6 +46,9 @@ pub struct Leg {
     pub climb_m_s: f64,
 }
 
+/// Most legs a path may have (each position is found by walking the legs).
+pub const MAX_LEGS: usize = 10_000;
+
 impl PathSpec {
     pub fn position(&self, t: f64) -> [f64; 3] {
         match self {
@@ -86,8 +89,28 @@ impl PathSpec {
         }
     }
 
-    /// Why the path cannot be simulated, if it cannot: a non-finite number, or legs without a
-    /// positive duration.
+    /// The fastest speed along the path, m/s (horizontal and vertical together).
+    pub fn max_speed_m_s(&self) -> f64 {
+        let turn = |v: f64, climb: f64| v.hypot(climb);
+        match self {
+            PathSpec::Static { .. } => 0.0,
+            PathSpec::Line { velocity_m_s, .. } => {
+                velocity_m_s.iter().map(|v| v * v).sum::<f64>().sqrt()
+            }
+            PathSpec::Turn {
+                speed_m_s,
+                climb_m_s,
+                ..
+            } => turn(*speed_m_s, *climb_m_s),
+            PathSpec::Legs { legs, .. } => legs
+                .iter()
+                .map(|l| turn(l.speed_m_s, l.climb_m_s))
+                .fold(0.0, f64::max),
+        }
+    }
+
+    /// Why the path cannot be simulated, if it cannot: a non-finite number, legs without a
+    /// positive duration, or more than [`MAX_LEGS`] legs.
     pub fn problem(&self) -> Option<String> {
         let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
         match self {
@@ -115,6 +138,12 @@ impl PathSpec {
             } => {
                 if legs.is_empty() {
                     return Some("a path of legs without any leg".into());
+                }
+                if legs.len() > MAX_LEGS {
+                    return Some(format!(
+                        "{} legs (at most {MAX_LEGS}; join legs of equal speed and turn)",
+                        legs.len()
+                    ));
                 }
                 if !finite(start_m) || !heading_deg.is_finite() {
                     return Some("a non-finite start or heading".into());
