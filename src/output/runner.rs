@@ -23,6 +23,12 @@ pub trait Sink: Send {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+    /// How many messages the error `send` or `flush` just returned lost: 1 (the message) unless
+    /// the sink knows better (a UDP "connection refused" also reports an earlier datagram that
+    /// never arrived; a file's failed write, every line of its batch).
+    fn lost_by(&mut self, _e: &std::io::Error) -> u64 {
+        1
+    }
 }
 
 /// Counters one sink's runner keeps.
@@ -104,7 +110,7 @@ impl SinkRunner {
                                 }
                             }
                             Err(e) => {
-                                st.write_errors.fetch_add(1, Ordering::Relaxed);
+                                st.write_errors.fetch_add(sink.lost_by(&e), Ordering::Relaxed);
                                 streak = 0;
                                 if !failing {
                                     log::warn!("output {log_name}: {e}; dropping messages until it recovers");
@@ -116,13 +122,17 @@ impl SinkRunner {
                         },
                         Cmd::Flush(done) => {
                             if let Err(e) = sink.flush() {
+                                st.write_errors.fetch_add(sink.lost_by(&e), Ordering::Relaxed);
                                 log::warn!("output {log_name}: flush failed: {e}");
                             }
                             let _ = done.send(());
                         }
                     }
                 }
-                let _ = sink.flush();
+                if let Err(e) = sink.flush() {
+                    st.write_errors.fetch_add(sink.lost_by(&e), Ordering::Relaxed);
+                    log::warn!("output {log_name}: final flush failed: {e}");
+                }
             })
             .ok();
         Self {
@@ -189,6 +199,9 @@ impl Drop for SinkRunner {
 pub struct SinkSet {
     pub runners: Vec<SinkRunner>,
     pub want_nmea: bool,
+    /// Counters of the outputs this set replaced (a reload), so that drops are counted for the
+    /// whole process: by output name.
+    retired: Vec<(String, Arc<SinkStats>)>,
 }
 
 impl SinkSet {
@@ -241,11 +254,28 @@ impl SinkSet {
         }
     }
 
+    /// Take over the counters of the set this one replaces (SIGHUP), its own and those it had
+    /// taken over.
+    pub fn carry_counts_from(&mut self, old: &SinkSet) {
+        self.retired.extend(old.retired.iter().cloned());
+        self.retired.extend(
+            old.runners
+                .iter()
+                .map(|r| (r.name.clone(), r.stats.clone())),
+        );
+    }
+
+    /// Messages dropped per output since the process started (reloads included).
     pub fn drops(&self) -> BTreeMap<String, u64> {
-        self.runners
+        let mut d: BTreeMap<String, u64> = self
+            .runners
             .iter()
             .map(|r| (r.name.clone(), r.stats.drops()))
-            .collect()
+            .collect();
+        for (name, st) in &self.retired {
+            *d.entry(name.clone()).or_default() += st.drops();
+        }
+        d
     }
 }
 
@@ -328,5 +358,36 @@ mod tests {
         // 2 Hz over 2 s of stream time: t = 0, 0.5, 1.0, 1.5.
         assert_eq!(got.lock().unwrap().len(), 4);
         assert_eq!(r.stats.rate_limited.load(Ordering::Relaxed), 16);
+    }
+
+    struct Broken;
+    impl Sink for Broken {
+        fn send(&mut self, _m: &Message) -> std::io::Result<()> {
+            Err(std::io::Error::other("unplugged"))
+        }
+    }
+
+    /// A reload (SIGHUP) replaces the outputs but not their counts: drops are cumulative for
+    /// the process (reliability issue).
+    #[test]
+    fn drop_counts_survive_a_reload() {
+        let mut old = SinkSet::default();
+        old.add("serial:/dev/ttyX".into(), Box::new(Broken), true);
+        for i in 0..7 {
+            old.send(msg(i, i as f64));
+        }
+        old.flush(Duration::from_secs(5));
+        let mut fresh = SinkSet::default();
+        fresh.add("serial:/dev/ttyX".into(), Box::new(Broken), true);
+        fresh.carry_counts_from(&old);
+        drop(old);
+        for i in 0..3 {
+            fresh.send(msg(i, i as f64));
+        }
+        fresh.flush(Duration::from_secs(5));
+        assert_eq!(fresh.drops()["serial:/dev/ttyX"], 10);
+        let mut third = SinkSet::default();
+        third.carry_counts_from(&fresh);
+        assert_eq!(third.drops()["serial:/dev/ttyX"], 10);
     }
 }

@@ -12,6 +12,8 @@ use crate::output::{Message, Sink, open_error};
 pub struct UdpSink {
     socket: UdpSocket,
     peer: SocketAddr,
+    /// Messages the last error lost (see [`Sink::lost_by`]).
+    lost: u64,
 }
 
 impl UdpSink {
@@ -61,7 +63,11 @@ impl UdpSink {
                 "report this as a bug",
             )
         })?;
-        Ok(Self { socket, peer })
+        Ok(Self {
+            socket,
+            peer,
+            lost: 1,
+        })
     }
 
     pub fn peer(&self) -> SocketAddr {
@@ -70,8 +76,35 @@ impl UdpSink {
 }
 
 impl Sink for UdpSink {
+    /// "Connection refused" is the ICMP reply to an earlier datagram, which was counted as
+    /// sent but never arrived, and this send did not go out: two lost. (While the peer is away
+    /// sends fail and succeed alternately, so this counts every message.)
     fn send(&mut self, msg: &Message) -> std::io::Result<()> {
-        self.socket.send(msg.json.as_bytes()).map(|_| ())
+        let r = self.socket.send(msg.json.as_bytes()).map(|_| ());
+        if let Err(e) = &r {
+            self.lost = if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                2
+            } else {
+                1
+            };
+        }
+        r
+    }
+
+    /// A refusal still pending (the last datagram's ICMP reply, with no send after it to
+    /// report it) is that datagram lost.
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.socket.take_error() {
+            Ok(Some(e)) => {
+                self.lost = 1;
+                Err(e)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn lost_by(&mut self, _e: &std::io::Error) -> u64 {
+        self.lost
     }
 }
 
@@ -103,6 +136,35 @@ mod tests {
         for _ in 0..20 {
             let _ = sink.send(&m);
         }
+    }
+
+    /// While the peer is away every message is counted as dropped, not every other one
+    /// (reliability issue): the ICMP refusal of each datagram is reported by the next send, or
+    /// by the flush for the last.
+    #[test]
+    fn every_message_to_an_absent_peer_is_counted() {
+        let gone = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = gone.local_addr().unwrap().to_string();
+        drop(gone);
+        let sink = UdpSink::open(&addr).unwrap();
+        let mut r = crate::output::runner::SinkRunner::spawn("udp".into(), Box::new(sink), true, None);
+        let n: u32 = 40;
+        for i in 0..n {
+            let m = std::sync::Arc::new(Message {
+                is_status: false,
+                track_id: Some(1),
+                t_s: f64::from(i),
+                json: "{\"a\":1}".into(),
+                nmea: None,
+                ready: None,
+            });
+            r.send(&m);
+            // Time for the ICMP reply to come back before the next send.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        r.flush(Duration::from_secs(2));
+        assert_eq!(r.stats.drops(), u64::from(n));
     }
 
     #[test]

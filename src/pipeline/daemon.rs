@@ -171,7 +171,8 @@ fn open_source(cfg: &Config, o: &RunOptions) -> Result<Box<dyn AudioSource>> {
 /// Reload the output section of the configuration (SIGHUP).
 fn reload_outputs(o: &RunOptions, pipe: &mut Pipeline) -> Result<()> {
     let cfg = Config::load(&o.config)?.with_overrides(&o.sets)?;
-    let fresh = SinkSet::open(&cfg.output.sinks, false)?;
+    let mut fresh = SinkSet::open(&cfg.output.sinks, false)?;
+    fresh.carry_counts_from(&pipe.sinks);
     let old = std::mem::replace(&mut pipe.sinks, fresh);
     // Old outputs finish (and may block on a slow device) away from the pipeline.
     std::thread::spawn(move || {

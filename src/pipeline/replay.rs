@@ -192,7 +192,7 @@ pub fn replay_source(
     if let Some(out) = &opts.out {
         // Named without the path: the stream reports on its outputs, and the same replay written
         // to two different files must still be byte-identical.
-        sinks.add("replay-out".into(), Box::new(JsonlSink::open(out)?), true);
+        sinks.add("replay-out".into(), Box::new(JsonlSink::create(out)?), true);
     }
     let mut pipe = Pipeline::new(
         cfg,
