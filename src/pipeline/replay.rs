@@ -90,7 +90,7 @@ pub struct ReplaySummary {
     /// Target 0's accuracy (the evaluation's first row), for quick checks.
     pub accuracy: Option<Accuracy>,
     pub evaluation: Option<Evaluation>,
-    /// Every frame's reports.
+    /// Every frame's reports (kept with truth or plots; empty otherwise).
     pub frames: Vec<FrameReports>,
     /// The Cramér–Rao bound per frame (with truth, when computed).
     pub bounds: Option<Vec<FrameBound>>,
@@ -208,6 +208,9 @@ pub fn replay_source(
     let mut asm = cfg.frame_assembler(origin);
     let total = src.total_frames().unwrap_or(0);
     let bar = opts.progress.then(|| progress_bar(total));
+    // Each frame's reports are kept only for the scoring and the plots: a replay without
+    // truth or plots holds no more memory after an hour than after a minute.
+    let keep_frames = truth.is_some() || opts.plot.is_some();
     let mut frames: Vec<FrameReports> = Vec::new();
     let params = cfg.gcc_params();
     let mut gcc = opts
@@ -217,11 +220,13 @@ pub fn replay_source(
     let start = Instant::now();
     let fs = cfg.sample_rate_hz();
     let mut observe = |v: &FrameView| {
-        frames.push(FrameReports {
-            seq: v.seq,
-            t_frame: v.t_centre_s,
-            reports: v.reports.iter().map(report_of).collect(),
-        });
+        if keep_frames {
+            frames.push(FrameReports {
+                seq: v.seq,
+                t_frame: v.t_centre_s,
+                reports: v.reports.iter().map(report_of).collect(),
+            });
+        }
         if let Some(g) = gcc.as_mut() {
             g.push(v.seq, v.t_centre_s, &v.gcc.curves, params.curve_half);
         }
