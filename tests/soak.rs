@@ -89,7 +89,14 @@ fn ten_minutes_of_replay_keep_memory_flat_and_account_for_every_frame() {
     // Without truth (scoring keeps each frame's reports, about 120 bytes a frame).
     std::fs::remove_file(dir.join("scene/truth.csv")).unwrap();
     let child = sonotrack()
-        .args(["-q", "replay", "--no-progress", "--no-bound", "--backend", "cpu"])
+        .args([
+            "-q",
+            "replay",
+            "--no-progress",
+            "--no-bound",
+            "--backend",
+            "cpu",
+        ])
         .arg(dir.join("scene"))
         .arg("--out")
         .arg(dir.join("out.jsonl"))
@@ -106,12 +113,19 @@ fn ten_minutes_of_replay_keep_memory_flat_and_account_for_every_frame() {
         String::from_utf8_lossy(&out.stderr)
     );
     let growth = growth_after_warmup(&rss);
-    assert!(growth < 1024, "memory grew {growth} kB after the warm-up: {rss:?}");
+    assert!(
+        growth < 1024,
+        "memory grew {growth} kB after the warm-up: {rss:?}"
+    );
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("no {k} in {s}"));
     assert!(n("frames_in") > 18_000, "{s}");
-    assert_eq!(n("frames_in"), n("frames_processed") + n("frames_dropped"), "{s}");
+    assert_eq!(
+        n("frames_in"),
+        n("frames_processed") + n("frames_dropped"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -158,7 +172,10 @@ path = "{}"
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}");
     let growth = growth_after_warmup(&rss);
-    assert!(growth < 1024, "memory grew {growth} kB after the warm-up: {rss:?}");
+    assert!(
+        growth < 1024,
+        "memory grew {growth} kB after the warm-up: {rss:?}"
+    );
     // The exit summary: "ran X s: A frames in, B processed, C dropped ...".
     let line = log
         .lines()

@@ -29,10 +29,14 @@ pub fn ospa(d: &[Vec<f64>], m: usize, n: usize, c: f64, p: f64) -> (f64, Vec<Opt
     // The smaller set is assigned into the larger (the rest of the larger pays c^p each).
     let cut = |i: usize, j: usize| d[i][j].min(c).powf(p);
     let pairs_x: Vec<Option<usize>> = if m <= n {
-        let cost: Vec<Vec<f64>> = (0..m).map(|i| (0..n).map(|j| cut(i, j)).collect()).collect();
+        let cost: Vec<Vec<f64>> = (0..m)
+            .map(|i| (0..n).map(|j| cut(i, j)).collect())
+            .collect();
         hungarian_rect(&cost, n).into_iter().map(Some).collect()
     } else {
-        let cost: Vec<Vec<f64>> = (0..n).map(|j| (0..m).map(|i| cut(i, j)).collect()).collect();
+        let cost: Vec<Vec<f64>> = (0..n)
+            .map(|j| (0..m).map(|i| cut(i, j)).collect())
+            .collect();
         let mut x = vec![None; m];
         for (j, i) in hungarian_rect(&cost, m).into_iter().enumerate() {
             x[i] = Some(j);

@@ -276,15 +276,24 @@ mod tests {
         assert!(parse_stream("not json").is_err());
         // Sequence numbers and frame counts size the frames filled in: huge, fractional or
         // negative ones are errors naming the line, never an allocation (reliability issue).
-        let good = "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":SEQ,\"id\":3,\"pos\":[1,2,3]}";
-        for seq in ["1e19", "9223372036854775807", "1000000000000", "-1", "1.5", "\"7\""] {
+        let good =
+            "{\"type\":\"track\",\"t\":0.1,\"t_frame\":0.1,\"seq\":SEQ,\"id\":3,\"pos\":[1,2,3]}";
+        for seq in [
+            "1e19",
+            "9223372036854775807",
+            "1000000000000",
+            "-1",
+            "1.5",
+            "\"7\"",
+        ] {
             let text = format!("{}\n{}", good.replace("SEQ", "1"), good.replace("SEQ", seq));
             let (line, problem) = parse_stream(&text).unwrap_err();
             assert_eq!(line, 2, "{seq}");
             assert!(problem.contains("`seq`"), "{seq}: {problem}");
         }
         let status = "{\"type\":\"status\",\"frames_in\":18446744073709551615}";
-        let (line, problem) = parse_stream(&format!("{}\n{status}", good.replace("SEQ", "1"))).unwrap_err();
+        let (line, problem) =
+            parse_stream(&format!("{}\n{status}", good.replace("SEQ", "1"))).unwrap_err();
         assert_eq!(line, 2);
         assert!(problem.contains("frames_in"), "{problem}");
         // A covariance that is there but malformed is an error naming the line, not a report

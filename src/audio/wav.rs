@@ -152,9 +152,10 @@ fn wav_error(path: &Path, e: &hound::Error) -> Error {
                 "copy or export the recording again",
             )
         }
-        hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
-            (format!("cannot be opened ({io})"), "check the file's permissions")
-        }
+        hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::PermissionDenied => (
+            format!("cannot be opened ({io})"),
+            "check the file's permissions",
+        ),
         hound::Error::IoError(io) => (format!("cannot read: {io}"), "check the path and the disk"),
         hound::Error::FormatError(m) => (
             format!("not a valid WAV file ({m})"),

@@ -34,6 +34,11 @@ pub struct ArrayConfig {
     pub min_range_m: Option<f64>,
 }
 
+/// Most sensors an array may have (the filters size stack arrays by it).
+pub const MAX_SENSORS: usize = crate::track::likelihood::MAX_SENSORS;
+/// Largest sensor coordinate, m (positions are relative to a point near the array).
+pub const MAX_COORDINATE_M: f64 = 1e6;
+
 impl Config {
     pub fn geometry(&self) -> ArrayGeometry {
         ArrayGeometry::new(self.array.sensors_m.clone(), self.array.speed_of_sound_m_s)
@@ -81,6 +86,13 @@ impl Config {
             |key: &str, problem: String, fix: &str| Err(ConfigError::new(file, key, problem, fix));
         let a = &self.array;
         let n = a.sensors_m.len();
+        if n > MAX_SENSORS {
+            return err(
+                "array.sensors_m",
+                format!("{n} sensors (at most {MAX_SENSORS})"),
+                "use at most 64 sensors; split a larger array into sub-arrays",
+            );
+        }
         if !(50.0..=10_000.0).contains(&a.speed_of_sound_m_s) {
             return err(
                 "array.speed_of_sound_m_s",
@@ -99,9 +111,24 @@ impl Config {
                 "give every sensor three finite coordinates in metres",
             );
         }
+        if let Some(i) = a
+            .sensors_m
+            .iter()
+            .position(|s| s.iter().any(|v| v.abs() > MAX_COORDINATE_M))
+        {
+            return err(
+                "array.sensors_m",
+                format!(
+                    "sensor {i} is at {:?}, more than {MAX_COORDINATE_M} m from the origin",
+                    a.sensors_m[i]
+                ),
+                "give positions in metres relative to a point near the array",
+            );
+        }
+        let geo = self.geometry();
         for i in 0..n {
             for j in i + 1..n {
-                let d = self.geometry().distance(i, j);
+                let d = geo.distance(i, j);
                 if d < 1e-3 {
                     return err(
                         "array.sensors_m",

@@ -18,6 +18,47 @@ pub const MAX_CONFIG_FILES: usize = 64;
 pub(super) struct IncludeWalk {
     stack: Vec<PathBuf>,
     files: usize,
+    /// Every file read and its text, in the order read.
+    pub texts: Vec<(PathBuf, String)>,
+}
+
+impl IncludeWalk {
+    /// Where the files read set `key` (dotted, as errors name it): "a.toml line 3", for each
+    /// file and line whose table and key match.
+    pub fn where_set(&self, key: &str) -> Vec<String> {
+        let key = key.split(" (").next().unwrap_or(key);
+        let (section, field) = match key.rsplit_once('.') {
+            Some((s, f)) => (s, f),
+            None => ("", key),
+        };
+        // `tracker.models[2].name` is found as `name` in a `[[tracker.models]]` table.
+        let section = section.split('[').next().unwrap_or(section);
+        let field = field.split('[').next().unwrap_or(field);
+        let mut found = Vec::new();
+        for (path, text) in &self.texts {
+            let mut current = String::new();
+            for (i, line) in text.lines().enumerate() {
+                let t = line.trim();
+                if t.starts_with('[') {
+                    current = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+                    continue;
+                }
+                let Some((k, _)) = t.split_once('=') else {
+                    continue;
+                };
+                let k = k.trim().trim_matches('"');
+                let (ks, kf) = match k.rsplit_once('.') {
+                    Some((a, b)) if current.is_empty() => (a.to_string(), b),
+                    Some((a, b)) => (format!("{current}.{a}"), b),
+                    None => (current.clone(), k),
+                };
+                if ks == section && kf == field {
+                    found.push(format!("{} line {}", path.display(), i + 1));
+                }
+            }
+        }
+        found
+    }
 }
 
 /// A configuration file's text: a regular file of at most [`MAX_CONFIG_BYTES`].
@@ -91,6 +132,7 @@ pub(super) fn load_table(path: &Path, walk: &mut IncludeWalk) -> Result<(toml::T
     let text = read_config_text(path)?;
     let mut table: toml::Table =
         toml::from_str(&text).map_err(|e| Error::Config(toml_error(&file, &text, &e)))?;
+    walk.texts.push((path.to_path_buf(), text));
     let includes = match table.get("include") {
         None => Vec::new(),
         Some(toml::Value::Array(a)) => a
@@ -181,10 +223,19 @@ pub(super) fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigE
         }
         None => (None, None),
     };
-    let field = msg.split('`').nth(1).map(str::to_string).filter(|_| {
+    let named = msg.split('`').nth(1).map(str::to_string).filter(|_| {
         msg.starts_with("unknown field")
             || msg.starts_with("missing field")
             || msg.starts_with("unknown variant")
+    });
+    // A value of the wrong type: the key is on the line the error points at.
+    let field = named.or_else(|| {
+        let start = e.span()?.start.min(text.len());
+        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line = text[line_start..].lines().next()?;
+        let (k, _) = line.split_once('=')?;
+        let k = k.trim().trim_matches('"');
+        (!k.is_empty() && !k.starts_with('[') && !k.contains(' ')).then(|| k.to_string())
     });
     let key = match (&section, &field) {
         (Some(s), Some(f)) if msg.starts_with("unknown variant") => {

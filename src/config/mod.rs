@@ -107,7 +107,8 @@ impl Config {
     /// Load a file (and its includes), parse and validate it.
     pub fn load(path: &Path) -> Result<Self> {
         let file = path.display().to_string();
-        let (table, merged) = load_table(path, &mut IncludeWalk::default())?;
+        let mut walk = IncludeWalk::default();
+        let (table, merged) = load_table(path, &mut walk)?;
         if !merged {
             // Parse the user's own text, so that errors point at their lines.
             let text = read_config_text(path)?;
@@ -117,15 +118,21 @@ impl Config {
             ConfigError::new(&file, "(file)", e.to_string(), "check the TOML syntax")
         })?;
         let file = format!("{file} (with its includes)");
-        let cfg: Config = toml::from_str(&text).map_err(|e| {
-            let mut err = toml_error(&file, &text, &e);
-            // Lines of the merged text mean nothing to the user; the key says where.
+        // Lines of the merged text mean nothing to the user: the files and lines that set the
+        // key say where.
+        let locate = |mut err: ConfigError| {
             if let Some(i) = err.problem.rfind(" (line ") {
                 err.problem.truncate(i);
             }
+            let at = walk.where_set(&err.key);
+            if !at.is_empty() {
+                err.problem = format!("{} (set in {})", err.problem, at.join(", "));
+            }
             err
-        })?;
-        cfg.validate(&file)?;
+        };
+        let cfg: Config =
+            toml::from_str(&text).map_err(|e| locate(toml_error(&file, &text, &e)))?;
+        cfg.validate(&file).map_err(locate)?;
         Ok(cfg)
     }
 

@@ -241,10 +241,14 @@ fn includes_are_bounded() {
     let e = Config::load(&dir.join("c0.toml")).unwrap_err().to_string();
     assert!(e.contains("include") && e.contains("at most"), "{e}");
     std::fs::write(dir.join("zero.toml"), "include = [\"/dev/zero\"]\n").unwrap();
-    let e = Config::load(&dir.join("zero.toml")).unwrap_err().to_string();
+    let e = Config::load(&dir.join("zero.toml"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("/dev/zero") && e.contains("regular file"), "{e}");
     std::fs::write(dir.join("empty.toml"), "include = [\"\"]\n").unwrap();
-    let e = Config::load(&dir.join("empty.toml")).unwrap_err().to_string();
+    let e = Config::load(&dir.join("empty.toml"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("empty.toml") && e.contains("include"), "{e}");
     std::fs::write(dir.join("big.toml"), "#".repeat(2 << 20)).unwrap();
     let e = Config::load(&dir.join("big.toml")).unwrap_err().to_string();
@@ -269,9 +273,64 @@ fn particle_memory_is_stated_and_capped() {
         .unwrap_err();
     assert!(e.problem.contains("GiB"), "{e}");
     let ok = c
-        .with_overrides(&["tracker.particles=4194304".into(), "tracker.max_tracks=2".into()])
+        .with_overrides(&[
+            "tracker.particles=4194304".into(),
+            "tracker.max_tracks=2".into(),
+        ])
         .unwrap();
     let text = ok.explain();
-    assert!(text.contains("MiB") && text.contains("too slow for live audio"), "{text}");
+    assert!(
+        text.contains("MiB") && text.contains("too slow for live audio"),
+        "{text}"
+    );
     assert!(!c.explain().contains("too slow"), "{}", c.explain());
+}
+
+/// A bad value inside an included file names that file and line; a transition entry outside
+/// 0..1 is called what it is, and sensors far apart are not called "all at one point"
+/// (reliability issue).
+#[test]
+fn errors_point_into_included_files() {
+    let dir = std::env::temp_dir().join(format!("sonotrack-where-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("board.toml"), "[gcc]\n\npeaks_per_pair = \"x\"\n").unwrap();
+    std::fs::write(
+        dir.join("main.toml"),
+        format!("include = [\"board.toml\"]\n{GOOD}"),
+    )
+    .unwrap();
+    let e = Config::load(&dir.join("main.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("gcc.peaks_per_pair") && e.contains("board.toml line 3"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.join("board.toml"),
+        "[[tracker.models]]\nname = \"a\"\nkind = \"cv\"\naccel_std_m_s2 = -1.0\n",
+    )
+    .unwrap();
+    let e = Config::load(&dir.join("main.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("board.toml line 4"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let c = Config::parse_str(GOOD, "t.toml").unwrap();
+    let n = c.tracker.models.len();
+    let mut row = vec!["0".to_string(); n];
+    row[0] = "-0.5".into();
+    row[1] = "1.5".into();
+    let rows: Vec<String> = (0..n).map(|_| format!("[{}]", row.join(","))).collect();
+    let e = c
+        .with_overrides(&[format!("tracker.transition=[{}]", rows.join(","))])
+        .unwrap_err();
+    assert!(e.problem.contains("not a probability"), "{e}");
+    let e = c
+        .with_overrides(&["array.sensors_m=[[0,0,0],[1e200,0,0],[0,1,0],[0,0,1]]".into()])
+        .unwrap_err();
+    assert!(
+        !e.problem.contains("one point") && e.problem.contains("from the origin"),
+        "{e}"
+    );
 }

@@ -317,7 +317,14 @@ impl Config {
             }
             for (i, row) in tr.iter().enumerate() {
                 let s: f64 = row.iter().sum();
-                if row.iter().any(|&p| !(0.0..=1.0).contains(&p)) || (s - 1.0).abs() > 1e-6 {
+                if let Some(j) = row.iter().position(|&p| !(0.0..=1.0).contains(&p)) {
+                    return err(
+                        &format!("tracker.transition[{i}][{j}]"),
+                        format!("{} is not a probability", row[j]),
+                        "each entry is a probability from 0 to 1, and each row sums to 1",
+                    );
+                }
+                if (s - 1.0).abs() > 1e-6 {
                     return err(
                         &format!("tracker.transition[{i}]"),
                         format!("row sums to {s}"),

@@ -147,7 +147,8 @@ mod tests {
         let addr = gone.local_addr().unwrap().to_string();
         drop(gone);
         let sink = UdpSink::open(&addr).unwrap();
-        let mut r = crate::output::runner::SinkRunner::spawn("udp".into(), Box::new(sink), true, None);
+        let mut r =
+            crate::output::runner::SinkRunner::spawn("udp".into(), Box::new(sink), true, None);
         let n: u32 = 40;
         for i in 0..n {
             let m = std::sync::Arc::new(Message {

@@ -48,7 +48,9 @@ fn misspelt_array_key(text: &str) -> Option<String> {
                 .iter()
                 .find(|n| crate::config::levenshtein(&k.to_lowercase(), n) <= slack)
             {
-                return Some(format!("unknown key `{at}{k}` (did you mean `{at}{near}`?)"));
+                return Some(format!(
+                    "unknown key `{at}{k}` (did you mean `{at}{near}`?)"
+                ));
             }
             log::warn!("array.json: key `{at}{k}` is not one sonotrack reads; ignored");
         }
@@ -66,6 +68,50 @@ fn misspelt_array_key(text: &str) -> Option<String> {
 struct Bounds {
     min: [f64; 3],
     max: [f64; 3],
+}
+
+/// The configuration an array.json describes (its text; `path` names it in errors): the
+/// sensors, sample rate and speed of sound, the search volume and the mode, validated, with
+/// defaults for everything else.
+pub fn config_from_array_json(text: &str, path: &Path) -> Result<Config> {
+    let err = |problem: String, fix: &str| Error::Scene {
+        path: path.into(),
+        problem,
+        fix: fix.into(),
+    };
+    if let Some(problem) = misspelt_array_key(text) {
+        return Err(err(
+            problem,
+            "array.json keys are sample_rate, speed_of_sound, sensors, description, search_bounds {min, max} and mode",
+        ));
+    }
+    let a: ArrayJson = serde_json::from_str(text).map_err(|e| {
+        err(
+            format!("array.json: {e}"),
+            "array.json needs sample_rate, speed_of_sound and sensors [[x,y,z], ...]; it may add search_bounds {min, max} and mode (\"3d\" or \"direction\")",
+        )
+    })?;
+    let mut config = Config::for_array(a.sensors, a.speed_of_sound, a.sample_rate);
+    config.array.description = a.description;
+    if let Some(b) = a.search_bounds {
+        config.array.bounds_min_m = Some(b.min);
+        config.array.bounds_max_m = Some(b.max);
+    }
+    config.array.mode = match a.mode {
+        Some(m) => m,
+        None if config.geometry().span() != crate::dsp::geometry::Span::Volume => {
+            log::info!(
+                "{}: the sensors are not spread in 3-D, so this scene tracks directions (set \"mode\": \"3d\" in array.json to be told why not)",
+                path.display()
+            );
+            crate::track::TrackMode::Direction
+        }
+        None => crate::track::TrackMode::ThreeD,
+    };
+    config
+        .validate(&path.display().to_string())
+        .map_err(Error::Config)?;
+    Ok(config)
 }
 
 /// A scene directory, resolved.
@@ -121,38 +167,7 @@ impl Scene {
                 "add array.json with sample_rate, speed_of_sound and sensors (metres, channel order)",
             )
         })?;
-        if let Some(problem) = misspelt_array_key(&text) {
-            return Err(err(
-                problem,
-                "array.json keys are sample_rate, speed_of_sound, sensors, description, search_bounds {min, max} and mode",
-            ));
-        }
-        let a: ArrayJson = serde_json::from_str(&text).map_err(|e| {
-            err(
-                format!("array.json: {e}"),
-                "array.json needs sample_rate, speed_of_sound and sensors [[x,y,z], ...]; it may add search_bounds {min, max} and mode (\"3d\" or \"direction\")",
-            )
-        })?;
-        let mut config = Config::for_array(a.sensors, a.speed_of_sound, a.sample_rate);
-        config.array.description = a.description;
-        if let Some(b) = a.search_bounds {
-            config.array.bounds_min_m = Some(b.min);
-            config.array.bounds_max_m = Some(b.max);
-        }
-        config.array.mode = match a.mode {
-            Some(m) => m,
-            None if config.geometry().span() != crate::dsp::geometry::Span::Volume => {
-                log::info!(
-                    "{}: the sensors are not spread in 3-D, so this scene tracks directions (set \"mode\": \"3d\" in array.json to be told why not)",
-                    array_path.display()
-                );
-                crate::track::TrackMode::Direction
-            }
-            None => crate::track::TrackMode::ThreeD,
-        };
-        config
-            .validate(&array_path.display().to_string())
-            .map_err(Error::Config)?;
+        let config = config_from_array_json(&text, &array_path)?;
         let truth_path = dir.join("truth.csv");
         let truth = if truth_path.exists() {
             Some(Truth::load(&truth_path)?)
@@ -202,8 +217,14 @@ mod tests {
         // A misspelt key is refused with the key it was meant to be; another tool's metadata
         // is not (reliability issue).
         for (bad, meant) in [
-            ("\"search_bound\": {\"min\": [0,0,0], \"max\": [1,1,1]}", "search_bounds"),
-            ("\"search_bounds\": {\"mn\": [0,0,0], \"max\": [1,1,1]}", "search_bounds.min"),
+            (
+                "\"search_bound\": {\"min\": [0,0,0], \"max\": [1,1,1]}",
+                "search_bounds",
+            ),
+            (
+                "\"search_bounds\": {\"mn\": [0,0,0], \"max\": [1,1,1]}",
+                "search_bounds.min",
+            ),
             ("\"Mode\": \"3d\"", "mode"),
         ] {
             std::fs::write(d.join("array.json"), format!("{flat}, {bad}}}")).unwrap();

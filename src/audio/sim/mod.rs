@@ -639,7 +639,10 @@ mod tests {
         for rate in [f64::INFINITY, f64::NAN, 1e9, 0.0, -1.0] {
             let mut r = tiny(20.0);
             r.truth_rate_hz = rate;
-            assert!(r.validate().unwrap_err().contains("truth_rate_hz"), "{rate}");
+            assert!(
+                r.validate().unwrap_err().contains("truth_rate_hz"),
+                "{rate}"
+            );
         }
         let mut far = tiny(20.0);
         far.sources[0].path = PathSpec::Static {
