@@ -126,3 +126,54 @@ fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(
         source: e,
     })
 }
+
+#[cfg(test)]
+mod fuzz_options {
+    //! The options target of the fuzz harness (`tests/fuzz.rs` has the parsers'): mutated
+    //! command lines from `fuzz/corpus/options/` are parsed, and the `--set` overrides applied
+    //! to a configuration; every case returns (an error is fine) and none panics.
+
+    use super::{Cli, Cmd};
+    use clap::Parser;
+    use sonotrack::testing::fuzz::run_cases;
+
+    fn sets(cmd: &Cmd) -> &[String] {
+        match cmd {
+            Cmd::Replay(a) => &a.sets,
+            Cmd::Run(a) => &a.sets,
+            Cmd::Check(a) => &a.sets,
+            Cmd::Plan(a) => &a.sets,
+            Cmd::Trial(a) => &a.sets,
+            _ => &[],
+        }
+    }
+
+    #[test]
+    fn fuzz_command_line_options() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/options");
+        let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        seeds.sort();
+        let base = sonotrack::testing::fixtures::harbour_config();
+        let cases = std::env::var("FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3000);
+        let rep = run_cases(&seeds, true, cases, 11, |d| {
+            let line = String::from_utf8_lossy(d);
+            let Ok(cli) = Cli::try_parse_from(line.split_whitespace()) else {
+                return false;
+            };
+            base.with_overrides(sets(&cli.cmd)).is_ok()
+        });
+        let crashes: Vec<String> = rep
+            .panics
+            .iter()
+            .map(|(m, d)| format!("{m}: {}", String::from_utf8_lossy(d)))
+            .collect();
+        assert!(crashes.is_empty(), "{}", crashes.join("\n"));
+        assert!(rep.accepted > 0);
+    }
+}

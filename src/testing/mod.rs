@@ -3,3 +3,4 @@
 
 pub mod faults;
 pub mod fixtures;
+pub mod fuzz;

@@ -126,6 +126,10 @@ pub struct SceneSpec {
 pub const MAX_TRUTH_RATE_HZ: f64 = 1000.0;
 /// Most sources in one scene.
 pub const MAX_SOURCES: usize = 64;
+/// Most sensors in one scene.
+pub const MAX_SCENE_SENSORS: usize = 64;
+/// Most memory the simulator's delay lines may take over all sources, bytes.
+pub const MAX_DELAY_BYTES: f64 = 512.0 * 1024.0 * 1024.0;
 /// Sources must move slower than this share of the speed of sound (the retarded-time solution
 /// and the fractional delays assume a subsonic source).
 pub const MAX_MACH: f64 = 0.5;
@@ -156,8 +160,11 @@ impl SceneSpec {
     }
 
     pub fn validate(&self) -> std::result::Result<(), String> {
-        if self.sensors_m.len() < 2 {
-            return Err("a scene needs at least 2 sensors".into());
+        if !(2..=MAX_SCENE_SENSORS).contains(&self.sensors_m.len()) {
+            return Err(format!(
+                "{} sensors (a scene needs 2 to {MAX_SCENE_SENSORS})",
+                self.sensors_m.len()
+            ));
         }
         if !(self.duration_s > 0.0 && self.duration_s < 24.0 * 3600.0) {
             return Err(format!(
@@ -229,28 +236,51 @@ impl SceneSpec {
         }
         let delay_s = self.max_range_m() / self.speed_of_sound_m_s;
         let delay_samples = delay_s * f64::from(self.sample_rate_hz);
-        if !(delay_samples <= MAX_DELAY_SAMPLES) {
+        let delay_bytes = 4.0 * delay_samples * self.sources.len() as f64;
+        if !(delay_samples <= MAX_DELAY_SAMPLES && delay_bytes <= MAX_DELAY_BYTES) {
             return Err(format!(
                 "a source comes {:.0} m from a sensor, {delay_s:.1} s of travel ({delay_samples:.0} \
-                 samples; at most {MAX_DELAY_SAMPLES} are buffered): keep sources and sensors closer",
+                 samples; at most {MAX_DELAY_SAMPLES} are buffered, and 512 MiB over all \
+                 sources): keep sources and sensors closer",
                 self.max_range_m()
             ));
         }
         Ok(())
     }
 
-    /// The longest path from a source to a sensor over the scene, m (paths sampled every
-    /// 10 ms).
+    /// The longest path from a source to a sensor over the scene, m: the paths sampled every
+    /// 10 ms; past 1,000 s at most 100,000 samples a path, with the distance a source can
+    /// cover between two samples added.
     pub fn max_range_m(&self) -> f64 {
-        let steps = (self.duration_s * 100.0).ceil() as usize + 1;
+        let fine = self.duration_s <= 1000.0;
+        let steps = if fine {
+            (self.duration_s * 100.0).ceil() as usize + 1
+        } else {
+            100_000
+        };
+        let step = if fine {
+            0.01
+        } else {
+            self.duration_s / steps as f64
+        };
         let mut max_range = 0.0f64;
         for src in &self.sources {
+            let slack = if fine {
+                0.0
+            } else {
+                src.path.max_speed_m_s() * step
+            };
             for k in 0..=steps {
-                let p = src.path.position(k as f64 / 100.0);
+                let t = if fine {
+                    k as f64 / 100.0
+                } else {
+                    k as f64 * step
+                };
+                let p = src.path.position(t);
                 for m in &self.sensors_m {
                     let r = ((p[0] - m[0]).powi(2) + (p[1] - m[1]).powi(2) + (p[2] - m[2]).powi(2))
                         .sqrt();
-                    max_range = max_range.max(r);
+                    max_range = max_range.max(r + slack);
                 }
             }
         }
