@@ -168,6 +168,13 @@ mod fuzz_options {
             };
             base.with_overrides(sets(&cli.cmd)).is_ok()
         });
+        eprintln!(
+            "fuzz options: {} cases, {} accepted, {} panics, slowest {:.1} ms",
+            rep.cases,
+            rep.accepted,
+            rep.panics.len(),
+            rep.slowest.as_secs_f64() * 1e3
+        );
         let crashes: Vec<String> = rep
             .panics
             .iter()
