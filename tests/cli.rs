@@ -669,3 +669,33 @@ fn a_compact_ring_gets_a_track() {
     assert!(s["mean_median"].as_f64().unwrap() < 2.0, "{s}");
     assert!(s["mean_first_track_s"].as_f64().unwrap() < 2.0, "{s}");
 }
+
+/// The README's no-hardware daemon runs as written, for every preset, and a configuration whose
+/// array is not the simulated preset's is refused with the file to use (field-ready issue).
+#[test]
+fn the_daemon_runs_on_each_preset_with_its_shipped_configuration() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("boards");
+    for preset in ["harbour", "tetra", "room", "two-boats"] {
+        let cfg = root.join(format!("examples/sim-{preset}.toml"));
+        let out = sonotrack()
+            .args(["-q", "run", "--config"])
+            .arg(&cfg)
+            .args(["--simulate", preset, "--seconds", "1"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{preset}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = sonotrack()
+        .args(["-q", "run", "--config"])
+        .arg(root.join("arrays/harbour-5-hydrophone.toml"))
+        .args(["--simulate", "harbour", "--seconds", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("sim-harbour.toml"), "{err}");
+}

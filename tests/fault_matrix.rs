@@ -72,7 +72,9 @@ fn input_faults_are_counted_and_survived() {
         c.bad_channel_frames[2],
         c.bad_channel_frames[0],
         c.nonfinite_samples,
-        s.accuracy.as_ref().map_or("no accuracy".into(), |a| a.to_string())
+        s.accuracy
+            .as_ref()
+            .map_or("no accuracy".into(), |a| a.to_string())
     );
     assert_eq!(c.frames_in, c.frames_processed + c.frames_dropped());
     assert_eq!(c.frames_dropped(), 0);
@@ -129,7 +131,7 @@ fn an_invalid_configuration_reloaded_keeps_the_old_outputs() {
     let dir = common::tmp_dir("fault-reload");
     let out = dir.join("out.jsonl");
     let good = format!(
-        "[array]\nsensors_m = [[0.0, 0.0, -6.0], [24.0, -3.0, -14.0], [6.0, 21.0, -9.0], [-14.0, 9.0, -20.0], [9.0, 6.0, -28.0]]\nspeed_of_sound_m_s = 1500.0\nbounds_min_m = [-80.0, -80.0, -60.0]\nbounds_max_m = [80.0, 80.0, 0.0]\n[audio]\nsample_rate_hz = 48000\n[tracker]\nbackend = \"cpu\"\nparticles = 4096\n[output]\nstatus_interval_s = 0.5\n[[output.sink]]\nkind = \"jsonl\"\npath = \"{}\"\n",
+        "[array]\nsensors_m = [[0.0, 0.0, -4.0], [22.0, 2.0, -10.0], [4.0, 19.0, -7.0], [-12.0, 8.0, -15.0], [7.0, 5.0, -22.0]]\nspeed_of_sound_m_s = 1500.0\nbounds_min_m = [-80.0, -80.0, -60.0]\nbounds_max_m = [80.0, 80.0, 0.0]\n[audio]\nsample_rate_hz = 48000\n[tracker]\nbackend = \"cpu\"\nparticles = 4096\n[output]\nstatus_interval_s = 0.5\n[[output.sink]]\nkind = \"jsonl\"\npath = \"{}\"\n",
         out.display()
     );
     let cfg = dir.join("run.toml");
@@ -147,15 +149,25 @@ fn an_invalid_configuration_reloaded_keeps_the_old_outputs() {
         unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
     };
     std::thread::sleep(Duration::from_secs(2));
-    std::fs::write(&cfg, good.replace("particles = 4096", "particles = \"many\"")).unwrap();
+    std::fs::write(
+        &cfg,
+        good.replace("particles = 4096", "particles = \"many\""),
+    )
+    .unwrap();
     hup(&child);
     std::thread::sleep(Duration::from_secs(2));
-    let lines_mid = std::fs::read_to_string(&out).unwrap_or_default().lines().count();
+    let lines_mid = std::fs::read_to_string(&out)
+        .unwrap_or_default()
+        .lines()
+        .count();
     std::fs::write(&cfg, &good).unwrap();
     hup(&child);
     let start = Instant::now();
     while child.try_wait().unwrap().is_none() {
-        assert!(start.elapsed() < Duration::from_secs(60), "the daemon did not stop");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the daemon did not stop"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let o = child.wait_with_output().unwrap();

@@ -97,6 +97,94 @@ impl Notifier {
     }
 }
 
+/// The configuration must describe the simulated preset's array (the same sensors, in the same
+/// order, sample rate and speed of sound): a tracker told another array gives positions metres
+/// off without any other sign.
+fn check_preset_array(
+    cfg: &Config,
+    spec: &crate::audio::sim::SceneSpec,
+    preset: &str,
+) -> Result<()> {
+    let (told, c) = spec.told_array();
+    let ours = &cfg.array.sensors_m;
+    let off = ours
+        .iter()
+        .zip(&told)
+        .map(|(a, b)| (0..3).map(|k| (a[k] - b[k]).abs()).fold(0.0, f64::max))
+        .fold(0.0, f64::max);
+    let same = ours.len() == told.len()
+        && off <= 0.01
+        && cfg.audio.sample_rate_hz == spec.sample_rate_hz
+        && (cfg.array.speed_of_sound_m_s - c).abs() <= 0.01 * c;
+    if same {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "the configuration's array ({} sensors, {} Hz, c = {} m/s) is not the `{preset}` preset's ({} sensors {:?}, {} Hz, c = {c} m/s){}: tracking it would give wrong positions; use boards/examples/sim-{preset}.toml (or copy its [array] and sample rate)",
+        ours.len(),
+        cfg.audio.sample_rate_hz,
+        cfg.array.speed_of_sound_m_s,
+        told.len(),
+        told,
+        spec.sample_rate_hz,
+        if ours.len() == told.len() {
+            format!(", sensors up to {off:.2} m apart")
+        } else {
+            String::new()
+        }
+    )))
+}
+
+/// Longest simulated scene the daemon generates before starting the next.
+const SIM_SCENE_S: f64 = 3600.0;
+
+/// A simulated scene played again and again (each time with the next seed), so that
+/// `run --simulate` runs for as long as the daemon does.
+struct Endless {
+    spec: crate::audio::sim::SceneSpec,
+    sim: crate::audio::sim::SimSource,
+    rounds: u64,
+}
+
+impl Endless {
+    fn new(spec: crate::audio::sim::SceneSpec) -> Result<Self> {
+        let sim = crate::audio::sim::SimSource::new(spec.clone())?;
+        Ok(Self {
+            spec,
+            sim,
+            rounds: 0,
+        })
+    }
+}
+
+impl AudioSource for Endless {
+    fn describe(&self) -> String {
+        self.sim.describe()
+    }
+    fn sample_rate_hz(&self) -> u32 {
+        self.sim.sample_rate_hz()
+    }
+    fn channels(&self) -> usize {
+        self.sim.channels()
+    }
+    fn total_frames(&self) -> Option<u64> {
+        None
+    }
+    fn read(&mut self, out: &mut [f32]) -> Result<ReadResult> {
+        match self.sim.read(out)? {
+            ReadResult::End => {
+                self.rounds += 1;
+                let mut spec = self.spec.clone();
+                spec.seed = spec.seed.wrapping_add(self.rounds);
+                self.sim = crate::audio::sim::SimSource::new(spec)?;
+                log::info!("simulation: scene {} begins", self.rounds + 1);
+                self.sim.read(out)
+            }
+            r => Ok(r),
+        }
+    }
+}
+
 /// A file or a simulation read at the pace of a live device.
 struct Paced {
     src: Box<dyn AudioSource>,
@@ -149,9 +237,12 @@ fn open_source(cfg: &Config, o: &RunOptions) -> Result<Box<dyn AudioSource>> {
                     "no preset `{preset}` (harbour, tetra, room, two-boats)"
                 ))
             })?;
-            // Long enough for any run (generated on the fly, constant memory).
-            spec.duration_s = o.max_seconds.unwrap_or(86_400.0) * o.speed.max(1.0) + 10.0;
-            Some(Box::new(crate::audio::sim::SimSource::new(spec)?))
+            check_preset_array(cfg, &spec, preset)?;
+            // Scenes of at most an hour, one after another for as long as the daemon runs
+            // (generated on the fly, constant memory).
+            let wanted = o.max_seconds.unwrap_or(f64::INFINITY) * o.speed.max(1.0) + 10.0;
+            spec.duration_s = wanted.min(SIM_SCENE_S);
+            Some(Box::new(Endless::new(spec)?))
         }
         (None, None) => None,
     };
