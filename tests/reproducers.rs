@@ -232,3 +232,40 @@ fn empty_damaged_and_unsupported_wavs_say_what_is_wrong() {
         refused(&out, needle);
     }
 }
+
+/// Counts from the command line that sized an allocation (a plan grid, a trial's scenes, a
+/// benchmark's particles) are refused by name (reliability issue).
+#[test]
+fn counts_that_would_exhaust_memory_are_refused() {
+    let harbour =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("boards/arrays/harbour-5-hydrophone.toml");
+    let dir = common::tmp_dir("repro-counts");
+    let out = run_bounded(
+        sonotrack()
+            .args(["-q", "plan"])
+            .arg(&harbour)
+            .args(["--resolution", "1000000", "--out"])
+            .arg(dir.join("plan")),
+    );
+    refused(&out, "--resolution");
+    let out = run_bounded(sonotrack().args([
+        "-q",
+        "trial",
+        "--family",
+        "noise-only",
+        "--runs",
+        "4000000000",
+    ]));
+    refused(&out, "--runs");
+    let out = run_bounded(sonotrack().args([
+        "-q",
+        "bench",
+        "--what",
+        "pf",
+        "--backend",
+        "cpu",
+        "--pf-particles",
+        "100000000000",
+    ]));
+    refused(&out, "--pf-particles");
+}

@@ -27,23 +27,23 @@ pub struct Args {
     #[arg(long)]
     pub replay: Option<PathBuf>,
     /// Particles for the end-to-end replay.
-    #[arg(long, default_value_t = 262_144)]
+    #[arg(long, default_value_t = 262_144, value_parser = super::values::particles)]
     pub particles: usize,
     /// Only these channel counts in the GCC grid (e.g. 16 or 4,16).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = super::values::channels)]
     pub channels: Vec<usize>,
     /// Only these frame lengths in the GCC grid.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = super::values::frame_samples)]
     pub frames: Vec<usize>,
     /// Only these particle counts in the filter grid (e.g. 1048576).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = super::values::bench_particles)]
     pub pf_particles: Vec<usize>,
     /// Only these model counts in the filter grid.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = super::values::models)]
     pub models: Vec<usize>,
     /// Sample rate of the live path's scene (48 kHz is the workload; 96 kHz, the
     /// `tetra` preset's own rate, searches twice the lags).
-    #[arg(long, default_value_t = 48_000)]
+    #[arg(long, default_value_t = 48_000, value_parser = super::values::sample_rate)]
     pub live_rate: u32,
 }
 pub fn run(a: Args) -> Result<()> {

@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "white")]
     pub spectrum: sonotrack::analysis::plan::SourceSpectrum,
     /// Grid points along each axis.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = super::values::resolution)]
     pub resolution: usize,
     /// Depth (z, m) of the horizontal map (default: the middle of the search volume).
     #[arg(long, allow_hyphen_values = true, value_parser = super::values::coordinate)]

@@ -16,7 +16,7 @@ pub struct Args {
     #[arg(long, default_value = "pass-through")]
     pub family: String,
     /// Scenes to draw.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = super::values::runs)]
     pub runs: u32,
     /// Seed of the draw: the same seed gives the same scenes and figures.
     #[arg(long, default_value_t = 1)]
@@ -34,7 +34,7 @@ pub struct Args {
     pub no_progress: bool,
     /// Write scene INDEX of the draw as a scene directory into --out (to replay or plot it)
     /// instead of running the trial.
-    #[arg(long, value_name = "INDEX", requires = "out")]
+    #[arg(long, value_name = "INDEX", requires = "out", value_parser = super::values::scene_index)]
     pub scene: Option<u32>,
     #[arg(long)]
     pub out: Option<PathBuf>,

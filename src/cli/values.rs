@@ -75,6 +75,64 @@ pub fn coordinate(s: &str) -> Result<f64, String> {
     within(s, -1e7, 1e7, "use a finite number within 1e7")
 }
 
+/// A whole number in `lo..=hi`.
+fn count_within(s: &str, lo: u64, hi: u64, what: &str) -> Result<u64, String> {
+    let v: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number"))?;
+    if (lo..=hi).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is out of range: {what}"))
+    }
+}
+
+/// Scenes of a trial: 1 to 10,000.
+pub fn runs(s: &str) -> Result<u32, String> {
+    count_within(s, 1, 10_000, "use 1 to 10000 scenes").map(|v| v as u32)
+}
+
+/// A scene index of a trial: 0 to 9,999.
+pub fn scene_index(s: &str) -> Result<u32, String> {
+    count_within(s, 0, 9_999, "use 0 to 9999").map(|v| v as u32)
+}
+
+/// Particles per track (the configuration's range): 64 to 4,194,304.
+pub fn particles(s: &str) -> Result<usize, String> {
+    count_within(s, 64, 1 << 22, "use 64 to 4194304 particles").map(|v| v as usize)
+}
+
+/// Particles of one benchmark cell (all of one bank): 64 to 16,777,216.
+pub fn bench_particles(s: &str) -> Result<usize, String> {
+    count_within(s, 64, 1 << 24, "use 64 to 16777216 particles").map(|v| v as usize)
+}
+
+/// Channels of a benchmark cell: 2 to 64.
+pub fn channels(s: &str) -> Result<usize, String> {
+    count_within(s, 2, 64, "use 2 to 64 channels").map(|v| v as usize)
+}
+
+/// A frame length of a benchmark cell: 64 to 65,536 samples.
+pub fn frame_samples(s: &str) -> Result<usize, String> {
+    count_within(s, 64, 65_536, "use 64 to 65536 samples").map(|v| v as usize)
+}
+
+/// Motion models of a benchmark cell: 1 to 16.
+pub fn models(s: &str) -> Result<usize, String> {
+    count_within(s, 1, 16, "use 1 to 16 models").map(|v| v as usize)
+}
+
+/// A sample rate: 1 kHz to 1 MHz.
+pub fn sample_rate(s: &str) -> Result<u32, String> {
+    count_within(s, 1000, 1_000_000, "use 1000 to 1000000 Hz").map(|v| v as u32)
+}
+
+/// Grid points along each axis of a map: 8 to 2,000.
+pub fn resolution(s: &str) -> Result<usize, String> {
+    count_within(s, 8, 2000, "use 8 to 2000 points per axis").map(|v| v as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +156,12 @@ mod tests {
         assert_eq!(ospa_order("2"), Ok(2.0));
         assert_eq!(pace("1"), Ok(1.0));
         assert!(seconds("1e9").unwrap_err().contains("out of range"));
+        assert!(runs("4000000000").is_err());
+        assert!(runs("0").is_err());
+        assert!(resolution("1000000").is_err());
+        assert!(bench_particles("100000000000").is_err());
+        assert!(channels("1").is_err());
+        assert_eq!(runs("20"), Ok(20));
+        assert_eq!(resolution("120"), Ok(120));
     }
 }
