@@ -142,7 +142,10 @@ const SIM_SCENE_S: f64 = 3600.0;
 /// `run --simulate` runs for as long as the daemon does.
 struct Endless {
     spec: crate::audio::sim::SceneSpec,
-    sim: crate::audio::sim::SimSource,
+    /// The scene playing (None only while the next is made).
+    sim: Option<crate::audio::sim::SimSource>,
+    rate: u32,
+    channels: usize,
     rounds: u64,
 }
 
@@ -150,8 +153,10 @@ impl Endless {
     fn new(spec: crate::audio::sim::SceneSpec) -> Result<Self> {
         let sim = crate::audio::sim::SimSource::new(spec.clone())?;
         Ok(Self {
+            rate: sim.sample_rate_hz(),
+            channels: sim.channels(),
             spec,
-            sim,
+            sim: Some(sim),
             rounds: 0,
         })
     }
@@ -159,26 +164,35 @@ impl Endless {
 
 impl AudioSource for Endless {
     fn describe(&self) -> String {
-        self.sim.describe()
+        format!("simulated scene `{}`", self.spec.description)
     }
     fn sample_rate_hz(&self) -> u32 {
-        self.sim.sample_rate_hz()
+        self.rate
     }
     fn channels(&self) -> usize {
-        self.sim.channels()
+        self.channels
     }
     fn total_frames(&self) -> Option<u64> {
         None
     }
     fn read(&mut self, out: &mut [f32]) -> Result<ReadResult> {
-        match self.sim.read(out)? {
+        let Some(sim) = self.sim.as_mut() else {
+            return Ok(ReadResult::End);
+        };
+        match sim.read(out)? {
             ReadResult::End => {
                 self.rounds += 1;
                 let mut spec = self.spec.clone();
                 spec.seed = spec.seed.wrapping_add(self.rounds);
-                self.sim = crate::audio::sim::SimSource::new(spec)?;
+                // The finished scene's buffers go before the next one's are made, so that the
+                // next reuses their memory (built first, both would be held at once and the
+                // resident memory would step up at the first change).
+                let (fs, ch) = (self.rate, self.channels);
+                self.sim = None;
+                let sim = self.sim.insert(crate::audio::sim::SimSource::new(spec)?);
+                debug_assert_eq!((sim.sample_rate_hz(), sim.channels()), (fs, ch));
                 log::info!("simulation: scene {} begins", self.rounds + 1);
-                self.sim.read(out)
+                sim.read(out)
             }
             r => Ok(r),
         }
