@@ -139,7 +139,7 @@ fn an_invalid_configuration_reloaded_keeps_the_old_outputs() {
     let mut child = sonotrack()
         .args(["run", "--config"])
         .arg(&cfg)
-        .args(["--simulate", "harbour", "--seconds", "8"])
+        .args(["--simulate", "harbour", "--seconds", "12"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -148,32 +148,64 @@ fn an_invalid_configuration_reloaded_keeps_the_old_outputs() {
         // SAFETY: kill(2) on our own child's pid with a valid signal number.
         unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
     };
-    std::thread::sleep(Duration::from_secs(2));
+    // The daemon's log, read as it is written.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let log = log.clone();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let mut l = log.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        })
+    };
+    let wait_for = |what: &dyn Fn(&str) -> bool, why: &str| {
+        let start = Instant::now();
+        while !what(&log.lock().unwrap()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "waited for {why}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Running (signal handlers installed) once it has written to its output.
+    let start = Instant::now();
+    while std::fs::read_to_string(&out).unwrap_or_default().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no output");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     std::fs::write(
         &cfg,
         good.replace("particles = 4096", "particles = \"many\""),
     )
     .unwrap();
     hup(&child);
-    std::thread::sleep(Duration::from_secs(2));
+    wait_for(
+        &|l| l.contains("keeping the old outputs"),
+        "the refused reload",
+    );
     let lines_mid = std::fs::read_to_string(&out)
         .unwrap_or_default()
         .lines()
         .count();
     std::fs::write(&cfg, &good).unwrap();
     hup(&child);
-    let start = Instant::now();
+    wait_for(&|l| l.contains("outputs reloaded"), "the reload");
     while child.try_wait().unwrap().is_none() {
         assert!(
-            start.elapsed() < Duration::from_secs(60),
+            start.elapsed() < Duration::from_secs(120),
             "the daemon did not stop"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let o = child.wait_with_output().unwrap();
-    let log = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{log}");
-    assert!(log.contains("keeping the old outputs"), "{log}");
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    let log = log.lock().unwrap().clone();
+    assert!(status.success(), "{log}");
     assert!(log.contains("tracker.particles"), "{log}");
     assert!(log.contains("1 reloads"), "{log}");
     let line = log.lines().find(|l| l.contains("frames in,")).unwrap();
