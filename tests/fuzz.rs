@@ -189,6 +189,12 @@ fn fuzz(name: &str, text: bool, target: impl FnMut(&[u8]) -> bool) {
         rep.slowest.as_secs_f64() * 1e3,
         origin.elapsed().as_secs_f64()
     );
+    if rep.slowest > Duration::from_secs(1) {
+        eprintln!(
+            "fuzz {name}: the slowest case:\n{}",
+            String::from_utf8_lossy(&rep.slowest_case)
+        );
+    }
     let crashes: Vec<String> = rep
         .panics
         .iter()

@@ -126,15 +126,20 @@ pub struct SceneSpec {
 pub const MAX_TRUTH_RATE_HZ: f64 = 1000.0;
 /// Most sources in one scene.
 pub const MAX_SOURCES: usize = 64;
+/// Most work (source-to-sensor distances and legs walked) the longest-delay search may take
+/// (a 30-s scene with 9 sensors and 3 sources takes about 90,000).
+pub const MAX_RANGE_WORK: usize = 20_000_000;
 /// Most sensors in one scene.
 pub const MAX_SCENE_SENSORS: usize = 64;
-/// Most memory the simulator's delay lines may take over all sources, bytes.
-pub const MAX_DELAY_BYTES: f64 = 512.0 * 1024.0 * 1024.0;
+/// Most memory the simulator's delay lines may take over all sources, bytes (and so the most
+/// signal generated before the first sample).
+pub const MAX_DELAY_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 /// Sources must move slower than this share of the speed of sound (the retarded-time solution
 /// and the fractional delays assume a subsonic source).
 pub const MAX_MACH: f64 = 0.5;
-/// Longest propagation delay the simulator buffers, samples (32 MiB per source).
-pub const MAX_DELAY_SAMPLES: f64 = 8_388_608.0;
+/// Longest propagation delay the simulator buffers, samples (87 s at 48 kHz; 16 MiB per
+/// source). A scene starts by generating this much of each source's signal.
+pub const MAX_DELAY_SAMPLES: f64 = 4_194_304.0;
 
 fn default_sim_seed() -> u64 {
     7
@@ -240,7 +245,7 @@ impl SceneSpec {
         if !(delay_samples <= MAX_DELAY_SAMPLES && delay_bytes <= MAX_DELAY_BYTES) {
             return Err(format!(
                 "a source comes {:.0} m from a sensor, {delay_s:.1} s of travel ({delay_samples:.0} \
-                 samples; at most {MAX_DELAY_SAMPLES} are buffered, and 512 MiB over all \
+                 samples; at most {MAX_DELAY_SAMPLES} are buffered, and 64 MiB over all \
                  sources): keep sources and sensors closer",
                 self.max_range_m()
             ));
@@ -249,14 +254,26 @@ impl SceneSpec {
     }
 
     /// The longest path from a source to a sensor over the scene, m: the paths sampled every
-    /// 10 ms; past 1,000 s at most 100,000 samples a path, with the distance a source can
-    /// cover between two samples added.
+    /// 10 ms; past 1,000 s, or where that would take more than [`MAX_RANGE_WORK`] distances,
+    /// fewer samples, with the distance a source can cover between two samples added.
     pub fn max_range_m(&self) -> f64 {
-        let fine = self.duration_s <= 1000.0;
+        // Every 10 ms unless that would take more than MAX_RANGE_WORK distances.
+        let fine_steps = (self.duration_s * 100.0).ceil() as usize + 1;
+        // Work per time step: each source's distances, and the legs walked to place it.
+        let legs: usize = self
+            .sources
+            .iter()
+            .map(|s| match &s.path {
+                PathSpec::Legs { legs, .. } => legs.len(),
+                _ => 1,
+            })
+            .sum();
+        let per_step = (self.sources.len() * self.sensors_m.len() + legs).max(1);
+        let fine = self.duration_s <= 1000.0 && fine_steps * per_step <= MAX_RANGE_WORK;
         let steps = if fine {
-            (self.duration_s * 100.0).ceil() as usize + 1
+            fine_steps
         } else {
-            100_000
+            (MAX_RANGE_WORK / per_step).clamp(1000, 100_000)
         };
         let step = if fine {
             0.01
