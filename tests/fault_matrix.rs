@@ -7,7 +7,9 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+use common::sonotrack;
 use std::time::{Duration, Instant};
 
 use sonotrack::audio::sim::faults::{Clipping, DeadChannel};
@@ -15,10 +17,6 @@ use sonotrack::audio::sim::{SceneSpec, write_scene};
 use sonotrack::audio::wav::write_wav;
 use sonotrack::gpu::BackendChoice;
 use sonotrack::pipeline::replay::{self, ReplayOptions};
-
-fn sonotrack() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sonotrack"))
-}
 
 /// Clicks (300 a minute), channel 2 dead for 5 s, 3 s of clipping and a second of NaN bursts on
 /// channel 0, in 20 s of the harbour scene: every frame processed, the dead channel's frames

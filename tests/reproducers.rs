@@ -6,11 +6,9 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
 
-fn sonotrack() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sonotrack"))
-}
+use common::{simulate, sonotrack};
+use std::time::Duration;
 
 /// Run with a deadline (a hang fails the test instead of stalling CI).
 fn run_bounded(cmd: &mut Command) -> Output {
@@ -40,7 +38,7 @@ fn refused(out: &Output, needle: &str) {
     assert!(err.contains(needle), "expected `{needle}` in: {err}");
 }
 
-/// A tiny scene: two sensors, a static white source, one second.
+/// A tiny scene: four sensors, a static white source, one second.
 fn scene(dir: &Path) {
     let spec = r#"
 description = "reproducers"
@@ -53,19 +51,7 @@ snr_db = 20.0
 signal = "white"
 path = { kind = "static", position_m = [1.0, 1.0, 1.0] }
 "#;
-    std::fs::write(dir.join("spec.toml"), spec).unwrap();
-    let out = run_bounded(
-        sonotrack()
-            .args(["-q", "simulate", "--spec"])
-            .arg(dir.join("spec.toml"))
-            .arg("--out")
-            .arg(dir.join("scene")),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    simulate(dir, spec, false);
 }
 
 #[test]

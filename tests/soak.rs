@@ -7,12 +7,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
 
-fn sonotrack() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sonotrack"))
-}
+use common::{assert_ok, simulate, sonotrack};
+use std::time::{Duration, Instant};
 
 /// Resident memory of a process, kB (None once it has gone).
 fn rss_kb(pid: u32) -> Option<u64> {
@@ -67,19 +65,7 @@ bounds_max_m = [80.0, 80.0, 0.0]
 signal = "ship"
 path = { kind = "turn", start_m = [-30.0, -10.0, -5.0], speed_m_s = 1.0, heading_deg = 10.0, turn_rate_deg_s = 0.5 }
 "#;
-    std::fs::write(dir.join("spec.toml"), spec).unwrap();
-    let out = sonotrack()
-        .args(["-q", "simulate", "--s16", "--spec"])
-        .arg(dir.join("spec.toml"))
-        .arg("--out")
-        .arg(dir.join("scene"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    simulate(dir, spec, true);
 }
 
 #[test]
@@ -107,11 +93,7 @@ fn ten_minutes_of_replay_keep_memory_flat_and_account_for_every_frame() {
         .spawn()
         .unwrap();
     let (out, rss) = watch(child, Duration::from_secs(600));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let growth = growth_after_warmup(&rss);
     assert!(
         growth < 1024,

@@ -59,3 +59,36 @@ impl Drop for TmpDir {
         }
     }
 }
+
+/// The `sonotrack` binary of this build.
+pub fn sonotrack() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_sonotrack"))
+}
+
+/// A run that must have succeeded: its standard error otherwise.
+pub fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `sonotrack simulate` of the scene file text `spec` into `dir/scene` (16-bit with `s16`).
+pub fn simulate(dir: &Path, spec: &str, s16: bool) -> PathBuf {
+    std::fs::write(dir.join("spec.toml"), spec).expect("writing the scene file");
+    let mut cmd = sonotrack();
+    cmd.args(["-q", "simulate"]);
+    if s16 {
+        cmd.arg("--s16");
+    }
+    let out = cmd
+        .arg("--spec")
+        .arg(dir.join("spec.toml"))
+        .arg("--out")
+        .arg(dir.join("scene"))
+        .output()
+        .expect("running sonotrack");
+    assert_ok(&out);
+    dir.join("scene")
+}
