@@ -3,9 +3,10 @@
 
 mod common;
 
-use sonotrack::audio::AudioSource;
+use common::read_all;
+
 use sonotrack::audio::sim::{SceneSpec, write_scene};
-use sonotrack::audio::wav::{WavSource, write_wav};
+use sonotrack::audio::wav::write_wav;
 use sonotrack::config::Config;
 use sonotrack::error::Error;
 use sonotrack::gpu::BackendChoice;
@@ -26,17 +27,6 @@ fn room(name: &str, seconds: f64) -> common::TmpDir {
     spec.duration_s = seconds;
     write_scene(&dir, &spec, false).unwrap();
     dir
-}
-
-fn read_all(path: &std::path::Path) -> (Vec<f32>, usize, u32) {
-    let mut src = WavSource::open(path).unwrap();
-    let ch = src.channels();
-    let mut buf = vec![0.0; ch * 4096];
-    let mut out = Vec::new();
-    while let sonotrack::audio::ReadResult::Samples(n) = src.read(&mut buf).unwrap() {
-        out.extend_from_slice(&buf[..n * ch]);
-    }
-    (out, ch, src.sample_rate_hz())
 }
 
 #[test]

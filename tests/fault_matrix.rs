@@ -40,16 +40,8 @@ fn input_faults_are_counted_and_survived() {
     write_scene(&dir, &spec, false).unwrap();
     let (cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
     // NaN bursts on channel 0 from 17 to 18 s.
-    let mut src = sonotrack::audio::wav::WavSource::open(&wav).unwrap();
-    let ch = sonotrack::audio::AudioSource::channels(&src);
-    let fs = sonotrack::audio::AudioSource::sample_rate_hz(&src) as usize;
-    let mut data = Vec::new();
-    let mut buf = vec![0.0f32; ch * 8192];
-    while let sonotrack::audio::ReadResult::Samples(n) =
-        sonotrack::audio::AudioSource::read(&mut src, &mut buf).unwrap()
-    {
-        data.extend_from_slice(&buf[..n * ch]);
-    }
+    let (mut data, ch, fs) = common::read_all(&wav);
+    let fs = fs as usize;
     for i in (17 * fs..18 * fs).step_by(2) {
         data[i * ch] = f32::NAN;
     }

@@ -62,7 +62,7 @@ impl IncludeWalk {
 }
 
 /// A configuration file's text: a regular file of at most [`MAX_CONFIG_BYTES`].
-pub(super) fn read_config_text(path: &Path) -> Result<String> {
+fn read_config_text(path: &Path) -> Result<String> {
     use std::io::Read;
     let file = path.display().to_string();
     let meta = std::fs::metadata(path).at(path)?;

@@ -36,7 +36,7 @@ use crate::dsp::geometry::Span;
 use crate::error::{ConfigError, Result};
 use crate::track::TrackMode;
 pub use load::levenshtein;
-use load::{IncludeWalk, load_table, read_config_text, toml_error};
+use load::{IncludeWalk, load_table, toml_error};
 
 /// The whole configuration. Every table rejects keys it does not know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -110,9 +110,10 @@ impl Config {
         let mut walk = IncludeWalk::default();
         let (table, merged) = load_table(path, &mut walk)?;
         if !merged {
-            // Parse the user's own text, so that errors point at their lines.
-            let text = read_config_text(path)?;
-            return Ok(Self::parse_str(&text, &file)?);
+            // Parse the user's own text (read once, by the walk), so that errors point at
+            // their lines.
+            let text = walk.texts.first().map_or("", |(_, t)| t.as_str());
+            return Ok(Self::parse_str(text, &file)?);
         }
         let text = toml::to_string(&table).map_err(|e| {
             ConfigError::new(&file, "(file)", e.to_string(), "check the TOML syntax")

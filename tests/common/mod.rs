@@ -92,3 +92,16 @@ pub fn simulate(dir: &Path, spec: &str, s16: bool) -> PathBuf {
     assert_ok(&out);
     dir.join("scene")
 }
+
+/// Every sample of a WAV file (interleaved), its channel count and its sample rate.
+pub fn read_all(path: &Path) -> (Vec<f32>, usize, u32) {
+    use sonotrack::audio::{AudioSource, ReadResult};
+    let mut src = sonotrack::audio::wav::WavSource::open(path).expect("opening the WAV");
+    let ch = src.channels();
+    let mut buf = vec![0.0; ch * 4096];
+    let mut out = Vec::new();
+    while let ReadResult::Samples(n) = src.read(&mut buf).expect("reading the WAV") {
+        out.extend_from_slice(&buf[..n * ch]);
+    }
+    (out, ch, src.sample_rate_hz())
+}

@@ -239,7 +239,8 @@ impl SceneSpec {
         if let Some(p) = self.faults.problem(self.sensors_m.len()) {
             return Err(p);
         }
-        let delay_s = self.max_range_m() / self.speed_of_sound_m_s;
+        let range_m = self.max_range_m();
+        let delay_s = range_m / self.speed_of_sound_m_s;
         let delay_samples = delay_s * f64::from(self.sample_rate_hz);
         let delay_bytes = 4.0 * delay_samples * self.sources.len() as f64;
         if !(delay_samples <= MAX_DELAY_SAMPLES && delay_bytes <= MAX_DELAY_BYTES) {
@@ -247,7 +248,7 @@ impl SceneSpec {
                 "a source comes {:.0} m from a sensor, {delay_s:.1} s of travel ({delay_samples:.0} \
                  samples; at most {MAX_DELAY_SAMPLES} are buffered, and 64 MiB over all \
                  sources): keep sources and sensors closer",
-                self.max_range_m()
+                range_m
             ));
         }
         Ok(())
