@@ -137,12 +137,15 @@ fn absent_outputs_are_counted_not_fatal() {
     cfg.output.sinks = vec![
         SinkConfig::Udp {
             address: format!("127.0.0.1:{port}"),
+            format: SerialFormat::Jsonl,
+            sentences: Vec::new(),
             max_rate_hz: None,
         },
         SinkConfig::Serial {
             port: "/dev/sonotrack-no-such-port".into(),
             baud: 115_200,
             format: SerialFormat::Nmea,
+            sentences: vec![sonotrack::output::nmea::SentenceKind::Psnt],
             max_rate_hz: None,
         },
     ];

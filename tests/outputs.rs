@@ -12,17 +12,10 @@ use std::time::{Duration, Instant};
 use sonotrack::output::SerialFormat;
 use sonotrack::output::serial::SerialSink;
 use sonotrack::output::udp::UdpSink;
-use sonotrack::output::{Message, SinkRunner};
+use sonotrack::output::{Message, MessageKind, SinkRunner};
 
 fn msg(i: u64) -> Arc<Message> {
-    Arc::new(Message {
-        is_status: false,
-        track_id: Some(1),
-        t_s: i as f64,
-        json: format!("{{\"i\":{i}}}"),
-        nmea: None,
-        ready: None,
-    })
+    Arc::new(Message::json_only(MessageKind::Track, Some(1), i as f64, format!("{{\"i\":{i}}}")))
 }
 
 /// A pseudo-terminal pair: the master (our end) and the slave's path.
@@ -84,7 +77,7 @@ fn serial_port_unplugged_and_replugged_mid_run() {
     let link = dir.join("ttySONOTRACK");
     let (m1, s1) = pty();
     std::os::unix::fs::symlink(&s1, &link).unwrap();
-    let sink = SerialSink::new(link.to_str().unwrap(), 115_200, SerialFormat::Jsonl);
+    let sink = SerialSink::new(link.to_str().unwrap(), 115_200, SerialFormat::Jsonl, &[]);
     let mut runner = SinkRunner::spawn("serial:test".into(), Box::new(sink), false, None);
     for i in 0..5 {
         runner.send(&msg(i));

@@ -103,6 +103,8 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
                     frames_in = frames_in.max(n);
                 }
             }
+            // (A track's end carries no position to score.)
+            Some("deleted") => {}
             Some(other) => return Err((i + 1, format!("unknown message type `{other}`"))),
             None => return Err((i + 1, "message without `type`".into())),
         }

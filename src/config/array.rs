@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::Config;
 use crate::dsp::geometry::{ArrayGeometry, Span};
 use crate::error::ConfigError;
+use crate::math::geo::Origin;
 use crate::track::TrackMode;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +33,11 @@ pub struct ArrayConfig {
     /// waves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_range_m: Option<f64>,
+    /// Where the array frame's origin is on the Earth and which way its +y axis points
+    /// (`latitude_deg`, `longitude_deg`, `depth_m`, `heading_deg`): needed for the NMEA TTM
+    /// and TLL sentences, and for latitude and longitude in the JSON stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
 }
 
 /// Most sensors an array may have (the filters size stack arrays by it).
@@ -123,6 +129,13 @@ impl Config {
                     a.sensors_m[i]
                 ),
                 "give positions in metres relative to a point near the array",
+            );
+        }
+        if let Some(problem) = a.origin.as_ref().and_then(Origin::problem) {
+            return err(
+                "array.origin",
+                problem,
+                "give the array origin's WGS-84 latitude and longitude in degrees, its depth in metres and the heading of the array's +y axis in degrees from true north",
             );
         }
         let geo = self.geometry();

@@ -78,6 +78,7 @@ impl Config {
                 bounds_min_m: None,
                 bounds_max_m: None,
                 min_range_m: None,
+                origin: None,
             },
             audio: AudioConfig {
                 sample_rate_hz,

@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use super::Config;
 use crate::error::ConfigError;
-use crate::output::SinkConfig;
+use crate::output::nmea::{NmeaSettings, SentenceKind};
+use crate::output::{SerialFormat, SinkConfig};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -15,6 +16,9 @@ pub struct OutputConfig {
     /// Outputs (`[[output.sink]]` tables).
     #[serde(default, rename = "sink")]
     pub sinks: Vec<SinkConfig>,
+    /// Talker and units of the NMEA TTM and TLL sentences.
+    #[serde(default)]
+    pub nmea: NmeaSettings,
 }
 
 impl Default for OutputConfig {
@@ -22,6 +26,7 @@ impl Default for OutputConfig {
         Self {
             status_interval_s: 1.0,
             sinks: Vec::new(),
+            nmea: NmeaSettings::default(),
         }
     }
 }
@@ -43,7 +48,43 @@ impl Config {
                 "use a positive number of seconds",
             );
         }
+        let t = &o.nmea.talker;
+        if t.len() != 2 || !t.bytes().all(|b| b.is_ascii_uppercase()) {
+            return err(
+                "output.nmea.talker",
+                format!("`{t}`"),
+                "use two upper-case letters, e.g. \"II\" (integrated instrumentation) or \"RA\" (radar)",
+            );
+        }
         for (i, s) in o.sinks.iter().enumerate() {
+            let sentences = s.nmea_sentences();
+            let standard = sentences
+                .iter()
+                .any(|k| matches!(k, SentenceKind::Ttm | SentenceKind::Tll));
+            if standard && self.array.origin.is_none() {
+                return err(
+                    &format!("output.sink[{i}].sentences"),
+                    "TTM and TLL give positions on the Earth, but the array has no origin".into(),
+                    "add [array.origin] with latitude_deg, longitude_deg, depth_m and heading_deg, or keep sentences = [\"psnt\"]",
+                );
+            }
+            let nmea = matches!(
+                s,
+                SinkConfig::Udp {
+                    format: SerialFormat::Nmea,
+                    ..
+                } | SinkConfig::Serial {
+                    format: SerialFormat::Nmea,
+                    ..
+                }
+            );
+            if nmea && sentences.is_empty() {
+                return err(
+                    &format!("output.sink[{i}].sentences"),
+                    "empty".into(),
+                    "name at least one of \"psnt\", \"ttm\", \"tll\"",
+                );
+            }
             if let Some(r) = s.max_rate_hz() {
                 if !(r > 0.0) {
                     return err(

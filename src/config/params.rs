@@ -126,6 +126,10 @@ impl Config {
             delete_window_s: self.tracker.delete_window_s,
             delete_fraction: self.tracker.delete_fraction,
             peak_noise: crate::dsp::gcc::phat_noise_level(&self.gcc_params()),
+            phat_window: match self.gcc.weighting {
+                crate::dsp::gcc::Weighting::Phat => self.gcc_params().window_coefficients(),
+                _ => Vec::new(),
+            },
         }
     }
 

@@ -1,4 +1,5 @@
 //! Pure signal processing and geometry: slices in, values out. No I/O, no CUDA types.
+pub mod coherence;
 pub mod gcc;
 pub mod geometry;
 pub mod health;

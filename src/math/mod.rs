@@ -1,8 +1,9 @@
 //! Maths shared by several stages: branch-free f32 approximations ([`fastmath`]), band-limited
 //! interpolation ([`interp`]: GCC peaks and the simulator's delays), assignment solvers
-//! ([`assign`]) and small linear algebra ([`linalg`]).
+//! ([`assign`]), small linear algebra ([`linalg`]) and georeferencing ([`geo`]).
 
 pub mod assign;
 pub mod fastmath;
+pub mod geo;
 pub mod interp;
 pub mod linalg;

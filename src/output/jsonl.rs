@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use crate::error::Result;
+use crate::output::message::MessageKind;
 use crate::output::{Message, Sink, open_error};
 
 pub struct JsonlSink {
@@ -88,7 +89,7 @@ impl Sink for JsonlSink {
         self.pending.extend_from_slice(msg.json.as_bytes());
         self.pending.push(b'\n');
         self.pending_lines += 1;
-        if self.line_flush || msg.is_status || self.pending.len() >= BATCH_BYTES {
+        if self.line_flush || msg.kind != MessageKind::Track || self.pending.len() >= BATCH_BYTES {
             self.write_pending()?;
         }
         Ok(())
@@ -115,14 +116,17 @@ mod tests {
     use super::*;
 
     fn line(i: usize) -> Message {
-        Message {
-            is_status: i % 50 == 0,
-            track_id: Some(1),
-            t_s: i as f64,
-            json: format!("{{\"seq\":{i},\"pad\":\"{}\"}}", "x".repeat(i % 300)),
-            nmea: None,
-            ready: None,
-        }
+        let kind = if i % 50 == 0 {
+            MessageKind::Status
+        } else {
+            MessageKind::Track
+        };
+        Message::json_only(
+            kind,
+            Some(1),
+            i as f64,
+            format!("{{\"seq\":{i},\"pad\":\"{}\"}}", "x".repeat(i % 300)),
+        )
     }
 
     /// A configured file is appended to, and two sinks writing it at once (the old and the

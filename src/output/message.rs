@@ -6,10 +6,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::math::geo::{Origin, bearing_deg};
 use crate::math::linalg::upper_triangle;
-use crate::output::nmea;
+use crate::output::nmea::{NmeaEncoder, NmeaLines};
 use crate::track::TrackMode;
 use crate::track::manager::{TrackReport, TrackStatus};
+use crate::track::report::{EndReason, TrackEnd};
 
 /// Version of the message schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -46,7 +48,72 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-/// A track message (schema version 1). See README.md, "Output schema".
+/// What every message of one frame shares.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FrameStamp<'a> {
+    /// Live: the frame's UTC time (from the sample clock).
+    pub wall: Option<SystemTime>,
+    /// Mean power of the frame's usable channels (full scale 1.0), for received levels.
+    pub power: Option<f64>,
+    /// How many track messages the frame has.
+    pub reports: usize,
+    /// The array's place on the Earth, when configured.
+    pub origin: Option<&'a Origin>,
+}
+
+/// A track's place on the Earth and its motion over it (the array configured with
+/// `array.origin`).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct GeoFix {
+    /// WGS-84 latitude and longitude, degrees (absent in direction mode without a range).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lat_deg: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lon_deg: Option<f64>,
+    /// Metres below the surface (negative above it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth_m: Option<f64>,
+    /// True bearing from the array origin, degrees clockwise from north.
+    pub bearing_deg: f64,
+    /// Horizontal distance from the array origin, metres (absent when not observable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_m: Option<f64>,
+    /// Speed over the ground (m/s) and true course (degrees), absent in direction mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed_m_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub course_deg: Option<f64>,
+}
+
+impl GeoFix {
+    /// Where track report `r` is on the Earth, by `origin`.
+    fn of(r: &TrackReport, origin: &Origin) -> Self {
+        let direction = r.mode == TrackMode::Direction;
+        let point = if direction {
+            r.range_m().map(|d| r.position.map(|u| u * d))
+        } else {
+            Some(r.position)
+        };
+        let [e, n, _] = origin.enu(r.position);
+        let geo = point.map(|p| origin.geodetic(p));
+        let [ve, vn, _] = origin.enu(r.velocity);
+        let moving = !direction;
+        Self {
+            lat_deg: geo.map(|g| round(g.latitude_deg, 7)),
+            lon_deg: geo.map(|g| round(g.longitude_deg, 7)),
+            depth_m: geo.map(|g| round(g.depth_m, 3)),
+            bearing_deg: round(bearing_deg(e, n), 2),
+            range_m: point.map(|p| {
+                let [e, n, _] = origin.enu(p);
+                round(e.hypot(n), 3)
+            }),
+            speed_m_s: moving.then(|| round(ve.hypot(vn), 3)),
+            course_deg: moving.then(|| round(bearing_deg(ve, vn), 2)),
+        }
+    }
+}
+
+/// A track message (schema version 1). See docs/stream.md.
 #[derive(Debug, Clone, Serialize)]
 pub struct TrackMessage {
     #[serde(rename = "type")]
@@ -59,7 +126,11 @@ pub struct TrackMessage {
     pub t_frame: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall: Option<String>,
+    /// The frame's sequence number (0 for the stream's first frame): every message of one
+    /// frame carries the same `seq`.
     pub seq: u64,
+    /// How many track messages this frame has (a rate-limited output may carry fewer).
+    pub frame_reports: usize,
     pub id: u64,
     pub status: TrackStatus,
     /// Metres, array frame (3-D mode); a unit vector towards the source in direction mode.
@@ -88,10 +159,18 @@ pub struct TrackMessage {
     pub ess: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub support: Option<f64>,
+    /// Estimated received level of this source, dB re full scale (a full-scale sine is
+    /// −3 dB): the frame's mean channel power times the share of it coherent at the track's
+    /// delays (absent when no peak was assigned to the track this frame).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level_dbfs: Option<f64>,
+    /// With `array.origin`: latitude, longitude, depth, bearing, range, speed and course.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub geo: Option<GeoFix>,
 }
 
 impl TrackMessage {
-    pub fn new(r: &TrackReport, model_names: &[String], wall: Option<SystemTime>) -> Self {
+    pub fn new(r: &TrackReport, model_names: &[String], frame: &FrameStamp) -> Self {
         let c = &r.pos_cov;
         let best = r
             .model_probs
@@ -115,8 +194,9 @@ impl TrackMessage {
             schema: SCHEMA_VERSION,
             t: round(r.t_s, 5),
             t_frame: round(r.t_frame_s, 5),
-            wall: wall.map(rfc3339),
+            wall: frame.wall.map(rfc3339),
             seq: r.seq,
+            frame_reports: frame.reports,
             id: r.id,
             status: r.status,
             pos: r.position.map(|v| round(v, 4)),
@@ -141,6 +221,50 @@ impl TrackMessage {
                 .support
                 .is_finite()
                 .then(|| round(f64::from(r.support), 3)),
+            level_dbfs: level_dbfs(frame.power, r.coherence),
+            geo: frame.origin.map(|o| GeoFix::of(r, o)),
+        }
+    }
+}
+
+/// The received level of a source: `power` × `coherence`, in dB (None where either is
+/// missing or the product is not positive).
+fn level_dbfs(power: Option<f64>, coherence: Option<f32>) -> Option<f64> {
+    let p = power? * f64::from(coherence?);
+    (p > 0.0 && p.is_finite()).then(|| round(10.0 * p.log10(), 1))
+}
+
+/// A track's end (schema version 1): sent once, after its last track message.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeletedMessage {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub schema: u32,
+    /// Arrival time of the frame in which the track ended, seconds from the stream start.
+    pub t: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall: Option<String>,
+    pub seq: u64,
+    pub id: u64,
+    /// `lost`, `unconfirmed`, `duplicate` or `replaced`.
+    pub reason: EndReason,
+    /// The tracker's explanation, as logged.
+    pub detail: String,
+    pub was_confirmed: bool,
+}
+
+impl DeletedMessage {
+    pub fn new(e: &TrackEnd, seq: u64, t_frame_s: f64, wall: Option<SystemTime>) -> Self {
+        Self {
+            kind: "deleted",
+            schema: SCHEMA_VERSION,
+            t: round(t_frame_s, 5),
+            wall: wall.map(rfc3339),
+            seq,
+            id: e.id,
+            reason: e.reason,
+            detail: e.detail.clone(),
+            was_confirmed: e.was_confirmed,
         }
     }
 }
@@ -191,38 +315,70 @@ pub struct StatusMessage {
     pub sink_drops: BTreeMap<String, u64>,
 }
 
+/// What a message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageKind {
+    Track,
+    Status,
+    Deleted,
+}
+
 /// One serialised message, shared by every sink.
 #[derive(Debug, Clone)]
 pub struct Message {
-    pub is_status: bool,
+    pub kind: MessageKind,
     pub track_id: Option<u64>,
     /// Stream time, for rate limiting.
     pub t_s: f64,
     pub json: String,
-    pub nmea: Option<String>,
+    /// The NMEA sentences some output wants, when one does.
+    pub nmea: NmeaLines,
     /// Live: when the frame behind this message was complete (for the latency figure).
     pub ready: Option<std::time::Instant>,
 }
 
 impl Message {
-    pub fn track(m: &TrackMessage, want_nmea: bool) -> Self {
+    pub fn track(m: &TrackMessage, nmea: Option<&mut NmeaEncoder>) -> Self {
         Self {
-            is_status: false,
+            kind: MessageKind::Track,
             track_id: Some(m.id),
             t_s: m.t,
             json: serde_json::to_string(m).unwrap_or_default(),
-            nmea: want_nmea.then(|| nmea::track_sentence(m)),
+            nmea: nmea.map(|n| n.track(m)).unwrap_or_default(),
             ready: None,
         }
     }
 
-    pub fn status(m: &StatusMessage, want_nmea: bool) -> Self {
+    pub fn status(m: &StatusMessage, nmea: Option<&mut NmeaEncoder>) -> Self {
         Self {
-            is_status: true,
+            kind: MessageKind::Status,
             track_id: None,
             t_s: m.t,
             json: serde_json::to_string(m).unwrap_or_default(),
-            nmea: want_nmea.then(|| nmea::status_sentence(m)),
+            nmea: nmea.map(|n| n.status(m)).unwrap_or_default(),
+            ready: None,
+        }
+    }
+
+    pub fn deleted(m: &DeletedMessage, nmea: Option<&mut NmeaEncoder>) -> Self {
+        Self {
+            kind: MessageKind::Deleted,
+            track_id: Some(m.id),
+            t_s: m.t,
+            json: serde_json::to_string(m).unwrap_or_default(),
+            nmea: nmea.map(|n| n.deleted(m)).unwrap_or_default(),
+            ready: None,
+        }
+    }
+
+    /// A message of another producer (tests, tools): JSON only.
+    pub fn json_only(kind: MessageKind, track_id: Option<u64>, t_s: f64, json: String) -> Self {
+        Self {
+            kind,
+            track_id,
+            t_s,
+            json,
+            nmea: NmeaLines::default(),
             ready: None,
         }
     }

@@ -19,7 +19,10 @@ pub mod sink_config;
 pub mod udp;
 
 pub use latency::LatencyHistogram;
-pub use message::{Message, SCHEMA_VERSION, StatusMessage, TrackMessage, rfc3339};
+pub use message::{
+    DeletedMessage, FrameStamp, Message, MessageKind, SCHEMA_VERSION, StatusMessage, TrackMessage,
+    rfc3339,
+};
 pub use runner::{Sink, SinkRunner, SinkSet, SinkStats};
 pub use sink_config::{SerialFormat, SinkConfig};
 

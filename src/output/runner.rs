@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::output::latency::LatencyHistogram;
-use crate::output::message::Message;
-use crate::output::sink_config::{SerialFormat, SinkConfig};
+use crate::output::message::{Message, MessageKind};
+use crate::output::nmea::{NmeaEncoder, NmeaSettings};
+use crate::output::sink_config::SinkConfig;
 use crate::output::{jsonl, serial, udp};
 
 /// A destination for messages. Implementations may reconnect internally; errors are counted by
@@ -98,7 +99,7 @@ impl SinkRunner {
                         Cmd::Msg(m) => match sink.send(&m) {
                             Ok(()) => {
                                 st.sent.fetch_add(1, Ordering::Relaxed);
-                                if let (Some(r), false) = (m.ready, m.is_status) {
+                                if let (Some(r), MessageKind::Track) = (m.ready, m.kind) {
                                     st.latency.record(r.elapsed());
                                 }
                                 streak += 1;
@@ -108,6 +109,10 @@ impl SinkRunner {
                                     );
                                     failing = false;
                                 }
+                            }
+                            // (A line that is full this second: the sink's own rate limit.)
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                                st.rate_limited.fetch_add(1, Ordering::Relaxed);
                             }
                             Err(e) => {
                                 st.write_errors.fetch_add(sink.lost_by(&e), Ordering::Relaxed);
@@ -147,7 +152,9 @@ impl SinkRunner {
     }
 
     pub fn send(&mut self, msg: &Arc<Message>) {
-        if let (Some(rate), Some(id)) = (self.max_rate_hz, msg.track_id) {
+        if let (MessageKind::Deleted, Some(id)) = (msg.kind, msg.track_id) {
+            self.last_sent.remove(&id);
+        } else if let (Some(rate), Some(id)) = (self.max_rate_hz, msg.track_id) {
             if let Some(last) = self.last_sent.get(&id) {
                 if msg.t_s - last < 1.0 / rate - 1e-9 {
                     self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
@@ -198,7 +205,8 @@ impl Drop for SinkRunner {
 #[derive(Default)]
 pub struct SinkSet {
     pub runners: Vec<SinkRunner>,
-    pub want_nmea: bool,
+    /// Builds the NMEA sentences when some output carries them.
+    pub nmea: Option<NmeaEncoder>,
     /// Counters of the outputs this set replaced (a reload), so that drops are counted for the
     /// whole process: by output name.
     retired: Vec<(String, Arc<SinkStats>)>,
@@ -206,23 +214,38 @@ pub struct SinkSet {
 
 impl SinkSet {
     /// Open the configured outputs. `lossless_files`: file/stdout outputs wait rather than drop.
-    pub fn open(configs: &[SinkConfig], lossless_files: bool) -> Result<Self> {
+    pub fn open(
+        configs: &[SinkConfig],
+        nmea: &NmeaSettings,
+        lossless_files: bool,
+    ) -> Result<Self> {
         let mut set = SinkSet::default();
+        let kinds: Vec<_> = configs
+            .iter()
+            .flat_map(|c| c.nmea_sentences().iter().copied())
+            .collect();
+        if !kinds.is_empty() {
+            set.nmea = Some(NmeaEncoder::new(kinds, nmea.clone()));
+        }
         for c in configs {
             let name = c.name();
             let (sink, lossless): (Box<dyn Sink>, bool) = match c {
                 SinkConfig::Jsonl { path, .. } => {
                     (Box::new(jsonl::JsonlSink::open(path)?), lossless_files)
                 }
-                SinkConfig::Udp { address, .. } => (Box::new(udp::UdpSink::open(address)?), false),
+                SinkConfig::Udp {
+                    address, format, ..
+                } => {
+                    let udp = udp::UdpSink::open(address)?;
+                    let sentences = c.nmea_sentences();
+                    (Box::new(udp.with_format(*format, sentences)), false)
+                }
                 SinkConfig::Serial {
                     port, baud, format, ..
                 } => {
-                    if *format == SerialFormat::Nmea {
-                        set.want_nmea = true;
-                    }
+                    let sentences = c.nmea_sentences();
                     (
-                        Box::new(serial::SerialSink::new(port, *baud, *format)),
+                        Box::new(serial::SerialSink::new(port, *baud, *format, sentences)),
                         false,
                     )
                 }
@@ -306,14 +329,7 @@ mod tests {
     }
 
     fn msg(i: u64, t: f64) -> Message {
-        Message {
-            is_status: false,
-            track_id: Some(1),
-            t_s: t,
-            json: format!("{{\"i\":{i}}}"),
-            nmea: None,
-            ready: None,
-        }
+        Message::json_only(MessageKind::Track, Some(1), t, format!("{{\"i\":{i}}}"))
     }
 
     #[test]

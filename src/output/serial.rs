@@ -3,17 +3,63 @@
 //! A port that cannot be opened, or disappears (USB adapter unplugged), is retried with
 //! exponential backoff (0.5 s doubling to 8 s) while messages are dropped and counted; when the
 //! port returns, delivery resumes without a restart.
+//!
+//! The line carries baud / 10 bytes a second (8N1). A budget of that many bytes, refilled with
+//! the stream's clock and holding at most one second's worth, decides what goes: a track or
+//! status message that would overrun it is dropped (counted as rate limited), so the line never
+//! backs up into seconds of latency; a track's end is always sent.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crate::output::SerialFormat;
+use crate::output::message::MessageKind;
+use crate::output::nmea::SentenceKind;
 use crate::output::{Message, Sink};
+
+/// Bytes a serial line can carry per second over the stream's clock.
+#[derive(Debug, Clone)]
+pub struct LineBudget {
+    bytes_per_s: f64,
+    tokens: f64,
+    last_t: Option<f64>,
+}
+
+impl LineBudget {
+    /// A line at `baud` (10 bits a byte: start, 8 data, stop).
+    pub fn new(baud: u32) -> Self {
+        let bytes_per_s = f64::from(baud) / 10.0;
+        Self {
+            bytes_per_s,
+            tokens: bytes_per_s,
+            last_t: None,
+        }
+    }
+
+    /// Whether `bytes` may go at stream time `t_s` (taking them from the budget if so);
+    /// `always` sends take them regardless, leaving the budget in debt.
+    pub fn take(&mut self, t_s: f64, bytes: usize, always: bool) -> bool {
+        if let Some(last) = self.last_t {
+            let dt = (t_s - last).max(0.0);
+            self.tokens = (self.tokens + dt * self.bytes_per_s).min(self.bytes_per_s);
+        }
+        self.last_t = Some(t_s);
+        let b = bytes as f64;
+        if always || b <= self.tokens {
+            self.tokens -= b;
+            true
+        } else {
+            false
+        }
+    }
+}
 
 pub struct SerialSink {
     path: String,
     baud: u32,
     format: SerialFormat,
+    sentences: Vec<SentenceKind>,
+    budget: LineBudget,
     port: Option<Box<dyn serialport::SerialPort>>,
     next_try: Instant,
     backoff: Duration,
@@ -24,11 +70,13 @@ const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
 impl SerialSink {
-    pub fn new(path: &str, baud: u32, format: SerialFormat) -> Self {
+    pub fn new(path: &str, baud: u32, format: SerialFormat, sentences: &[SentenceKind]) -> Self {
         Self {
             path: path.into(),
             baud,
             format,
+            sentences: sentences.to_vec(),
+            budget: LineBudget::new(baud),
             port: None,
             next_try: Instant::now(),
             backoff: BACKOFF_MIN,
@@ -71,6 +119,17 @@ impl SerialSink {
 
 impl Sink for SerialSink {
     fn send(&mut self, msg: &Message) -> std::io::Result<()> {
+        let bytes = match self.format {
+            SerialFormat::Jsonl => msg.json.len() + 1,
+            SerialFormat::Nmea => msg.nmea.of(&self.sentences).map(str::len).sum(),
+        };
+        if bytes == 0 {
+            return Ok(());
+        }
+        let always = msg.kind == MessageKind::Deleted;
+        if !self.budget.take(msg.t_s, bytes, always) {
+            return Err(line_full(&self.path, self.baud));
+        }
         self.ensure_open()?;
         let Some(port) = self.port.as_mut() else {
             return Err(std::io::Error::new(
@@ -82,10 +141,10 @@ impl Sink for SerialSink {
             SerialFormat::Jsonl => port
                 .write_all(msg.json.as_bytes())
                 .and_then(|_| port.write_all(b"\n")),
-            SerialFormat::Nmea => match &msg.nmea {
-                Some(s) => port.write_all(s.as_bytes()),
-                None => Ok(()),
-            },
+            SerialFormat::Nmea => msg
+                .nmea
+                .of(&self.sentences)
+                .try_for_each(|s| port.write_all(s.as_bytes())),
         };
         if let Err(e) = res {
             // The device is probably gone: close it and let the backoff reopen it.
@@ -101,5 +160,34 @@ impl Sink for SerialSink {
             Some(p) => p.flush(),
             None => Ok(()),
         }
+    }
+}
+
+/// The error of a message the line has no room for (the runner counts it as rate limited).
+fn line_full(path: &str, baud: u32) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::WouldBlock,
+        format!("{path}: {baud} baud carries no more this second"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 4,800 baud carries 480 bytes a second: 70-byte reports at 10 Hz (700 B/s) get through
+    /// at most 480 B/s over a long run; a track's end always goes.
+    #[test]
+    fn the_line_budget_holds_the_baud_rate() {
+        let mut b = LineBudget::new(4800);
+        let mut sent = 0usize;
+        for i in 0..600 {
+            if b.take(f64::from(i) * 0.1, 70, false) {
+                sent += 70;
+            }
+        }
+        let rate = sent as f64 / 60.0;
+        assert!(rate <= 480.0 + 480.0 / 60.0 && rate > 400.0, "{rate} B/s");
+        assert!(b.take(60.0, 70, true), "an end is always sent");
     }
 }

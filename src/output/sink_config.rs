@@ -2,14 +2,24 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::output::nmea::SentenceKind;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SerialFormat {
     /// One JSON object per line, as on every other output.
     #[default]
     Jsonl,
-    /// `$PSNTR,...*CS` NMEA-0183-style sentences for small receivers.
+    /// NMEA 0183 sentences (those of `sentences`), for chart plotters and small receivers.
     Nmea,
+}
+
+fn default_sentences() -> Vec<SentenceKind> {
+    vec![SentenceKind::Psnt]
+}
+
+fn is_default_sentences(v: &[SentenceKind]) -> bool {
+    v == [SentenceKind::Psnt]
 }
 
 /// One output. Several may run at once; each has its own queue and thread.
@@ -22,19 +32,36 @@ pub enum SinkConfig {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_rate_hz: Option<f64>,
     },
-    /// One JSON object per UDP datagram.
+    /// One JSON object, or one message's NMEA sentences, per UDP datagram.
     Udp {
         /// `host:port` of the receiver.
         address: String,
+        #[serde(default)]
+        format: SerialFormat,
+        /// With `format = "nmea"`: `psnt`, `ttm`, `tll` (default `["psnt"]`).
+        #[serde(
+            default = "default_sentences",
+            skip_serializing_if = "is_default_sentences"
+        )]
+        sentences: Vec<SentenceKind>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_rate_hz: Option<f64>,
     },
+    /// JSON Lines or NMEA sentences over a serial line. The line's capacity (baud / 10 bytes
+    /// a second) is enforced: a report that would overrun it is dropped and counted as rate
+    /// limited, and a track's end is always sent.
     Serial {
         port: String,
         #[serde(default = "default_baud")]
         baud: u32,
         #[serde(default)]
         format: SerialFormat,
+        /// With `format = "nmea"`: `psnt`, `ttm`, `tll` (default `["psnt"]`).
+        #[serde(
+            default = "default_sentences",
+            skip_serializing_if = "is_default_sentences"
+        )]
+        sentences: Vec<SentenceKind>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_rate_hz: Option<f64>,
     },
@@ -51,6 +78,23 @@ impl SinkConfig {
             SinkConfig::Jsonl { path, .. } => format!("jsonl:{path}"),
             SinkConfig::Udp { address, .. } => format!("udp:{address}"),
             SinkConfig::Serial { port, .. } => format!("serial:{port}"),
+        }
+    }
+
+    /// The NMEA sentences this output carries (none unless its format is NMEA).
+    pub fn nmea_sentences(&self) -> &[SentenceKind] {
+        match self {
+            SinkConfig::Udp {
+                format: SerialFormat::Nmea,
+                sentences,
+                ..
+            }
+            | SinkConfig::Serial {
+                format: SerialFormat::Nmea,
+                sentences,
+                ..
+            } => sentences,
+            _ => &[],
         }
     }
 

@@ -1,4 +1,5 @@
-//! One JSON object per UDP datagram.
+//! One JSON object, or one message's NMEA sentences, per UDP datagram (NMEA over UDP is what
+//! OpenCPN and most chart plotters listen for, conventionally on port 10110).
 //!
 //! The socket is connected to the receiver so that ICMP "port unreachable" comes back as an
 //! error on a later send: that error is counted and the next message is tried as usual, so a
@@ -7,11 +8,14 @@
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 
 use crate::error::Result;
-use crate::output::{Message, Sink, open_error};
+use crate::output::nmea::SentenceKind;
+use crate::output::{Message, SerialFormat, Sink, open_error};
 
 pub struct UdpSink {
     socket: UdpSocket,
     peer: SocketAddr,
+    format: SerialFormat,
+    sentences: Vec<SentenceKind>,
     /// Messages the last error lost (see [`Sink::lost_by`]).
     lost: u64,
 }
@@ -66,8 +70,17 @@ impl UdpSink {
         Ok(Self {
             socket,
             peer,
+            format: SerialFormat::Jsonl,
+            sentences: Vec::new(),
             lost: 1,
         })
+    }
+
+    /// Send `format`: JSON, or the NMEA sentences of `sentences`.
+    pub fn with_format(mut self, format: SerialFormat, sentences: &[SentenceKind]) -> Self {
+        self.format = format;
+        self.sentences = sentences.to_vec();
+        self
     }
 
     pub fn peer(&self) -> SocketAddr {
@@ -80,7 +93,16 @@ impl Sink for UdpSink {
     /// sent but never arrived, and this send did not go out: two lost. (While the peer is away
     /// sends fail and succeed alternately, so this counts every message.)
     fn send(&mut self, msg: &Message) -> std::io::Result<()> {
-        let r = self.socket.send(msg.json.as_bytes()).map(|_| ());
+        let r = match self.format {
+            SerialFormat::Jsonl => self.socket.send(msg.json.as_bytes()).map(|_| ()),
+            SerialFormat::Nmea => {
+                let text: String = msg.nmea.of(&self.sentences).collect();
+                if text.is_empty() {
+                    return Ok(());
+                }
+                self.socket.send(text.as_bytes()).map(|_| ())
+            }
+        };
         if let Err(e) = &r {
             self.lost = if e.kind() == std::io::ErrorKind::ConnectionRefused {
                 2
@@ -111,6 +133,7 @@ impl Sink for UdpSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::MessageKind;
     use std::time::Duration;
 
     #[test]
@@ -119,14 +142,7 @@ mod tests {
         rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let addr = rx.local_addr().unwrap().to_string();
         let mut sink = UdpSink::open(&addr).unwrap();
-        let m = Message {
-            is_status: false,
-            track_id: Some(1),
-            t_s: 0.0,
-            json: "{\"a\":1}".into(),
-            nmea: None,
-            ready: None,
-        };
+        let m = Message::json_only(MessageKind::Track, Some(1), 0.0, "{\"a\":1}".into());
         sink.send(&m).unwrap();
         let mut buf = [0u8; 64];
         let n = rx.recv(&mut buf).unwrap();
@@ -151,14 +167,7 @@ mod tests {
             crate::output::runner::SinkRunner::spawn("udp".into(), Box::new(sink), true, None);
         let n: u32 = 40;
         for i in 0..n {
-            let m = std::sync::Arc::new(Message {
-                is_status: false,
-                track_id: Some(1),
-                t_s: f64::from(i),
-                json: "{\"a\":1}".into(),
-                nmea: None,
-                ready: None,
-            });
+            let m = std::sync::Arc::new(Message::json_only(MessageKind::Track, Some(1), f64::from(i), "{\"a\":1}".into()));
             r.send(&m);
             // Time for the ICMP reply to come back before the next send.
             std::thread::sleep(Duration::from_millis(5));

@@ -21,7 +21,9 @@ use crate::config::Config;
 use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame};
 use crate::dsp::health::{FrameHealth, inspect};
 use crate::error::{BackendError, Result};
-use crate::output::{Message, SCHEMA_VERSION, SinkSet, StatusMessage, TrackMessage};
+use crate::output::{
+    DeletedMessage, FrameStamp, Message, SCHEMA_VERSION, SinkSet, StatusMessage, TrackMessage,
+};
 use crate::pipeline::backend::Backends;
 use crate::track::ParticleFilter;
 use crate::track::manager::{TrackManager, TrackReport};
@@ -396,12 +398,7 @@ impl Pipeline {
                 None
             };
             if !self.sinks.runners.is_empty() {
-                for r in &reports {
-                    let m = TrackMessage::new(r, &self.model_names, wall);
-                    let mut msg = Message::track(&m, self.sinks.want_nmea);
-                    msg.ready = self.frame_ready;
-                    self.sinks.send(msg);
-                }
+                self.send_frame(frame.seq, t_centre, &reports, health, wall);
             }
             self.reports = reports;
             let here = start.elapsed();
@@ -434,6 +431,34 @@ impl Pipeline {
         }
         Ok((total, outside))
     }
+    /// Send one frame's messages: each track's report, then each track that ended.
+    fn send_frame(
+        &mut self,
+        seq: u64,
+        t_centre_s: f64,
+        reports: &[TrackReport],
+        health: &FrameHealth,
+        wall: Option<SystemTime>,
+    ) {
+        let stamp = FrameStamp {
+            wall,
+            power: mean_power(health),
+            reports: reports.len(),
+            origin: self.cfg.array.origin.as_ref(),
+        };
+        for r in reports {
+            let m = TrackMessage::new(r, &self.model_names, &stamp);
+            let mut msg = Message::track(&m, self.sinks.nmea.as_mut());
+            msg.ready = self.frame_ready;
+            self.sinks.send(msg);
+        }
+        for e in &self.tracker.ended {
+            let m = DeletedMessage::new(e, seq, t_centre_s, wall);
+            let msg = Message::deleted(&m, self.sinks.nmea.as_mut());
+            self.sinks.send(msg);
+        }
+    }
+
     pub fn status(&self, t_s: f64) -> StatusMessage {
         let (sum, max, n) = self.window;
         let timing = !self.opts.reproducible && n > 0;
@@ -471,7 +496,8 @@ impl Pipeline {
 
     pub fn emit_status(&mut self, t_s: f64) {
         let s = self.status(t_s);
-        self.sinks.send(Message::status(&s, self.sinks.want_nmea));
+        let msg = Message::status(&s, self.sinks.nmea.as_mut());
+        self.sinks.send(msg);
         self.window = (Duration::ZERO, Duration::ZERO, 0);
     }
 
@@ -842,4 +868,15 @@ fn prep_pool() -> Option<rayon::ThreadPool> {
             log::warn!("no thread pool for the replay's preparation ({e}); using the global one")
         })
         .ok()
+}
+
+/// Mean power of a frame's usable channels (None when none is usable).
+fn mean_power(h: &FrameHealth) -> Option<f64> {
+    let (sum, n) = h
+        .rms
+        .iter()
+        .enumerate()
+        .filter(|(c, _)| h.channel_ok(*c))
+        .fold((0.0f64, 0u32), |(s, n), (_, r)| (s + f64::from(*r).powi(2), n + 1));
+    (n > 0).then(|| sum / f64::from(n))
 }

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 
 use nalgebra::Vector3;
 
+use crate::dsp::coherence::coherence_of_peak;
 use crate::dsp::gcc::GccFrame;
 use crate::dsp::geometry::{ArrayGeometry, Pair};
 use crate::dsp::multilat::{Obs, refine};
@@ -39,7 +40,7 @@ use crate::track::logic::{
 };
 use crate::track::models::Kinematics;
 use crate::track::noise::{ResidualWindow, tdoa_noise_s};
-use crate::track::report::report;
+use crate::track::report::{EndReason, TrackEnd, report};
 use crate::track::{
     Estimate, FilterParams, ParticleFilter, TdoaMeasurement, TrackInit, TrackMode, TrackStep,
 };
@@ -131,6 +132,9 @@ pub struct ManagerSettings {
     /// a peak's clarity is its height over it. `None`: the clarity is the correlator's z-score
     /// over the pair's physical lags.
     pub peak_noise: Option<f32>,
+    /// The analysis window with PHAT weighting (empty without): received levels come from
+    /// peak heights through it ([`crate::dsp::coherence`]).
+    pub phat_window: Vec<f32>,
 }
 
 struct Track {
@@ -188,6 +192,10 @@ pub struct TrackManager {
     pub informative_frames: u64,
     pub births: u64,
     pub deletions: u64,
+    /// The tracks deleted in the last frame (for the outputs' `deleted` messages).
+    pub ended: Vec<TrackEnd>,
+    /// Per (pair, peak): the coherence its GCC-PHAT peak shows (0 where none is usable).
+    peak_value: Vec<f32>,
     /// Track steps whose likelihood was tempered (β < 1).
     pub tempered_steps: u64,
     /// Filter steps launched ahead of their frame's measurement ([`Self::prepare`]), and of
@@ -250,6 +258,8 @@ impl TrackManager {
             informative_frames: 0,
             births: 0,
             deletions: 0,
+            ended: Vec::new(),
+            peak_value: Vec::new(),
             tempered_steps: 0,
             prepared_steps: 0,
             device_built_steps: 0,
@@ -314,6 +324,8 @@ impl TrackManager {
         let m = &mut self.meas;
         m.frame = seq;
         m.sigma_s = sigma;
+        self.peak_value.clear();
+        self.peak_value.resize(m.amp.len(), 0.0);
         let mut informative = 0;
         for (pi, pair) in self.s.pairs.iter().enumerate() {
             let peaks = gcc.pair_peaks(pi, k);
@@ -359,6 +371,11 @@ impl TrackManager {
             for (j, pk) in peaks.iter().enumerate() {
                 m.tdoa_s[base + j] = pk.lag_samples / fs;
                 m.amp[base + j] = pd * share[j] / total * ratio;
+                if pk.is_some() {
+                    let w = &self.s.phat_window;
+                    self.peak_value[base + j] =
+                        coherence_of_peak(pk.value, pk.lag_samples, w).unwrap_or(0.0) as f32;
+                }
             }
             if best_q > 0.5 {
                 informative += 1;
@@ -596,11 +613,12 @@ impl TrackManager {
         let fix = self.step_filters()?;
         let mut reports = Vec::with_capacity(self.tracks.len() + 1);
         let mut dead = Vec::new();
+        self.ended.clear();
         for i in 0..self.tracks.len() {
             match self.update_track(i, t_centre_s) {
                 Ok(status) => {
                     let t = &self.tracks[i];
-                    reports.push(report(
+                    let mut r = report(
                         t.id,
                         t.t_state_s,
                         &t.est,
@@ -609,16 +627,25 @@ impl TrackManager {
                         t_centre_s,
                         self.support(i),
                         Kinematics::of(&self.params),
-                    ));
+                    );
+                    r.coherence = self.coherence(i);
+                    reports.push(r);
                 }
-                Err(why) => dead.push((i, why)),
+                Err(why) => {
+                    let reason = if self.tracks[i].confirmed() {
+                        EndReason::Lost
+                    } else {
+                        EndReason::Unconfirmed
+                    };
+                    dead.push((i, reason, why));
+                }
             }
         }
         self.find_duplicates(&mut dead, &mut reports);
-        for (i, why) in dead.iter().rev() {
-            let t = self.tracks.remove(*i);
+        for (i, reason, why) in dead.into_iter().rev() {
+            let t = self.tracks.remove(i);
             log::info!("track {} deleted at {:.2} s ({why})", t.id, t_centre_s);
-            self.deletions += 1;
+            self.end(&t, reason, why);
         }
         if self.tracks.is_empty() {
             self.residuals.clear();
@@ -638,6 +665,29 @@ impl TrackManager {
             *self.no_track.entry(why).or_insert(0) += 1;
         }
         Ok(reports)
+    }
+
+    /// Count and record the end of track `t`.
+    fn end(&mut self, t: &Track, reason: EndReason, detail: String) {
+        self.deletions += 1;
+        self.ended.push(TrackEnd {
+            id: t.id,
+            reason,
+            detail,
+            was_confirmed: t.confirmed(),
+        });
+    }
+
+    /// Mean coherence of the peaks assigned to track `i` this frame (None without one).
+    fn coherence(&self, i: usize) -> Option<f32> {
+        let k = self.meas.peaks_per_pair;
+        let (sum, n) = self.tracks[i]
+            .assigned
+            .iter()
+            .enumerate()
+            .filter_map(|(pi, a)| a.and_then(|j| self.peak_value.get(pi * k + j)))
+            .fold((0.0f32, 0u32), |(s, n), v| (s + v, n + 1));
+        (n > 0).then(|| sum / n as f32)
     }
 
     /// The share of the informative pairs whose gates hold a peak assigned to track `i` (None
@@ -801,7 +851,11 @@ impl TrackManager {
     /// predicts every informative pair's TDOA within the gate of an older live track counts
     /// towards [`DUPLICATE_AFTER_S`], after which the younger is deleted (added to `dead`, kept
     /// in index order, and its report of this frame withdrawn).
-    fn find_duplicates(&mut self, dead: &mut Vec<(usize, String)>, reports: &mut Vec<TrackReport>) {
+    fn find_duplicates(
+        &mut self,
+        dead: &mut Vec<(usize, EndReason, String)>,
+        reports: &mut Vec<TrackReport>,
+    ) {
         let informative: Vec<usize> = (0..self.s.pairs.len())
             .filter(|&p| informative_pair(&self.meas, p))
             .collect();
@@ -833,6 +887,7 @@ impl TrackManager {
                 reports.retain(|r| r.id != id);
                 dead.push((
                     j,
+                    EndReason::Duplicate,
                     format!(
                         "it has followed the same source as track {} for {:.1} s",
                         self.tracks[i].id, self.tracks[j].shared_s
@@ -864,7 +919,7 @@ impl TrackManager {
             t.id,
             t_centre_s
         );
-        self.deletions += 1;
+        self.end(&t, EndReason::Replaced, "every slot was taken".into());
         Some(t.slot)
     }
 

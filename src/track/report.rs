@@ -19,6 +19,31 @@ pub enum TrackStatus {
     Coasting,
 }
 
+/// Why a track ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndReason {
+    /// A confirmed track lost its source (missed gates, silence, left the volume, diverged).
+    Lost,
+    /// A tentative track that was never confirmed.
+    Unconfirmed,
+    /// It followed the same source as an older track.
+    Duplicate,
+    /// A tentative track that gave its slot to a new birth.
+    Replaced,
+}
+
+/// A track the tracker deleted this frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrackEnd {
+    pub id: u64,
+    pub reason: EndReason,
+    /// The tracker's words for it (as logged).
+    pub detail: String,
+    /// Whether the track had been confirmed.
+    pub was_confirmed: bool,
+}
+
 /// One track's state after a frame, as reported to the outputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrackReport {
@@ -44,6 +69,10 @@ pub struct TrackReport {
     pub mode: TrackMode,
     /// Direction mode: the inverse range (1/m, at least 0) and its standard deviation.
     pub inv_range: Option<[f64; 2]>,
+    /// Mean coherence (0..1) of the pairs' peaks assigned to the track this frame: the share of
+    /// the frame's power that is this source's (None without an assigned peak; see
+    /// [`crate::dsp::coherence`]).
+    pub coherence: Option<f32>,
 }
 
 impl TrackReport {
@@ -107,6 +136,7 @@ pub(crate) fn report(
         support: support.unwrap_or(f32::NAN),
         mode,
         inv_range,
+        coherence: None,
     }
 }
 
