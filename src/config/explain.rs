@@ -1,6 +1,7 @@
 //! `sonotrack check`'s explanation of what a configuration will do.
 
 use super::Config;
+use crate::output::{SerialFormat, SinkConfig};
 use crate::track::TrackMode;
 
 /// CPU filter cost per particle and step, seconds (one x86 core, `sonotrack bench --backend cpu`
@@ -137,7 +138,45 @@ impl Config {
         }
         for sink in &self.output.sinks {
             let _ = writeln!(s, "output: {}", sink.name());
+            if let Some(line) = self.serial_capacity(sink) {
+                let _ = writeln!(s, "  {line}");
+            }
         }
         s
+    }
+
+    /// What a serial output's line carries against what the configuration asks of it (None for
+    /// other outputs).
+    fn serial_capacity(&self, sink: &SinkConfig) -> Option<String> {
+        let SinkConfig::Serial { baud, format, .. } = sink else {
+            return None;
+        };
+        // (A JSON track message is 450-650 bytes.)
+        let bytes = match format {
+            SerialFormat::Jsonl => 600,
+            SerialFormat::Nmea => sink
+                .nmea_sentences()
+                .iter()
+                .map(|k| k.typical_report_bytes())
+                .sum(),
+        }
+        .max(1);
+        let capacity = f64::from(*baud) / 10.0 / bytes as f64;
+        let frame_rate = self.sample_rate_hz() / self.hop_samples() as f64;
+        let per_track = sink.max_rate_hz().map_or(frame_rate, |r| r.min(frame_rate));
+        let asked = per_track * self.tracker.max_tracks as f64;
+        let verdict = if asked > capacity {
+            format!(
+                ": too much for the line, which drops (and counts) what does not fit; set max_rate_hz <= {:.2} or raise the baud rate",
+                capacity / self.tracker.max_tracks as f64
+            )
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{baud} baud carries {} bytes/s: {capacity:.1} reports/s of about {bytes} bytes; up to {asked:.1}/s asked ({per_track:.1} Hz x {} tracks){verdict}",
+            baud / 10,
+            self.tracker.max_tracks
+        ))
     }
 }

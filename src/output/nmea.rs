@@ -45,6 +45,18 @@ pub enum SentenceKind {
     Tll,
 }
 
+impl SentenceKind {
+    /// Bytes of a typical track report's sentence of this kind (for line budgets; measured on
+    /// replays, CR LF included).
+    pub fn typical_report_bytes(self) -> usize {
+        match self {
+            SentenceKind::Psnt => 74,
+            SentenceKind::Ttm => 76,
+            SentenceKind::Tll => 58,
+        }
+    }
+}
+
 /// Units of TTM distances and speeds (`output.nmea.units`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
