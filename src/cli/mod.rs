@@ -19,10 +19,17 @@ use sonotrack::audio::sim::PRESETS;
 use sonotrack::error::{Error, Result};
 use sonotrack::gpu::BackendChoice;
 
+/// The version line, saying whether this build has live capture (`scripts/make-deb.sh` refuses
+/// to package a board binary without it).
+#[cfg(feature = "capture")]
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (live capture: yes)");
+#[cfg(not(feature = "capture"))]
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (live capture: no)");
+
 #[derive(Parser)]
 #[command(
     name = "sonotrack",
-    version,
+    version = VERSION,
     about = "Acoustic source tracking: GCC-PHAT TDOAs and a multi-model particle filter, on the GPU or the CPU"
 )]
 pub struct Cli {

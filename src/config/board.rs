@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A board description (files in `boards/`). Informational, plus sizing hints the daemon uses.
+/// A board description (files in `boards/`): hardware facts only, shown by `check`; it never
+/// changes tracking.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BoardConfig {
@@ -15,4 +16,7 @@ pub struct BoardConfig {
     pub jetpack: String,
     #[serde(default)]
     pub notes: String,
+    /// The board's header UART (for a serial output's `port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uart: Option<String>,
 }

@@ -169,7 +169,17 @@ pub(super) fn load_table(path: &Path, walk: &mut IncludeWalk) -> Result<(toml::T
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let mut base = toml::Table::new();
     for inc in includes {
-        let (sub, _) = load_table(&dir.join(&inc), walk)?;
+        let target = dir.join(&inc);
+        if !target.exists() {
+            return Err(ConfigError::new(
+                &file,
+                "include",
+                format!("`{inc}` ({}) does not exist", target.display()),
+                "correct the path (relative paths start from this file's directory), or remove the entry",
+            )
+            .into());
+        }
+        let (sub, _) = load_table(&target, walk)?;
         merge(&mut base, sub);
     }
     walk.stack.pop();
@@ -193,16 +203,42 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// Merge `over` into `base`: tables merge key by key, everything else (arrays too) replaces.
+/// Merge `over` into `base`: tables merge key by key; `[[output.sink]]` lists add up (the
+/// included file's outputs first, then this file's; an output with the same kind and
+/// destination as an earlier one replaces it); everything else (other arrays too) replaces.
 fn merge(base: &mut toml::Table, over: toml::Table) {
+    merge_at(base, over, "");
+}
+
+fn merge_at(base: &mut toml::Table, over: toml::Table, path: &str) {
     for (k, v) in over {
+        let here = if path.is_empty() {
+            k.clone()
+        } else {
+            format!("{path}.{k}")
+        };
         match (base.get_mut(&k), v) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge_at(b, o, &here),
+            (Some(toml::Value::Array(b)), toml::Value::Array(o)) if here == "output.sink" => {
+                for sink in o {
+                    match b.iter().position(|s| sink_key(s) == sink_key(&sink)) {
+                        Some(i) => b[i] = sink,
+                        None => b.push(sink),
+                    }
+                }
+            }
             (_, v) => {
                 base.insert(k, v);
             }
         }
     }
+}
+
+/// What makes two `[[output.sink]]` tables the same output: kind and destination.
+fn sink_key(v: &toml::Value) -> (Option<&str>, Option<&str>) {
+    let get = |k: &str| v.get(k).and_then(|x| x.as_str());
+    let dest = get("path").or_else(|| get("address")).or_else(|| get("port"));
+    (get("kind"), dest)
 }
 
 /// Turn a TOML/serde error into a ConfigError with the dotted key where it can be found.
@@ -267,7 +303,7 @@ pub(super) fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigE
         };
         unknown_fix.as_str()
     } else if missing && key == "array" {
-        "add an [array] table (sensor positions and speed of sound); a board file is not a configuration by itself: include it from one, e.g. include = [\"boards/orin-nx.toml\"] (see boards/examples/)"
+        "describe your array in an [array] table: sensor positions in metres in channel order (sensors_m) and the speed of sound (speed_of_sound_m_s); an installed /etc/sonotrack/sonotrack.toml has one to uncomment and edit. A board file is not a configuration by itself: include it from one (see boards/examples/)"
     } else if missing {
         "add the key (see the configuration reference in README.md)"
     } else if msg.starts_with("unknown variant") {

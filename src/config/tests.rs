@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::gpu::BackendChoice;
+use crate::output::SinkConfig;
 
 const GOOD: &str = r#"
 [array]
@@ -221,6 +222,59 @@ fn includes_merge_under_the_file() {
     std::fs::write(dir.join("loop.toml"), "include = [\"loop.toml\"]\n").unwrap();
     assert!(Config::load(&dir.join("loop.toml")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `[[output.sink]]` lists add up across includes (field-ready issue: a user's own output
+/// silently dropped the board's): the included file's first, then the file's own; the same
+/// kind and destination replaces the earlier one. Other lists replace.
+#[test]
+fn output_sinks_add_up_across_includes() {
+    let dir = std::env::temp_dir().join(format!("sonotrack-sinks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("site.toml"),
+        "[[output.sink]]\nkind = \"udp\"\naddress = \"10.0.0.5:5005\"\n\
+         [[output.sink]]\nkind = \"serial\"\nport = \"/dev/ttyTHS1\"\n\
+         [gcc]\nband_hz = [100.0, 5000.0]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("main.toml"),
+        format!(
+            "include = [\"site.toml\"]\n{GOOD}\n[gcc]\nband_hz = [200.0, 9000.0]\n\
+             [[output.sink]]\nkind = \"jsonl\"\npath = \"-\"\n\
+             [[output.sink]]\nkind = \"serial\"\nport = \"/dev/ttyTHS1\"\nbaud = 4800\n"
+        ),
+    )
+    .unwrap();
+    let c = Config::load(&dir.join("main.toml")).unwrap();
+    let names: Vec<String> = c.output.sinks.iter().map(|s| s.name()).collect();
+    assert_eq!(names, ["udp:10.0.0.5:5005", "serial:/dev/ttyTHS1", "jsonl:-"]);
+    assert!(matches!(c.output.sinks[1], SinkConfig::Serial { baud: 4800, .. }));
+    assert_eq!(c.band_hz(), [200.0, 9000.0], "other lists replace");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every shipped board file is hardware facts only: no tracker settings, no outputs.
+#[test]
+fn board_files_hold_hardware_facts_only() {
+    let boards = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("boards");
+    let mut n = 0;
+    for e in std::fs::read_dir(&boards).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let t: toml::Table = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let keys: Vec<&String> = t.keys().collect();
+        assert!(
+            keys.iter().all(|k| *k == "board" || *k == "audio"),
+            "{}: {keys:?}",
+            path.display()
+        );
+        n += 1;
+    }
+    assert!(n >= 4);
 }
 
 /// Includes are bounded (reliability issue): a chain that includes each next file twice, a
