@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     };
     // Logging is best effort: a second logger (tests) is not an error.
     let _ = simple_logger::SimpleLogger::new().with_level(level).init();
+    cli::set_quiet(cli.quiet);
     // Run the command on a rayon worker: its parallel stages (GCC pairs, filter chunks,
     // resampling blocks) then start on a thread of the pool instead of handing each stage to
     // the pool and sleeping until it comes back: two thread wake-ups per stage, about 13 % of

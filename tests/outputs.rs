@@ -15,7 +15,12 @@ use sonotrack::output::udp::UdpSink;
 use sonotrack::output::{Message, MessageKind, SinkRunner};
 
 fn msg(i: u64) -> Arc<Message> {
-    Arc::new(Message::json_only(MessageKind::Track, Some(1), i as f64, format!("{{\"i\":{i}}}")))
+    Arc::new(Message::json_only(
+        MessageKind::Track,
+        Some(1),
+        i as f64,
+        format!("{{\"i\":{i}}}"),
+    ))
 }
 
 /// A pseudo-terminal pair: the master (our end) and the slave's path.

@@ -152,8 +152,15 @@ fn the_stream_matches_its_schema_and_ends_tracks() {
         .iter()
         .filter(|m| m["t_frame"].as_f64().unwrap() < 3.9)
         .collect();
-    let with_level = sounding.iter().filter(|m| m["level_dbfs"].is_number()).count();
-    assert!(with_level * 10 >= sounding.len() * 9, "{with_level} of {}", sounding.len());
+    let with_level = sounding
+        .iter()
+        .filter(|m| m["level_dbfs"].is_number())
+        .count();
+    assert!(
+        with_level * 10 >= sounding.len() * 9,
+        "{with_level} of {}",
+        sounding.len()
+    );
     for m in &reports {
         let g = &m["geo"];
         assert!((g["lat_deg"].as_f64().unwrap() - ORIGIN.latitude_deg).abs() < 0.01);
@@ -182,12 +189,8 @@ fn check_nmea(datagrams: &[String], confirmed: &BTreeSet<u64>) {
     for s in &sentences {
         assert!(verify(s) && s.len() <= 82 && s.ends_with("\r\n"), "{s:?}");
     }
-    let fields = |s: &str| -> Vec<String> {
-        s.trim_end()
-            .split(['*', ','])
-            .map(str::to_owned)
-            .collect()
-    };
+    let fields =
+        |s: &str| -> Vec<String> { s.trim_end().split(['*', ',']).map(str::to_owned).collect() };
     for id in confirmed {
         let name = format!("T{id}");
         let ttm: Vec<Vec<String>> = sentences
@@ -203,7 +206,10 @@ fn check_nmea(datagrams: &[String], confirmed: &BTreeSet<u64>) {
         assert!(ttm.iter().any(|f| f[12] == "T"));
         assert_eq!(ttm.last().unwrap()[12], "L", "the last TTM says lost");
         assert_eq!(ttm.iter().filter(|f| f[12] == "L").count(), 1);
-        assert!(ttm.iter().all(|f| f[4] == "T" && f[7] == "T" && f[10] == "N"));
+        assert!(
+            ttm.iter()
+                .all(|f| f[4] == "T" && f[7] == "T" && f[10] == "N")
+        );
         let tll: Vec<Vec<String>> = sentences
             .iter()
             .filter(|s| s.starts_with("$IITLL"))
@@ -269,7 +275,12 @@ fn the_example_udp_client_reads_the_stream() {
     std::thread::sleep(Duration::from_millis(500));
     client.kill().unwrap();
     let mut out = String::new();
-    client.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    client
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let _ = client.wait();
     assert!(out.contains("track   1 confirmed"), "{out}");
     assert!(out.contains("track   1 ended (lost)"), "{out}");

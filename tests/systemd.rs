@@ -37,7 +37,12 @@ fn unit_exposure_is_at_most_3() {
     let line = text
         .lines()
         .find(|l| l.contains("Overall exposure level"))
-        .unwrap_or_else(|| panic!("no rating in: {text}{}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "no rating in: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     let level: f64 = line
         .split(':')
         .nth(1)

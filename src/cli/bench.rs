@@ -12,6 +12,7 @@ pub struct Args {
     /// runs it, and the same frames replayed), all, or none (with --replay).
     #[arg(long, default_value = "all")]
     pub what: String,
+    /// Backends to time: auto (every one available), cpu or cuda.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: super::BackendArg,
     /// Smaller grids.

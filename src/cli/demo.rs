@@ -18,11 +18,13 @@ pub struct Args {
     /// Built-in scene to simulate.
     #[arg(long, default_value = "harbour")]
     pub preset: String,
+    /// Random seed of the scene and the tracker (default: the preset's).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Seconds of audio to simulate.
     #[arg(long, value_parser = super::values::duration)]
     pub duration: Option<f64>,
+    /// Backend: auto (the GPU when it works, else the CPU), cpu or cuda.
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: super::BackendArg,
     /// Write plots (tracks, error with the bound, GCC-PHAT heat map, model probabilities)
@@ -40,10 +42,12 @@ pub fn run(a: Args) -> Result<()> {
     }
     let cfg = Config::for_scene(&spec);
     cfg.validate("demo")?;
-    println!(
-        "demo: {} ({} s at {} Hz, SNR {} dB); simulating and tracking in memory...",
-        spec.description, spec.duration_s, spec.sample_rate_hz, spec.snr_db
-    );
+    if !super::quiet() {
+        println!(
+            "demo: {} ({} s at {} Hz, SNR {} dB); simulating and tracking in memory...",
+            spec.description, spec.duration_s, spec.sample_rate_hz, spec.snr_db
+        );
+    }
     let mut sim = SimSource::new(spec.clone())?;
     let truth = truth_of(&mut sim)?;
     let opts = ReplayOptions {
@@ -63,8 +67,10 @@ pub fn run(a: Args) -> Result<()> {
         Some(&truth),
         &opts,
     )?;
-    print_track(&summary, &truth);
-    print!("{summary}");
+    if !super::quiet() {
+        print_track(&summary, &truth);
+        print!("{summary}");
+    }
     Ok(())
 }
 

@@ -26,10 +26,13 @@ pub struct Args {
     /// Or: the recording and its configuration (for the bound).
     #[arg(long)]
     pub audio: Option<PathBuf>,
+    /// Configuration of the recording given with --audio.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Accuracy ignores the first seconds (track start-up).
     #[arg(long, default_value_t = 2.0, value_parser = super::values::seconds)]
     pub warmup: f64,
+    /// Distance for the "% of time within" figure, metres.
     #[arg(long, default_value_t = 2.0, value_parser = super::values::metres)]
     pub threshold: f64,
     /// OSPA cut-off, metres.
@@ -92,8 +95,10 @@ pub fn run(a: Args) -> Result<()> {
         ),
     };
     let e = evaluate(&frames, &truth, bounds.as_deref(), &eopts);
-    println!("{e}");
-    if bounds.is_none() {
+    if !super::quiet() {
+        println!("{e}");
+    }
+    if bounds.is_none() && !super::quiet() {
         println!("  (give --scene DIR, or --audio WAV --config C, for the Cramér–Rao bound)");
     }
     if let Some(path) = a.json {

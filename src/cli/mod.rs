@@ -96,6 +96,19 @@ impl From<BackendArg> for BackendChoice {
 }
 
 /// Run one command.
+/// `-q`: only warnings and errors, and no summary (a command still writes what it was asked for:
+/// files, `--out -`, `--json`, a printed scene file).
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_quiet(q: bool) {
+    QUIET.store(q, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether summaries are to be left out (`-q`).
+pub(crate) fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub fn dispatch(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Demo(a) => demo::run(a),
@@ -189,5 +202,30 @@ mod fuzz_options {
             .collect();
         assert!(crashes.is_empty(), "{}", crashes.join("\n"));
         assert!(rep.accepted > 0);
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every argument and option of every command says what it is (field-ready issue).
+    #[test]
+    fn every_option_has_help() {
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        for sub in cli.get_subcommands() {
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{} {id}", sub.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "options without help: {missing:?}");
     }
 }

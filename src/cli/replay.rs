@@ -18,6 +18,7 @@ pub struct Args {
     /// Write the position stream (JSON Lines) to this file ("-" for standard output).
     #[arg(long)]
     pub out: Option<String>,
+    /// Backend: auto (the GPU when it works, else the CPU), cpu or cuda (default: the configuration's).
     #[arg(long, value_enum)]
     pub backend: Option<super::BackendArg>,
     /// Override a configuration key, e.g. --set tracker.particles=65536 (repeatable).
@@ -78,7 +79,9 @@ pub fn run(a: Args) -> Result<()> {
         ospa_p: 1.0,
     };
     let summary = replay::replay_file(&cfg, &wav, truth.as_ref(), &opts)?;
-    eprint!("{summary}");
+    if !super::quiet() {
+        eprint!("{summary}");
+    }
     if let Some(path) = a.summary_json {
         super::write_json(&path, &summary_json(&summary))?;
     }

@@ -8,10 +8,13 @@ use sonotrack::pipeline::daemon::{self, RunOptions};
 /// The arguments of `sonotrack run`.
 #[derive(clap::Args)]
 pub struct Args {
+    /// Configuration file (TOML): array, audio device, outputs.
     #[arg(long)]
     pub config: PathBuf,
+    /// Override a configuration key, e.g. --set tracker.particles=65536 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Backend: auto, cpu or cuda (default: the configuration's).
     #[arg(long, value_enum)]
     pub backend: Option<super::BackendArg>,
     /// Read this WAV file paced like a live device instead of capturing.
@@ -38,6 +41,8 @@ pub fn run(a: Args) -> Result<()> {
         speed: a.speed,
         max_seconds: a.seconds,
     })?;
-    eprint!("{summary}");
+    if !super::quiet() {
+        eprint!("{summary}");
+    }
     Ok(())
 }

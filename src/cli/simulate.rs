@@ -19,10 +19,13 @@ pub struct Args {
     /// Scene file (TOML); see --print-preset for the format.
     #[arg(long)]
     pub spec: Option<PathBuf>,
+    /// Seconds of audio (default: the preset's or the scene file's).
     #[arg(long, value_parser = super::values::duration)]
     pub duration: Option<f64>,
+    /// Per-channel SNR over the band, dB (default: the preset's or the scene file's).
     #[arg(long, value_parser = super::values::decibels)]
     pub snr_db: Option<f64>,
+    /// Random seed of the noise and signals (default: the preset's or the scene file's).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Write 16-bit PCM (audio_s16.wav) instead of 32-bit float (audio.wav).
@@ -64,15 +67,17 @@ pub fn run(a: Args) -> Result<()> {
         n if n <= default_slots => String::new(),
         n => format!(" --set tracker.max_tracks={n}"),
     };
-    eprintln!(
-        "wrote {} ({} s, {} sensors, {} source(s), SNR {} dB) in {:.1} s; replay it with: sonotrack replay {}{slots}",
-        out.display(),
-        s.duration_s,
-        s.sensors_m.len(),
-        s.sources.len(),
-        s.snr_db,
-        start.elapsed().as_secs_f64(),
-        out.display()
-    );
+    if !super::quiet() {
+        eprintln!(
+            "wrote {} ({} s, {} sensors, {} source(s), SNR {} dB) in {:.1} s; replay it with: sonotrack replay {}{slots}",
+            out.display(),
+            s.duration_s,
+            s.sensors_m.len(),
+            s.sources.len(),
+            s.snr_db,
+            start.elapsed().as_secs_f64(),
+            out.display()
+        );
+    }
     Ok(())
 }

@@ -27,6 +27,7 @@ pub struct Args {
     /// Override a configuration key in every scene, e.g. --set tracker.max_tracks=8.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Backend: auto, cpu or cuda (default: the configuration's, auto).
     #[arg(long, value_enum)]
     pub backend: Option<super::BackendArg>,
     /// No progress bar.
@@ -36,6 +37,7 @@ pub struct Args {
     /// instead of running the trial.
     #[arg(long, value_name = "INDEX", requires = "out", value_parser = super::values::scene_index)]
     pub scene: Option<u32>,
+    /// With --scene: write that scene's directory here.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Scene length (s), in place of the family's.
@@ -83,30 +85,32 @@ pub fn run(a: Args) -> Result<()> {
         write_scene(out, &spec, false)?;
         let stream = out.join("trial-tracks.jsonl");
         let score = run_scene(&family, &opts, index, Some(stream.display().to_string()))?;
-        println!(
-            "{}",
-            scene_table(
-                std::slice::from_ref(&score),
-                unit_of(&family, &opts, index)?
-            )
-            .trim_end()
-        );
-        eprintln!(
-            "the trial's own run of it: {} (a replay of the directory reads the audio back from the WAV and may differ in detail)",
-            stream.display()
-        );
-        eprintln!(
-            "wrote scene {index} of {} (seed {}) to {}; replay it with: sonotrack replay {} --plot {}/plots{}",
-            family.name,
-            a.seed,
-            out.display(),
-            out.display(),
-            out.display(),
-            opts.sets
-                .iter()
-                .map(|s| format!(" --set {s}"))
-                .collect::<String>()
-        );
+        if !super::quiet() {
+            println!(
+                "{}",
+                scene_table(
+                    std::slice::from_ref(&score),
+                    unit_of(&family, &opts, index)?
+                )
+                .trim_end()
+            );
+            eprintln!(
+                "the trial's own run of it: {} (a replay of the directory reads the audio back from the WAV and may differ in detail)",
+                stream.display()
+            );
+            eprintln!(
+                "wrote scene {index} of {} (seed {}) to {}; replay it with: sonotrack replay {} --plot {}/plots{}",
+                family.name,
+                a.seed,
+                out.display(),
+                out.display(),
+                out.display(),
+                opts.sets
+                    .iter()
+                    .map(|s| format!(" --set {s}"))
+                    .collect::<String>()
+            );
+        }
         return Ok(());
     }
     // Each scene's births and deletions would bury the table: warnings only, unless -v.
@@ -118,8 +122,10 @@ pub fn run(a: Args) -> Result<()> {
     let report = run_trial(&family, &opts);
     log::set_max_level(level);
     let report = report?;
-    println!("{report}");
-    println!("({:.1} s)", start.elapsed().as_secs_f64());
+    if !super::quiet() {
+        println!("{report}");
+        println!("({:.1} s)", start.elapsed().as_secs_f64());
+    }
     if let Some(path) = a.json {
         super::write_json(&path, &report)?;
     }

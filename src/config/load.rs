@@ -237,7 +237,9 @@ fn merge_at(base: &mut toml::Table, over: toml::Table, path: &str) {
 /// What makes two `[[output.sink]]` tables the same output: kind and destination.
 fn sink_key(v: &toml::Value) -> (Option<&str>, Option<&str>) {
     let get = |k: &str| v.get(k).and_then(|x| x.as_str());
-    let dest = get("path").or_else(|| get("address")).or_else(|| get("port"));
+    let dest = get("path")
+        .or_else(|| get("address"))
+        .or_else(|| get("port"));
     (get("kind"), dest)
 }
 

@@ -249,8 +249,14 @@ fn output_sinks_add_up_across_includes() {
     .unwrap();
     let c = Config::load(&dir.join("main.toml")).unwrap();
     let names: Vec<String> = c.output.sinks.iter().map(|s| s.name()).collect();
-    assert_eq!(names, ["udp:10.0.0.5:5005", "serial:/dev/ttyTHS1", "jsonl:-"]);
-    assert!(matches!(c.output.sinks[1], SinkConfig::Serial { baud: 4800, .. }));
+    assert_eq!(
+        names,
+        ["udp:10.0.0.5:5005", "serial:/dev/ttyTHS1", "jsonl:-"]
+    );
+    assert!(matches!(
+        c.output.sinks[1],
+        SinkConfig::Serial { baud: 4800, .. }
+    ));
     assert_eq!(c.band_hz(), [200.0, 9000.0], "other lists replace");
     std::fs::remove_dir_all(&dir).unwrap();
 }

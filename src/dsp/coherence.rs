@@ -77,9 +77,17 @@ mod tests {
     #[test]
     fn the_mean_phasor_at_known_points() {
         assert_eq!(mean_phasor(0.0), 0.0);
-        assert!((mean_phasor(1.0) - 1.0).abs() < 2e-3, "{}", mean_phasor(1.0));
+        assert!(
+            (mean_phasor(1.0) - 1.0).abs() < 2e-3,
+            "{}",
+            mean_phasor(1.0)
+        );
         // (π/4)(½)(1 + 1/32 + 3/1024 + ...) = 0.4063
-        assert!((mean_phasor(0.5) - 0.4063).abs() < 1e-3, "{}", mean_phasor(0.5));
+        assert!(
+            (mean_phasor(0.5) - 0.4063).abs() < 1e-3,
+            "{}",
+            mean_phasor(0.5)
+        );
         for g in [0.05, 0.3, 0.7, 0.95] {
             assert!((coherence_of_phasor(mean_phasor(g)) - g).abs() < 1e-6);
         }

@@ -88,11 +88,17 @@ impl Origin {
         if !(o.latitude_deg.is_finite() && o.latitude_deg.abs() <= 90.0) {
             Some(format!("latitude_deg = {} (use −90..90)", o.latitude_deg))
         } else if !(o.longitude_deg.is_finite() && o.longitude_deg.abs() <= 180.0) {
-            Some(format!("longitude_deg = {} (use −180..180)", o.longitude_deg))
+            Some(format!(
+                "longitude_deg = {} (use −180..180)",
+                o.longitude_deg
+            ))
         } else if !(o.depth_m.is_finite() && o.depth_m.abs() <= 12_000.0) {
             Some(format!("depth_m = {} (use −12000..12000)", o.depth_m))
         } else if !(o.heading_deg.is_finite() && (0.0..360.0).contains(&o.heading_deg)) {
-            Some(format!("heading_deg = {} (use 0 <= h < 360)", o.heading_deg))
+            Some(format!(
+                "heading_deg = {} (use 0 <= h < 360)",
+                o.heading_deg
+            ))
         } else {
             None
         }
@@ -209,9 +215,24 @@ mod tests {
 
     #[test]
     fn bad_values_are_named() {
-        assert!(origin(91.0, 0.0, 0.0).problem().unwrap().contains("latitude"));
-        assert!(origin(0.0, 0.0, 360.0).problem().unwrap().contains("heading"));
-        assert!(origin(0.0, f64::NAN, 0.0).problem().unwrap().contains("longitude"));
+        assert!(
+            origin(91.0, 0.0, 0.0)
+                .problem()
+                .unwrap()
+                .contains("latitude")
+        );
+        assert!(
+            origin(0.0, 0.0, 360.0)
+                .problem()
+                .unwrap()
+                .contains("heading")
+        );
+        assert!(
+            origin(0.0, f64::NAN, 0.0)
+                .problem()
+                .unwrap()
+                .contains("longitude")
+        );
         assert!(origin(0.0, 0.0, 0.0).problem().is_none());
     }
 }

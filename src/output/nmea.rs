@@ -172,7 +172,10 @@ impl NmeaEncoder {
             out.push(SentenceKind::Ttm, Some(s));
         }
         if self.wants(SentenceKind::Tll) {
-            out.push(SentenceKind::Tll, tll(&self.settings, number, m.id, &fix, status, &utc));
+            out.push(
+                SentenceKind::Tll,
+                tll(&self.settings, number, m.id, &fix, status, &utc),
+            );
         }
         out
     }
@@ -193,7 +196,10 @@ impl NmeaEncoder {
             out.push(SentenceKind::Ttm, Some(s));
         }
         if self.wants(SentenceKind::Tll) {
-            out.push(SentenceKind::Tll, tll(&self.settings, t.number, m.id, &t.fix, 'L', &utc));
+            out.push(
+                SentenceKind::Tll,
+                tll(&self.settings, t.number, m.id, &t.fix, 'L', &utc),
+            );
         }
         out
     }
@@ -236,7 +242,11 @@ fn body(f: impl FnOnce(&mut heapless::String<MAX_SENTENCE>) -> std::fmt::Result)
 
 /// Clamp a value into what a field of the sentence may hold.
 fn fit(x: f64, limit: f64) -> f64 {
-    if x.is_finite() { x.clamp(-limit, limit) } else { 0.0 }
+    if x.is_finite() {
+        x.clamp(-limit, limit)
+    } else {
+        0.0
+    }
 }
 
 pub fn track_sentence(m: &TrackMessage) -> Sentence {
@@ -284,8 +294,12 @@ pub fn deleted_sentence(m: &DeletedMessage) -> Sentence {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
-    wrap(&format!("PSNTD,{:.3},{},{reason}", fit(m.t, 9.9e7), m.id % 100_000_000))
-        .unwrap_or_else(|| overflow_sentence("PSNTD"))
+    wrap(&format!(
+        "PSNTD,{:.3},{},{reason}",
+        fit(m.t, 9.9e7),
+        m.id % 100_000_000
+    ))
+    .unwrap_or_else(|| overflow_sentence("PSNTD"))
 }
 
 pub fn status_sentence(m: &StatusMessage) -> Sentence {
@@ -358,14 +372,7 @@ fn opt(x: Option<f64>, decimals: usize, limit: f64) -> String {
         .unwrap_or_default()
 }
 
-fn ttm(
-    s: &NmeaSettings,
-    number: u8,
-    id: u64,
-    fix: &GeoFix,
-    status: char,
-    utc: &str,
-) -> Sentence {
+fn ttm(s: &NmeaSettings, number: u8, id: u64, fix: &GeoFix, status: char, utc: &str) -> Sentence {
     let to_units = |m: Option<f64>, v: Option<f64>| {
         let (d, sp, _) = in_units(s.units, m.unwrap_or(0.0), v.unwrap_or(0.0));
         (m.map(|_| d), v.map(|_| sp))
@@ -514,15 +521,31 @@ mod tests {
     #[test]
     fn ttm_and_tll_fields() {
         let s = NmeaSettings::default();
-        let t = ttm(&s, 7, 12, &fix(1852.0, 45.0, 1852.0 / 3600.0, 225.0), 'T', "101010.50");
+        let t = ttm(
+            &s,
+            7,
+            12,
+            &fix(1852.0, 45.0, 1852.0 / 3600.0, 225.0),
+            'T',
+            "101010.50",
+        );
         assert!(verify(&t), "{t}");
         let f: Vec<&str> = t.trim_end().split(['*', ',']).collect();
         assert_eq!(f[0], "$IITTM");
-        assert_eq!(&f[1..8], &["07", "1.0000", "45.0", "T", "1.00", "225.0", "T"]);
-        assert_eq!(&f[8..16], &["0.0000", "60.00", "N", "T12", "T", "", "101010.50", "A"]);
+        assert_eq!(
+            &f[1..8],
+            &["07", "1.0000", "45.0", "T", "1.00", "225.0", "T"]
+        );
+        assert_eq!(
+            &f[8..16],
+            &["0.0000", "60.00", "N", "T12", "T", "", "101010.50", "A"]
+        );
         let l = tll(&s, 7, 12, &fix(1852.0, 45.0, 1.0, 0.0), 'L', "").unwrap();
         assert!(verify(&l), "{l}");
-        assert!(l.starts_with("$IITLL,07,5330.00000,N,00615.00000,W,T12,,L,*"), "{l}");
+        assert!(
+            l.starts_with("$IITLL,07,5330.00000,N,00615.00000,W,T12,,L,*"),
+            "{l}"
+        );
         let metric = NmeaSettings {
             talker: "RA".into(),
             units: NmeaUnits::Metric,

@@ -214,11 +214,7 @@ pub struct SinkSet {
 
 impl SinkSet {
     /// Open the configured outputs. `lossless_files`: file/stdout outputs wait rather than drop.
-    pub fn open(
-        configs: &[SinkConfig],
-        nmea: &NmeaSettings,
-        lossless_files: bool,
-    ) -> Result<Self> {
+    pub fn open(configs: &[SinkConfig], nmea: &NmeaSettings, lossless_files: bool) -> Result<Self> {
         let mut set = SinkSet::default();
         let kinds: Vec<_> = configs
             .iter()

@@ -167,7 +167,12 @@ mod tests {
             crate::output::runner::SinkRunner::spawn("udp".into(), Box::new(sink), true, None);
         let n: u32 = 40;
         for i in 0..n {
-            let m = std::sync::Arc::new(Message::json_only(MessageKind::Track, Some(1), f64::from(i), "{\"a\":1}".into()));
+            let m = std::sync::Arc::new(Message::json_only(
+                MessageKind::Track,
+                Some(1),
+                f64::from(i),
+                "{\"a\":1}".into(),
+            ));
             r.send(&m);
             // Time for the ICMP reply to come back before the next send.
             std::thread::sleep(Duration::from_millis(5));

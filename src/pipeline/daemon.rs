@@ -7,7 +7,7 @@
 //! captured and exits 0 within 2 s; SIGHUP re-reads the output section of the configuration and
 //! swaps the outputs without touching capture (the old outputs finish on a background thread).
 
-use std::os::unix::net::UnixDatagram;
+use sd_notify::NotifyState;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -55,44 +55,24 @@ pub struct RunSummary {
     pub seconds: f64,
 }
 
-/// sd_notify over $NOTIFY_SOCKET (nothing when not run by systemd).
+/// Service-manager notifications (the `sd-notify` crate; nothing when not run by systemd).
+/// Notifications are datagrams the manager reads at once; one that fails is logged at debug
+/// level and never retried or waited for.
 pub struct Notifier {
-    sock: Option<(UnixDatagram, String)>,
+    /// Ping interval: half what systemd expects (`WatchdogSec`), None without a watchdog.
     pub watchdog: Option<Duration>,
 }
 
 impl Notifier {
     pub fn from_env() -> Self {
-        let path = std::env::var("NOTIFY_SOCKET")
-            .ok()
-            .filter(|p| !p.is_empty());
-        // Non-blocking: a notification that cannot be queued is dropped, never waited for
-        // (the pipeline must not stall on a slow or absent reader).
-        let sock = path.and_then(|p| {
-            let s = UnixDatagram::unbound().ok()?;
-            s.set_nonblocking(true).ok()?;
-            Some((s, p))
-        });
-        // Ping at half the interval systemd expects.
-        let watchdog = std::env::var("WATCHDOG_USEC")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|&us| us > 0)
-            .map(|us| Duration::from_micros(us / 2));
-        Self { sock, watchdog }
+        Self {
+            watchdog: sd_notify::watchdog_enabled().map(|d| d / 2),
+        }
     }
 
-    pub fn notify(&self, msg: &str) {
-        let Some((s, path)) = &self.sock else { return };
-        let sent = if let Some(name) = path.strip_prefix('@') {
-            use std::os::linux::net::SocketAddrExt;
-            std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
-                .and_then(|a| s.send_to_addr(msg.as_bytes(), &a))
-        } else {
-            s.send_to(msg.as_bytes(), path)
-        };
-        if let Err(e) = sent {
-            log::debug!("sd_notify to {path}: {e}");
+    pub fn notify(&self, states: &[sd_notify::NotifyState]) {
+        if let Err(e) = sd_notify::notify(states) {
+            log::debug!("sd_notify: {e}");
         }
     }
 }
@@ -300,7 +280,8 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
     let mut live = Live::start(&cfg, o)?;
     let started = Instant::now();
     let what = format!("{} on {}", live.src.describe(), live.pipe.backend());
-    notifier.notify(&format!("READY=1\nSTATUS=running: {what}"));
+    let status = format!("running: {what}");
+    notifier.notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
     log::info!(
         "running: {} on the {} backend",
         live.src.describe(),
@@ -334,7 +315,7 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
             }
         }
     }
-    beat.notifier.notify("STOPPING=1");
+    beat.notifier.notify(&[NotifyState::Stopping]);
     if failure.is_none() {
         live.drain(Duration::from_secs(1));
     }
@@ -476,21 +457,22 @@ impl Heartbeat {
         let now = Instant::now();
         if now >= self.next_status {
             let c = &pipe.counters;
-            self.notifier.notify(&format!(
-                "STATUS=frames {} in, {} processed, {} dropped; {} tracks; backend {}",
+            let status = format!(
+                "frames {} in, {} processed, {} dropped; {} tracks; backend {}",
                 c.frames_in,
                 c.frames_processed,
                 c.frames_dropped(),
                 pipe.tracker().active_tracks(),
                 pipe.backend()
-            ));
+            );
+            self.notifier.notify(&[NotifyState::Status(&status)]);
             self.next_status = now + self.interval;
         }
         if let Some(w) = self.notifier.watchdog {
             // Ping only while frames flow: a stalled capture stops the pings and systemd
             // restarts the service.
             if now >= self.next_ping && pipe.counters.frames_in > self.frames_at_ping {
-                self.notifier.notify("WATCHDOG=1");
+                self.notifier.notify(&[NotifyState::Watchdog]);
                 self.frames_at_ping = pipe.counters.frames_in;
                 self.next_ping = now + w;
             }

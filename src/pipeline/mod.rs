@@ -877,6 +877,8 @@ fn mean_power(h: &FrameHealth) -> Option<f64> {
         .iter()
         .enumerate()
         .filter(|(c, _)| h.channel_ok(*c))
-        .fold((0.0f64, 0u32), |(s, n), (_, r)| (s + f64::from(*r).powi(2), n + 1));
+        .fold((0.0f64, 0u32), |(s, n), (_, r)| {
+            (s + f64::from(*r).powi(2), n + 1)
+        });
     (n > 0).then(|| sum / f64::from(n))
 }
