@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{ConfigError, Error, IoContext, Result};
+use crate::error::{ConfigError, IoContext, Result};
 
 /// Largest configuration file read (a configuration is a few kilobytes; this stops a path such
 /// as /dev/zero or a log file from being read whole).
@@ -130,8 +130,7 @@ pub(super) fn load_table(path: &Path, walk: &mut IncludeWalk) -> Result<(toml::T
         .into());
     }
     let text = read_config_text(path)?;
-    let mut table: toml::Table =
-        toml::from_str(&text).map_err(|e| Error::Config(toml_error(&file, &text, &e)))?;
+    let mut table: toml::Table = super::errors::parse_text(&text, &file)?;
     walk.texts.push((path.to_path_buf(), text));
     let includes = match table.get("include") {
         None => Vec::new(),
@@ -187,22 +186,6 @@ pub(super) fn load_table(path: &Path, walk: &mut IncludeWalk) -> Result<(toml::T
     Ok((base, true))
 }
 
-/// Edit distance, for suggesting the key a user probably meant.
-pub fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 /// Merge `over` into `base`: tables merge key by key; `[[output.sink]]` lists add up (the
 /// included file's outputs first, then this file's; an output with the same kind and
 /// destination as an earlier one replaces it); everything else (other arrays too) replaces.
@@ -241,82 +224,4 @@ fn sink_key(v: &toml::Value) -> (Option<&str>, Option<&str>) {
         .or_else(|| get("address"))
         .or_else(|| get("port"));
     (get("kind"), dest)
-}
-
-/// Turn a TOML/serde error into a ConfigError with the dotted key where it can be found.
-pub(super) fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
-    let msg = e.message().to_string();
-    let (line, section) = match e.span() {
-        Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            // The nearest table header above the error is the key's parent.
-            let section = before
-                .lines()
-                .rev()
-                .map(str::trim)
-                .find(|l| l.starts_with('['))
-                .map(|l| l.trim_matches(|c| c == '[' || c == ']').trim().to_string());
-            (Some(line), section)
-        }
-        None => (None, None),
-    };
-    let named = msg.split('`').nth(1).map(str::to_string).filter(|_| {
-        msg.starts_with("unknown field")
-            || msg.starts_with("missing field")
-            || msg.starts_with("unknown variant")
-    });
-    // A value of the wrong type: the key is on the line the error points at.
-    let field = named.or_else(|| {
-        let start = e.span()?.start.min(text.len());
-        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-        let line = text[line_start..].lines().next()?;
-        let (k, _) = line.split_once('=')?;
-        let k = k.trim().trim_matches('"');
-        (!k.is_empty() && !k.starts_with('[') && !k.contains(' ')).then(|| k.to_string())
-    });
-    let key = match (&section, &field) {
-        (Some(s), Some(f)) if msg.starts_with("unknown variant") => {
-            s.clone() + " (value `" + f + "`)"
-        }
-        (Some(s), Some(f)) => format!("{s}.{f}"),
-        (None, Some(f)) => f.clone(),
-        (Some(s), None) => s.clone(),
-        (None, None) => "(file)".into(),
-    };
-    let missing = msg.starts_with("missing field");
-    // For a misspelt key, the accepted key closest to it.
-    let suggestion = field.as_ref().and_then(|f| {
-        let expected = msg.split("expected").nth(1)?;
-        expected
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .map(|k| (levenshtein(f, k), k))
-            .filter(|(d, _)| *d <= 3)
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, k)| k.to_string())
-    });
-    let unknown_fix;
-    let fix = if msg.starts_with("unknown field") {
-        unknown_fix = match &suggestion {
-            Some(k) => format!("did you mean `{k}`? (the message lists the keys this table accepts)"),
-            None => "remove the key or correct its spelling (the message lists the keys this table accepts)".to_string(),
-        };
-        unknown_fix.as_str()
-    } else if missing && key == "array" {
-        "describe your array in an [array] table: sensor positions in metres in channel order (sensors_m) and the speed of sound (speed_of_sound_m_s); an installed /etc/sonotrack/sonotrack.toml has one to uncomment and edit. A board file is not a configuration by itself: include it from one (see boards/examples/)"
-    } else if missing {
-        "add the key (see the configuration reference in README.md)"
-    } else if msg.starts_with("unknown variant") {
-        "use one of the values the message lists"
-    } else {
-        "correct the value's type or the TOML syntax at that line"
-    };
-    // A missing key has no line of its own (the parser points at the table's start).
-    let at = line
-        .filter(|_| !missing)
-        .map(|l| format!(" (line {l})"))
-        .unwrap_or_default();
-    ConfigError::new(file, key, format!("{msg}{at}"), fix)
 }

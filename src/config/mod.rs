@@ -12,6 +12,7 @@
 mod array;
 mod audio;
 mod board;
+mod errors;
 mod explain;
 mod gcc;
 mod load;
@@ -35,8 +36,7 @@ use crate::audio::sim::SceneSpec;
 use crate::dsp::geometry::Span;
 use crate::error::{ConfigError, Result};
 use crate::track::TrackMode;
-pub use load::levenshtein;
-use load::{IncludeWalk, load_table, toml_error};
+use load::{IncludeWalk, load_table};
 
 /// The whole configuration. Every table rejects keys it does not know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -116,31 +116,25 @@ impl Config {
             let text = walk.texts.first().map_or("", |(_, t)| t.as_str());
             return Ok(Self::parse_str(text, &file)?);
         }
-        let text = toml::to_string(&table).map_err(|e| {
-            ConfigError::new(&file, "(file)", e.to_string(), "check the TOML syntax")
-        })?;
         let file = format!("{file} (with its includes)");
-        // Lines of the merged text mean nothing to the user: the files and lines that set the
-        // key say where.
+        // Lines of the merged table mean nothing to the user: the files and lines that set
+        // the key say where.
+        let wrote = |key: &str| walk.where_set(key);
+        let cfg: Config = errors::parse_table(table, &file, &wrote)?;
         let locate = |mut err: ConfigError| {
-            if let Some(i) = err.problem.rfind(" (line ") {
-                err.problem.truncate(i);
-            }
             let at = walk.where_set(&err.key);
             if !at.is_empty() {
                 err.problem = format!("{} (set in {})", err.problem, at.join(", "));
             }
             err
         };
-        let cfg: Config =
-            toml::from_str(&text).map_err(|e| locate(toml_error(&file, &text, &e)))?;
         cfg.validate(&file).map_err(locate)?;
         Ok(cfg)
     }
 
     /// Parse and validate TOML text; `file` names it in errors.
     pub fn parse_str(text: &str, file: &str) -> Result<Self, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+        let cfg: Config = errors::parse_text(text, file)?;
         cfg.validate(file)?;
         Ok(cfg)
     }

@@ -11,9 +11,7 @@ impl Config {
             return Ok(self.clone());
         }
         let file = "--set";
-        let text = toml::to_string(self)
-            .map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
-        let mut table: toml::Table = toml::from_str(&text)
+        let mut table = toml::Table::try_from(self)
             .map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
         for set in sets {
             let Some((key, value)) = set.split_once('=') else {
@@ -50,8 +48,28 @@ impl Config {
             }
             cur.insert(parts[parts.len() - 1].to_string(), value);
         }
-        let text = toml::to_string(&table)
-            .map_err(|e| ConfigError::new(file, "(all)", e.to_string(), "report this as a bug"))?;
-        Config::parse_str(&text, file)
+        // An error names the --set argument that wrote the key, never a line of the merged
+        // text.
+        let which = |key: &str| {
+            sets.iter()
+                .rev()
+                .find(|s| {
+                    let k = s.split('=').next().unwrap_or("").trim();
+                    let bare = key.split('[').next().unwrap_or(key);
+                    key.starts_with(k) || k.starts_with(bare)
+                })
+                .map_or_else(|| file.to_string(), |s| format!("--set {s}"))
+        };
+        let cfg: Config = super::errors::parse_table(table, file, &|_| Vec::new()).map_err(
+            |mut e: ConfigError| {
+                e.file = which(&e.key);
+                e
+            },
+        )?;
+        cfg.validate(file).map_err(|mut e| {
+            e.file = which(&e.key);
+            e
+        })?;
+        Ok(cfg)
     }
 }

@@ -394,3 +394,37 @@ fn errors_point_into_included_files() {
         "{e}"
     );
 }
+
+/// Error locations are exact (field-ready issue): a key of the second `[[output.sink]]` is
+/// named with its index and its own line, a bad `--set` value names the argument, never a line
+/// of the merged text or a Rust type.
+#[test]
+fn errors_name_the_key_its_line_and_the_set_argument() {
+    let text = format!(
+        "{GOOD}\n[[output.sink]]\nkind = \"udp\"\naddress = \"127.0.0.1:5005\"\n\n\
+         [[output.sink]]\nkind = \"serial\"\nport = \"/dev/ttyS0\"\nbaudrate = 9600\n"
+    );
+    let e = Config::parse_str(&text, "c.toml").unwrap_err();
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("baudrate"))
+        .unwrap()
+        + 1;
+    assert_eq!(e.key, "output.sink[1].baudrate", "{e}");
+    assert!(e.problem.ends_with(&format!("(line {line})")), "{e}");
+    let c = Config::parse_str(GOOD, "c.toml").unwrap();
+    for (set, words) in [
+        ("tracker.particles=abc", "whole number"),
+        ("tracker.particles=-5", "whole number"),
+        ("gcc.band_hz=[1,2", "list of 2 numbers"),
+        ("tracker.particls=5", "did you mean `particles`"),
+    ] {
+        let e = c.with_overrides(&[set.into()]).unwrap_err();
+        let all = format!("{e}");
+        assert_eq!(e.file, format!("--set {set}"), "{all}");
+        assert!(all.contains(words), "{all}");
+        for rust in ["usize", "f64", "(line", "array of length"] {
+            assert!(!all.contains(rust), "{all}");
+        }
+    }
+}

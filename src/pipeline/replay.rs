@@ -390,6 +390,31 @@ pub fn finish(
     Ok(())
 }
 
+impl ReplaySummary {
+    /// The accuracy headline: with one target its figures; with several, the worst target's
+    /// (fewest frames within the threshold), named as such; a target never tracked is said to
+    /// be, never given as figures.
+    fn headline(&self) -> Option<String> {
+        let per = &self.evaluation.as_ref()?.per_target;
+        let (k, a) = per
+            .iter()
+            .min_by(|x, y| x.1.within_pct.total_cmp(&y.1.within_pct))?;
+        let figures = if a.tracked == 0 {
+            format!(
+                "after {:.1} s no report was assigned to target {k} (0 of {} frames tracked)",
+                a.warmup_s, a.frames
+            )
+        } else {
+            a.to_string()
+        };
+        Some(if per.len() > 1 {
+            format!("worst of {} targets, target {k}: {figures}", per.len())
+        } else {
+            figures
+        })
+    }
+}
+
 impl std::fmt::Display for ReplaySummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = &self.counters;
@@ -473,8 +498,8 @@ impl std::fmt::Display for ReplaySummary {
         for w in &self.warnings {
             writeln!(f, "warning:  {w}")?;
         }
-        if let Some(a) = &self.accuracy {
-            writeln!(f, "accuracy: {a}")?;
+        if let Some(line) = self.headline() {
+            writeln!(f, "accuracy: {line}")?;
         }
         if let Some(e) = &self.evaluation {
             writeln!(f, "{e}")?;

@@ -46,7 +46,7 @@ fn misspelt_array_key(text: &str) -> Option<String> {
             let slack = if k.len() >= 8 { 2 } else { 1 };
             if let Some(near) = known
                 .iter()
-                .find(|n| crate::config::levenshtein(&k.to_lowercase(), n) <= slack)
+                .find(|n| strsim::levenshtein(&k.to_lowercase(), n) <= slack)
             {
                 return Some(format!(
                     "unknown key `{at}{k}` (did you mean `{at}{near}`?)"
