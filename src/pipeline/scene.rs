@@ -110,8 +110,33 @@ pub fn config_from_array_json(text: &str, path: &Path) -> Result<Config> {
     };
     config
         .validate(&path.display().to_string())
-        .map_err(Error::Config)?;
+        .map_err(|e| Error::Config(in_array_json_words(e)))?;
     Ok(config)
+}
+
+/// The configuration's keys as array.json names them (an error about `array.sensors_m` is about
+/// what the file calls `sensors`).
+const ARRAY_JSON_KEYS: [(&str, &str); 6] = [
+    ("array.sensors_m", "sensors"),
+    ("array.speed_of_sound_m_s", "speed_of_sound"),
+    ("audio.sample_rate_hz", "sample_rate"),
+    ("array.bounds_min_m", "search_bounds.min"),
+    ("array.bounds_max_m", "search_bounds.max"),
+    ("array.mode", "mode"),
+];
+
+/// A validation error of the configuration built from array.json, in array.json's words.
+fn in_array_json_words(mut e: crate::error::ConfigError) -> crate::error::ConfigError {
+    for (toml_key, json_key) in ARRAY_JSON_KEYS {
+        if e.key == toml_key {
+            e.key = json_key.to_string();
+        }
+        let short = toml_key.rsplit('.').next().unwrap_or(toml_key);
+        let json_short = json_key;
+        e.problem = e.problem.replace(toml_key, json_short).replace(short, json_short);
+        e.fix = e.fix.replace(toml_key, json_short).replace(short, json_short);
+    }
+    e
 }
 
 /// A scene directory, resolved.
@@ -236,6 +261,12 @@ mod tests {
         std::fs::write(d.join("array.json"), format!("{flat}, \"mode\": \"3d\"}}")).unwrap();
         let e = Scene::open(&d).unwrap_err().to_string();
         assert!(e.contains("coplanar"), "{e}");
+        // Errors name array.json's keys, not the configuration's (field-ready issue).
+        assert!(e.contains("`sensors`") && !e.contains("sensors_m"), "{e}");
+        let slow = flat.replace("343", "5");
+        std::fs::write(d.join("array.json"), format!("{slow}}}")).unwrap();
+        let e = Scene::open(&d).unwrap_err().to_string();
+        assert!(e.contains("`speed_of_sound`") && !e.contains("_m_s"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
