@@ -10,7 +10,7 @@ for dir in $dirs; do
   sum=0
   n=${NSEEDS:-5}
   for seed in $(seq 1 "$n"); do
-    out=$($bin -q replay "$dir" --no-progress --backend cpu --set tracker.seed=$seed "$@" 2>&1 | grep '^accuracy' || true)
+    out=$($bin replay "$dir" --no-progress --backend cpu --set tracker.seed=$seed "$@" 2>&1 | grep '^accuracy' || true)
     rmse=$(sed -n 's/.*RMSE \([0-9.]*\) m.*/\1/p' <<<"$out")
     mx=$(sed -n 's/.*max \([0-9.]*\) m.*/\1/p' <<<"$out")
     line="$line  s$seed ${rmse:-NA}/${mx:-NA}"

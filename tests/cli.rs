@@ -741,3 +741,44 @@ fn the_headline_names_the_worst_of_several_targets() {
     assert!(headline.contains("worst of 2 targets"), "{headline}");
     assert!(!headline.contains("100.0%"), "{headline}");
 }
+
+/// `-q` leaves out the summary too: a quiet replay writes its stream and says nothing.
+#[test]
+fn quiet_means_no_summary() {
+    let dir = common::tmp_dir("quiet");
+    let out = sonotrack()
+        .args(["-q", "simulate", "--preset", "harbour", "--duration", "3"])
+        .arg("--out")
+        .arg(dir.join("s"))
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+    let stream = dir.join("t.jsonl");
+    let out = sonotrack()
+        .args([
+            "-q",
+            "replay",
+            "--no-progress",
+            "--backend",
+            "cpu",
+            "--no-bound",
+        ])
+        .arg("--out")
+        .arg(&stream)
+        .arg(dir.join("s"))
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(&stream)
+            .unwrap()
+            .contains("\"track\"")
+    );
+}

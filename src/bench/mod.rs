@@ -257,12 +257,12 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
 
 pub fn print(rows: &[Row]) {
     println!(
-        "{:<6} {:<6} {:<44} {:>11} {:>10} {:>14} {:>7} {:>6}",
-        "stage", "back", "size", "median us", "wall us", "per unit", "GB/s", "reps"
+        "{:<6} {:<6} {:<44} {:>11} {:>10} {:>26} {:>8} {:>6}",
+        "stage", "back", "size", "median (us)", "wall (us)", "per unit", "(GB/s)", "reps"
     );
     for r in rows {
         println!(
-            "{:<6} {:<6} {:<44} {:>11.1} {:>10} {:>9.2} {:<5} {:>7} {:>6}",
+            "{:<6} {:<6} {:<44} {:>11.1} {:>10} {:>9.2} {:<16} {:>8} {:>6}",
             r.stage,
             r.backend,
             r.params,
@@ -271,13 +271,7 @@ pub fn print(rows: &[Row]) {
                 .map(|w| format!("{w:.1}"))
                 .unwrap_or_else(|| "-".into()),
             r.per_unit,
-            if r.unit.starts_with('%') {
-                "%"
-            } else if r.unit == "GB/s" {
-                "GB/s"
-            } else {
-                r.unit.split('/').next_back().unwrap_or("")
-            },
+            r.unit,
             r.gb_s
                 .map(|g| format!("{g:.0}"))
                 .unwrap_or_else(|| "-".into()),

@@ -133,8 +133,14 @@ fn in_array_json_words(mut e: crate::error::ConfigError) -> crate::error::Config
         }
         let short = toml_key.rsplit('.').next().unwrap_or(toml_key);
         let json_short = json_key;
-        e.problem = e.problem.replace(toml_key, json_short).replace(short, json_short);
-        e.fix = e.fix.replace(toml_key, json_short).replace(short, json_short);
+        e.problem = e
+            .problem
+            .replace(toml_key, json_short)
+            .replace(short, json_short);
+        e.fix = e
+            .fix
+            .replace(toml_key, json_short)
+            .replace(short, json_short);
     }
     e
 }
