@@ -1,7 +1,8 @@
 //! `sonotrack check`'s explanation of what a configuration will do.
 
 use super::Config;
-use crate::output::{SerialFormat, SinkConfig};
+use crate::output::SinkConfig;
+use crate::output::serial::reports_per_s;
 use crate::track::TrackMode;
 
 /// CPU filter cost per particle and step, seconds (one x86 core, `sonotrack bench --backend cpu`
@@ -151,32 +152,23 @@ impl Config {
         let SinkConfig::Serial { baud, format, .. } = sink else {
             return None;
         };
-        // (A JSON track message is 450-650 bytes.)
-        let bytes = match format {
-            SerialFormat::Jsonl => 600,
-            SerialFormat::Nmea => sink
-                .nmea_sentences()
-                .iter()
-                .map(|k| k.typical_report_bytes())
-                .sum(),
-        }
-        .max(1);
-        let capacity = f64::from(*baud) / 10.0 / bytes as f64;
+        let capacity = reports_per_s(*baud, *format, sink.nmea_sentences());
         let frame_rate = self.sample_rate_hz() / self.hop_samples() as f64;
-        let per_track = sink.max_rate_hz().map_or(frame_rate, |r| r.min(frame_rate));
-        let asked = per_track * self.tracker.max_tracks as f64;
-        let verdict = if asked > capacity {
-            format!(
-                ": too much for the line, which drops (and counts) what does not fit; set max_rate_hz <= {:.2} or raise the baud rate",
-                capacity / self.tracker.max_tracks as f64
-            )
-        } else {
-            String::new()
-        };
-        Some(format!(
-            "{baud} baud carries {} bytes/s: {capacity:.1} reports/s of about {bytes} bytes; up to {asked:.1}/s asked ({per_track:.1} Hz x {} tracks){verdict}",
-            baud / 10,
-            self.tracker.max_tracks
-        ))
+        let tracks = self.tracker.max_tracks.max(1) as f64;
+        let share = capacity / tracks;
+        Some(match sink.max_rate_hz() {
+            Some(r) if r.min(frame_rate) * tracks > capacity => format!(
+                "{baud} baud carries {capacity:.1} reports/s; max_rate_hz = {r} x {tracks} tracks asks more: the line drops (and counts) what does not fit; set max_rate_hz <= {share:.2} or raise the baud rate"
+            ),
+            Some(r) => format!(
+                "{baud} baud carries {capacity:.1} reports/s; max_rate_hz = {r} per track x {tracks} tracks fits"
+            ),
+            None if frame_rate * tracks > capacity => format!(
+                "{baud} baud carries {capacity:.1} reports/s: each track is sent at most {share:.2} times a second (its share among {tracks} track slots; set max_rate_hz to choose)"
+            ),
+            None => format!(
+                "{baud} baud carries {capacity:.1} reports/s: every frame's reports fit ({frame_rate:.1} Hz x {tracks} tracks)"
+            ),
+        })
     }
 }

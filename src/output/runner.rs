@@ -214,7 +214,14 @@ pub struct SinkSet {
 
 impl SinkSet {
     /// Open the configured outputs. `lossless_files`: file/stdout outputs wait rather than drop.
-    pub fn open(configs: &[SinkConfig], nmea: &NmeaSettings, lossless_files: bool) -> Result<Self> {
+    /// A serial output without `max_rate_hz` sends each track at most its share of what the
+    /// line carries (`max_tracks` shares), so that every track gets through.
+    pub fn open(
+        configs: &[SinkConfig],
+        nmea: &NmeaSettings,
+        max_tracks: usize,
+        lossless_files: bool,
+    ) -> Result<Self> {
         let mut set = SinkSet::default();
         let kinds: Vec<_> = configs
             .iter()
@@ -246,8 +253,19 @@ impl SinkSet {
                     )
                 }
             };
+            let rate = match c {
+                SinkConfig::Serial { baud, format, .. } => c.max_rate_hz().or_else(|| {
+                    let share = serial::reports_per_s(*baud, *format, c.nmea_sentences())
+                        / max_tracks.max(1) as f64;
+                    log::info!(
+                        "output {name}: each track at most {share:.2} times a second (its share of {baud} baud)"
+                    );
+                    Some(share)
+                }),
+                _ => c.max_rate_hz(),
+            };
             set.runners
-                .push(SinkRunner::spawn(name, sink, lossless, c.max_rate_hz()));
+                .push(SinkRunner::spawn(name, sink, lossless, rate));
         }
         Ok(set)
     }
@@ -401,5 +419,40 @@ mod tests {
         let mut third = SinkSet::default();
         third.carry_counts_from(&fresh);
         assert_eq!(third.drops()["serial:/dev/ttyX"], 10);
+    }
+
+    /// A serial output without `max_rate_hz` gets each track's share of its line: 4,800 baud
+    /// carries 480 bytes a second, 3.6 TTM + TLL reports (134 bytes), 1.8 a track for two.
+    #[test]
+    fn a_serial_line_shares_its_capacity_among_the_tracks() {
+        use crate::output::nmea::SentenceKind;
+        let serial = SinkConfig::Serial {
+            port: "/dev/sonotrack-no-such-port".into(),
+            baud: 4800,
+            format: crate::output::SerialFormat::Nmea,
+            sentences: vec![SentenceKind::Ttm, SentenceKind::Tll],
+            max_rate_hz: None,
+        };
+        let set = SinkSet::open(&[serial.clone()], &NmeaSettings::default(), 2, false).unwrap();
+        let rate = set.runners[0].max_rate_hz.unwrap();
+        assert!((rate - 480.0 / 134.0 / 2.0).abs() < 1e-9, "{rate}");
+        let fixed = match serial {
+            SinkConfig::Serial {
+                port,
+                baud,
+                format,
+                sentences,
+                ..
+            } => SinkConfig::Serial {
+                port,
+                baud,
+                format,
+                sentences,
+                max_rate_hz: Some(0.5),
+            },
+            other => other,
+        };
+        let set = SinkSet::open(&[fixed], &NmeaSettings::default(), 2, false).unwrap();
+        assert_eq!(set.runners[0].max_rate_hz, Some(0.5));
     }
 }

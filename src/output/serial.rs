@@ -17,6 +17,18 @@ use crate::output::message::MessageKind;
 use crate::output::nmea::SentenceKind;
 use crate::output::{Message, Sink};
 
+/// Track reports a second a line at `baud` carries in `format` with `sentences` (NMEA), at the
+/// typical size of a report.
+pub fn reports_per_s(baud: u32, format: SerialFormat, sentences: &[SentenceKind]) -> f64 {
+    // (A JSON track message is 450-650 bytes.)
+    let bytes = match format {
+        SerialFormat::Jsonl => 600,
+        SerialFormat::Nmea => sentences.iter().map(|k| k.typical_report_bytes()).sum(),
+    }
+    .max(1);
+    f64::from(baud) / 10.0 / bytes as f64
+}
+
 /// Bytes a serial line can carry per second over the stream's clock.
 #[derive(Debug, Clone)]
 pub struct LineBudget {

@@ -256,7 +256,12 @@ fn open_source(cfg: &Config, o: &RunOptions) -> Result<Box<dyn AudioSource>> {
 /// Reload the output section of the configuration (SIGHUP).
 fn reload_outputs(o: &RunOptions, pipe: &mut Pipeline) -> Result<()> {
     let cfg = Config::load(&o.config)?.with_overrides(&o.sets)?;
-    let mut fresh = SinkSet::open(&cfg.output.sinks, &cfg.output.nmea, false)?;
+    let mut fresh = SinkSet::open(
+        &cfg.output.sinks,
+        &cfg.output.nmea,
+        cfg.tracker.max_tracks,
+        false,
+    )?;
     fresh.carry_counts_from(&pipe.sinks);
     let old = std::mem::replace(&mut pipe.sinks, fresh);
     // Old outputs finish (and may block on a slow device) away from the pipeline.
@@ -360,7 +365,12 @@ impl Live {
         let choice = o.backend.unwrap_or(cfg.tracker.backend);
         let backends = backend::select(cfg, choice)?;
         log::info!("{}", backends.reason);
-        let sinks = SinkSet::open(&cfg.output.sinks, &cfg.output.nmea, false)?;
+        let sinks = SinkSet::open(
+            &cfg.output.sinks,
+            &cfg.output.nmea,
+            cfg.tracker.max_tracks,
+            false,
+        )?;
         let pipe = Pipeline::new(
             cfg,
             backends,

@@ -188,7 +188,12 @@ pub fn replay_source(
     let backends = backend::select(cfg, opts.backend)?;
     log::info!("{}", backends.reason);
     let reason = backends.reason.clone();
-    let mut sinks = SinkSet::open(&cfg.output.sinks, &cfg.output.nmea, true)?;
+    let mut sinks = SinkSet::open(
+        &cfg.output.sinks,
+        &cfg.output.nmea,
+        cfg.tracker.max_tracks,
+        true,
+    )?;
     if let Some(out) = &opts.out {
         // Named without the path: the stream reports on its outputs, and the same replay written
         // to two different files must still be byte-identical.
