@@ -433,7 +433,13 @@ mod tests {
             sentences: vec![SentenceKind::Ttm, SentenceKind::Tll],
             max_rate_hz: None,
         };
-        let set = SinkSet::open(&[serial.clone()], &NmeaSettings::default(), 2, false).unwrap();
+        let set = SinkSet::open(
+            std::slice::from_ref(&serial),
+            &NmeaSettings::default(),
+            2,
+            false,
+        )
+        .unwrap();
         let rate = set.runners[0].max_rate_hz.unwrap();
         assert!((rate - 480.0 / 134.0 / 2.0).abs() < 1e-9, "{rate}");
         let fixed = match serial {
