@@ -17,6 +17,7 @@ pub mod noise;
 pub mod pf;
 pub mod report;
 pub mod resample;
+pub mod smooth;
 
 use serde::{Deserialize, Serialize};
 
