@@ -392,24 +392,33 @@ impl SimSource {
         let mut dry = Self::build(calib, 0.0, 1.0, false);
         let ch = spec.sensors_m.len();
         let fs = spec.sample_rate_hz as usize;
-        let mut buf = vec![0.0f32; ch * fs];
+        // (Read in tenths of a second, summed into 1-s blocks: a whole second of every channel
+        // at once held a megabyte, which the allocator kept after each new scene.)
+        let chunk = (fs / 10).max(1);
+        let mut buf = vec![0.0f32; ch * chunk];
         let mut powers = Vec::new();
         let mut peak = 0.0f32;
+        let mut sums = vec![0.0f64; ch];
+        let mut in_block = 0usize;
         loop {
-            let n = dry.generate(&mut buf);
+            let want = chunk.min(fs - in_block);
+            let n = dry.generate(&mut buf[..want * ch]);
+            // (One running sum per channel, sample by sample, as a single pass would add.)
+            for (c, sum) in sums.iter_mut().enumerate() {
+                *sum = (0..n).fold(*sum, |a, i| a + f64::from(buf[i * ch + c]).powi(2));
+            }
+            peak = buf[..n * ch].iter().fold(peak, |m, v| m.max(v.abs()));
+            in_block += n;
+            if in_block == fs || (n == 0 && in_block > 0) {
+                if in_block * 2 >= fs {
+                    powers.extend(sums.iter().map(|s| s / in_block as f64));
+                }
+                sums.fill(0.0);
+                in_block = 0;
+            }
             if n == 0 {
                 break;
             }
-            for c in 0..ch {
-                let p: f64 = (0..n)
-                    .map(|i| f64::from(buf[i * ch + c]).powi(2))
-                    .sum::<f64>()
-                    / n as f64;
-                if n * 2 >= fs {
-                    powers.push(p);
-                }
-            }
-            peak = buf[..n * ch].iter().fold(peak, |m, v| m.max(v.abs()));
         }
         powers.sort_by(f64::total_cmp);
         let median = powers.get(powers.len() / 2).copied().unwrap_or(0.0);
