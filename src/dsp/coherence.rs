@@ -63,11 +63,20 @@ pub fn window_overlap(window: &[f32], lag: f32) -> f64 {
     shared / full
 }
 
+/// [`window_overlap`] for every whole lag from 0 to `max_lag` samples, computed once (a frame's
+/// peaks then look theirs up instead of summing the window each time).
+pub fn overlap_table(window: &[f32], max_lag: usize) -> Vec<f64> {
+    (0..=max_lag.min(window.len()))
+        .map(|d| window_overlap(window, d as f32))
+        .collect()
+}
+
 /// The coherence between a pair's channels from its PHAT peak of height `value` at `lag`
-/// samples, with analysis window `window` (None where the window leaves nothing at that lag).
-pub fn coherence_of_peak(value: f32, lag: f32, window: &[f32]) -> Option<f64> {
-    let overlap = window_overlap(window, lag);
-    (overlap > 0.05).then(|| coherence_of_phasor(f64::from(value) / overlap))
+/// samples, with the analysis window's [`overlap_table`] (None where the window leaves nothing
+/// at that lag, or the lag is beyond the table).
+pub fn coherence_of_peak(value: f32, lag: f32, overlap: &[f64]) -> Option<f64> {
+    let o = *overlap.get(lag.abs().round() as usize)?;
+    (o > 0.05).then(|| coherence_of_phasor(f64::from(value) / o))
 }
 
 #[cfg(test)]
@@ -131,8 +140,11 @@ mod tests {
         let rect = vec![1.0f32; 100];
         assert!((window_overlap(&rect, 25.0) - 0.75).abs() < 1e-12);
         assert_eq!(window_overlap(&rect, -100.0), 0.0);
-        assert!(coherence_of_peak(0.5, 99.0, &rect).is_none());
-        let g = coherence_of_peak(0.3, 0.0, &rect).unwrap();
+        let table = overlap_table(&rect, 100);
+        assert!((table[25] - 0.75).abs() < 1e-12);
+        assert!(coherence_of_peak(0.5, 99.0, &table).is_none());
+        assert!(coherence_of_peak(0.5, 101.0, &table).is_none());
+        let g = coherence_of_peak(0.3, 0.0, &table).unwrap();
         assert!((mean_phasor(g) - 0.3).abs() < 1e-6);
     }
 }

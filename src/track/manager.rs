@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use nalgebra::Vector3;
 
-use crate::dsp::coherence::coherence_of_peak;
+use crate::dsp::coherence::{coherence_of_peak, overlap_table};
 use crate::dsp::gcc::GccFrame;
 use crate::dsp::geometry::{ArrayGeometry, Pair};
 use crate::dsp::multilat::{Obs, refine};
@@ -194,8 +194,12 @@ pub struct TrackManager {
     pub deletions: u64,
     /// The tracks deleted in the last frame (for the outputs' `deleted` messages).
     pub ended: Vec<TrackEnd>,
-    /// Per (pair, peak): the coherence its GCC-PHAT peak shows (0 where none is usable).
-    peak_value: Vec<f32>,
+    /// Per (pair, peak): the GCC-PHAT peak's height and lag (samples); height 0 where none is
+    /// usable. Turned into a coherence only for the peaks a track is given.
+    peak_value: Vec<(f32, f32)>,
+    /// The analysis window's overlap with itself per whole lag up to the largest pair's
+    /// ([`crate::dsp::coherence::overlap_table`]); empty without PHAT weighting.
+    overlap: Vec<f64>,
     /// Track steps whose likelihood was tempered (β < 1).
     pub tempered_steps: u64,
     /// Filter steps launched ahead of their frame's measurement ([`Self::prepare`]), and of
@@ -260,6 +264,15 @@ impl TrackManager {
             deletions: 0,
             ended: Vec::new(),
             peak_value: Vec::new(),
+            overlap: {
+                let max_lag = s
+                    .pairs
+                    .iter()
+                    .map(|p| (p.max_tdoa_s * s.sample_rate_hz).ceil() as usize + 2)
+                    .max()
+                    .unwrap_or(0);
+                overlap_table(&s.phat_window, max_lag)
+            },
             tempered_steps: 0,
             prepared_steps: 0,
             device_built_steps: 0,
@@ -325,7 +338,7 @@ impl TrackManager {
         m.frame = seq;
         m.sigma_s = sigma;
         self.peak_value.clear();
-        self.peak_value.resize(m.amp.len(), 0.0);
+        self.peak_value.resize(m.amp.len(), (0.0, 0.0));
         let mut informative = 0;
         for (pi, pair) in self.s.pairs.iter().enumerate() {
             let peaks = gcc.pair_peaks(pi, k);
@@ -372,9 +385,7 @@ impl TrackManager {
                 m.tdoa_s[base + j] = pk.lag_samples / fs;
                 m.amp[base + j] = pd * share[j] / total * ratio;
                 if pk.is_some() {
-                    let w = &self.s.phat_window;
-                    self.peak_value[base + j] =
-                        coherence_of_peak(pk.value, pk.lag_samples, w).unwrap_or(0.0) as f32;
+                    self.peak_value[base + j] = (pk.value, pk.lag_samples);
                 }
             }
             if best_q > 0.5 {
@@ -686,6 +697,7 @@ impl TrackManager {
             .iter()
             .enumerate()
             .filter_map(|(pi, a)| a.and_then(|j| self.peak_value.get(pi * k + j)))
+            .map(|&(v, lag)| coherence_of_peak(v, lag, &self.overlap).unwrap_or(0.0) as f32)
             .fold((0.0f32, 0u32), |(s, n), v| (s + v, n + 1));
         (n > 0).then(|| sum / n as f32)
     }
