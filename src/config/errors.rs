@@ -230,13 +230,7 @@ pub(super) fn line_of(text: &str, key: &str) -> Option<usize> {
             *n += 1;
         } else if let Some(h) = t.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
             current = with_indices(h.trim(), &counts);
-        } else if let Some((k, _)) = t.split_once('=') {
-            let k = k.trim().trim_matches('"');
-            let (ks, kf) = match k.rsplit_once('.') {
-                Some((a, b)) if current.is_empty() => (a.to_string(), b),
-                Some((a, b)) => (format!("{current}.{a}"), b),
-                None => (current.clone(), k),
-            };
+        } else if let Some((ks, kf)) = written_key(&current, t) {
             if ks == section && kf == field {
                 return Some(i + 1);
             }
@@ -249,6 +243,18 @@ pub(super) fn line_of(text: &str, key: &str) -> Option<usize> {
         }
     }
     header_line
+}
+
+/// The table and key a `key = value` line `t` writes inside table `current` (dotted keys
+/// reach into sub-tables); None for any other line.
+pub(super) fn written_key<'a>(current: &str, t: &'a str) -> Option<(String, &'a str)> {
+    let (k, _) = t.split_once('=')?;
+    let k = k.trim().trim_matches('"');
+    Some(match k.rsplit_once('.') {
+        Some((a, b)) if current.is_empty() => (a.to_string(), b),
+        Some((a, b)) => (format!("{current}.{a}"), b),
+        None => (current.to_string(), k),
+    })
 }
 
 /// A `[a.b]` header inside an array of tables `[[a]]` belongs to its latest element: `a[n].b`.

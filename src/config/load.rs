@@ -43,14 +43,8 @@ impl IncludeWalk {
                     current = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
                     continue;
                 }
-                let Some((k, _)) = t.split_once('=') else {
+                let Some((ks, kf)) = super::errors::written_key(&current, t) else {
                     continue;
-                };
-                let k = k.trim().trim_matches('"');
-                let (ks, kf) = match k.rsplit_once('.') {
-                    Some((a, b)) if current.is_empty() => (a.to_string(), b),
-                    Some((a, b)) => (format!("{current}.{a}"), b),
-                    None => (current.clone(), k),
                 };
                 if ks == section && kf == field {
                     found.push(format!("{} line {}", path.display(), i + 1));
