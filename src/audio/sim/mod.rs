@@ -171,9 +171,9 @@ impl SceneSpec {
                 self.sensors_m.len()
             ));
         }
-        if !(self.duration_s > 0.0 && self.duration_s < 24.0 * 3600.0) {
+        if !(self.duration_s > 0.0 && self.duration_s <= 24.0 * 3600.0) {
             return Err(format!(
-                "duration_s = {} (use 0 < d < 86400)",
+                "duration_s = {}: use (0, 86400] s",
                 self.duration_s
             ));
         }
@@ -669,6 +669,27 @@ mod tests {
             out.extend_from_slice(&buf[..n * ch]);
         }
         out
+    }
+
+    /// A whole day is a valid scene; a scene whose audio would overflow a WAV file's 32-bit
+    /// sizes is refused before anything is generated or written, with the fix.
+    #[test]
+    fn a_day_is_valid_and_an_oversized_wav_is_refused_up_front() {
+        let mut day = tiny(20.0);
+        day.duration_s = 86_400.0;
+        assert!(day.validate().is_ok());
+        day.duration_s = 86_400.5;
+        assert!(day.validate().unwrap_err().contains("86400"));
+        let dir = std::env::temp_dir().join(format!("sonotrack-wav-size-{}", std::process::id()));
+        let mut big = tiny(20.0);
+        big.duration_s = 86_400.0;
+        big.sample_rate_hz = 48_000;
+        big.sensors_m = vec![[0.0, 0.0, 0.0], [30.0, 0.0, 0.0], [0.0, 30.0, 0.0]];
+        let e = scene_dir::write_scene(&dir, &big, true).unwrap_err().to_string();
+        assert!(e.contains("24.88 GB") && e.contains("duration_s"), "{e}");
+        let e = scene_dir::write_scene(&dir, &big, false).unwrap_err().to_string();
+        assert!(e.contains("--s16"), "{e}");
+        assert!(!dir.exists(), "nothing written");
     }
 
     /// Numbers that would size an allocation or a loop beyond reason are refused with the key

@@ -5,17 +5,18 @@ use std::path::Path;
 
 use super::{SceneSpec, SimSource};
 use crate::audio::wav::WavWriter;
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 
 /// Write a scene directory: audio.wav (32-bit float, or audio_s16.wav), array.json, truth.csv,
 /// meta.json and the scene spec as scene.toml.
 pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
+    let wav_path = dir.join(if s16 { "audio_s16.wav" } else { "audio.wav" });
+    check_wav_size(&wav_path, spec, s16)?;
     std::fs::create_dir_all(dir).at(dir)?;
     let mut sim = SimSource::new(spec.clone())?;
     let truth = sim.truth();
     let ch = spec.sensors_m.len();
     let fs = spec.sample_rate_hz;
-    let wav_path = dir.join(if s16 { "audio_s16.wav" } else { "audio.wav" });
     let mut w = WavWriter::create(&wav_path, ch, fs, s16)?;
     let mut buf = vec![0.0f32; ch * 8192];
     loop {
@@ -77,5 +78,30 @@ pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
     .at(&meta_path)?;
     let spec_path = dir.join("scene.toml");
     std::fs::write(&spec_path, toml::to_string_pretty(spec).unwrap_or_default()).at(&spec_path)?;
+    Ok(())
+}
+
+/// A RIFF WAV's sizes are 32-bit: refuse a scene whose audio would not fit before generating it.
+fn check_wav_size(wav_path: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
+    let bytes_per_sample = if s16 { 2.0 } else { 4.0 };
+    let bytes = spec.duration_s
+        * f64::from(spec.sample_rate_hz)
+        * spec.sensors_m.len() as f64
+        * bytes_per_sample;
+    // The header's 44 bytes and hound's own check leave a little under 4 GiB for the data.
+    let limit = f64::from(u32::MAX) - 1024.0;
+    if bytes > limit {
+        return Err(Error::Scene {
+            path: wav_path.into(),
+            problem: format!(
+                "the audio would be {:.2} GB, more than a WAV file holds (4.29 GB)",
+                bytes / 1e9
+            ),
+            fix: format!(
+                "shorten duration_s, lower sample_rate_hz or use fewer sensors{}",
+                if s16 { "" } else { ", or write 16-bit audio with --s16 (half the size)" }
+            ),
+        });
+    }
     Ok(())
 }
