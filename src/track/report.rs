@@ -44,6 +44,27 @@ pub struct TrackEnd {
     pub was_confirmed: bool,
 }
 
+/// Which estimate of a state a report carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EstimateKind {
+    /// From the data up to the frame (what the filter has then).
+    #[default]
+    Filtered,
+    /// From all of the track's data (fixed-interval RTS, once the track has ended).
+    Smoothed,
+    /// From the data up to a fixed lag after the frame (fixed-lag RTS, live).
+    Lagged,
+}
+
+/// The filter's Gaussian summary of a state: mean and covariance of position (3) then
+/// velocity (3), in the filter's own coordinates (see [`Kinematics`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GaussianState {
+    pub mean: [f64; 6],
+    pub cov: [[f64; 6]; 6],
+}
+
 /// One track's state after a frame, as reported to the outputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrackReport {
@@ -73,6 +94,10 @@ pub struct TrackReport {
     /// the frame's power that is this source's (None without an assigned peak; see
     /// [`crate::dsp::coherence`]).
     pub coherence: Option<f32>,
+    /// The filter's state behind the report (what a smoother works on) and its kinematics.
+    pub state: GaussianState,
+    pub kin: Kinematics,
+    pub estimate: EstimateKind,
 }
 
 impl TrackReport {
@@ -97,46 +122,88 @@ pub(crate) fn report(
     support: Option<f32>,
     kin: Kinematics,
 ) -> TrackReport {
-    let mode = match kin {
-        Kinematics::ThreeD => TrackMode::ThreeD,
-        _ => TrackMode::Direction,
-    };
-    let mut pos_cov = [[0.0; 3]; 3];
-    for r in 0..3 {
-        for c in 0..3 {
-            pos_cov[r][c] = e.cov[r][c];
-        }
-    }
-    let mut position = [e.mean[0], e.mean[1], e.mean[2]];
-    let mut velocity = [e.mean[3], e.mean[4], e.mean[5]];
-    let mut vel_std = [3, 4, 5].map(|i| e.cov[i][i].max(0.0).sqrt());
-    let mut inv_range = None;
-    if mode == TrackMode::Direction {
-        let d = direction_of(e);
-        position = d.u;
-        velocity = d.rate;
-        vel_std = d.rate_std;
-        pos_cov = d.cov;
-        // (With plane waves there is no range to report.)
-        inv_range = (kin == Kinematics::Curved).then(|| [(d.norm - 1.0).max(0.0), d.inv_range_sd]);
-    }
+    let view = view_of(&e.mean, &e.cov, kin);
     TrackReport {
         id,
         status,
         seq,
         t_s,
         t_frame_s,
-        position,
-        velocity,
-        pos_cov,
-        vel_std,
+        position: view.position,
+        velocity: view.velocity,
+        pos_cov: view.pos_cov,
+        vel_std: view.vel_std,
         model_probs: e.model_probs.clone(),
         turn_rate_rad_s: e.turn_rate,
         ess: e.ess,
         support: support.unwrap_or(f32::NAN),
-        mode,
-        inv_range,
+        mode: view.mode,
+        inv_range: view.inv_range,
         coherence: None,
+        state: GaussianState {
+            mean: e.mean,
+            cov: e.cov,
+        },
+        kin,
+        estimate: EstimateKind::Filtered,
+    }
+}
+
+impl TrackReport {
+    /// This report with another estimate of its state (a smoother's), its reported position,
+    /// velocity and spreads worked out again from it.
+    pub fn with_state(&self, state: GaussianState, estimate: EstimateKind) -> TrackReport {
+        let view = view_of(&state.mean, &state.cov, self.kin);
+        TrackReport {
+            position: view.position,
+            velocity: view.velocity,
+            pos_cov: view.pos_cov,
+            vel_std: view.vel_std,
+            inv_range: view.inv_range,
+            state,
+            estimate,
+            ..self.clone()
+        }
+    }
+}
+
+/// What the outputs give of a state.
+struct ReportedState {
+    mode: TrackMode,
+    position: [f64; 3],
+    velocity: [f64; 3],
+    pos_cov: [[f64; 3]; 3],
+    vel_std: [f64; 3],
+    inv_range: Option<[f64; 2]>,
+}
+
+/// The reported position (or direction), velocity and spreads of a state.
+fn view_of(mean: &[f64; 6], cov: &[[f64; 6]; 6], kin: Kinematics) -> ReportedState {
+    let mode = match kin {
+        Kinematics::ThreeD => TrackMode::ThreeD,
+        _ => TrackMode::Direction,
+    };
+    if mode == TrackMode::Direction {
+        let d = direction_of(mean, cov);
+        // (With plane waves there is no range to report.)
+        let inv_range =
+            (kin == Kinematics::Curved).then(|| [(d.norm - 1.0).max(0.0), d.inv_range_sd]);
+        return ReportedState {
+            mode,
+            position: d.u,
+            velocity: d.rate,
+            pos_cov: d.cov,
+            vel_std: d.rate_std,
+            inv_range,
+        };
+    }
+    ReportedState {
+        mode,
+        position: [mean[0], mean[1], mean[2]],
+        velocity: [mean[3], mean[4], mean[5]],
+        pos_cov: std::array::from_fn(|r| std::array::from_fn(|c| cov[r][c])),
+        vel_std: [3, 4, 5].map(|i| cov[i][i].max(0.0).sqrt()),
+        inv_range: None,
     }
 }
 
@@ -158,20 +225,20 @@ struct DirectionView {
     rate_std: [f64; 3],
 }
 
-fn direction_of(e: &Estimate) -> DirectionView {
-    let p = Vector3::new(e.mean[0], e.mean[1], e.mean[2]);
+fn direction_of(mean: &[f64; 6], cov6: &[[f64; 6]; 6]) -> DirectionView {
+    let p = Vector3::new(mean[0], mean[1], mean[2]);
     let norm = p.norm().max(1e-12);
     let u = p / norm;
     let mut cov = Matrix3::zeros();
     for r in 0..3 {
         for c in 0..3 {
-            cov[(r, c)] = e.cov[r][c];
+            cov[(r, c)] = cov6[r][c];
         }
     }
     let proj = Matrix3::identity() - u * u.transpose();
     let tangent = proj * cov * proj / (norm * norm);
-    let v = Vector3::new(e.mean[3], e.mean[4], e.mean[5]);
-    let vcov = Matrix3::from_fn(|r, c| e.cov[3 + r][3 + c]);
+    let v = Vector3::new(mean[3], mean[4], mean[5]);
+    let vcov = Matrix3::from_fn(|r, c| cov6[3 + r][3 + c]);
     let rate = proj * v;
     let rate_cov = proj * vcov * proj;
     DirectionView {
@@ -208,7 +275,7 @@ mod tests {
                 e.cov[3 + r][3 + c] = pc[(r, c)];
             }
         }
-        let d = direction_of(&e);
+        let d = direction_of(&e.mean, &e.cov);
         assert!((Vector3::from(d.u) - u).norm() < 1e-12);
         assert!((d.norm - 1.25).abs() < 1e-12);
         assert!((d.inv_range_sd - 0.1).abs() < 1e-12);

@@ -38,14 +38,16 @@ impl FixedLag {
         Ok(Some(s.swap_remove(0)))
     }
 
-    /// Attach the prediction for the next step to the newest record (the filter learns it only
-    /// when it predicts).
+    /// Attach the transition to the next step and its prediction to the newest record (the
+    /// filter learns them only when it predicts).
     pub fn set_prediction(
         &mut self,
+        f: nalgebra::DMatrix<f64>,
         x_pred: nalgebra::DVector<f64>,
         p_pred: nalgebra::DMatrix<f64>,
     ) {
         if let Some(last) = self.window.back_mut() {
+            last.f = f;
             last.x_pred = Some(x_pred);
             last.p_pred = Some(p_pred);
         }

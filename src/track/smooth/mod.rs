@@ -8,7 +8,9 @@
 //! - [`scan`]: the same smoother parallel in time, an associative scan over the elements
 //!   (E, g, L) of Särkkä and García-Fernández (2021), terminal element (0, x̂_{N|N}, P_{N|N}),
 //!   without the thesis's Kronecker lift;
-//! - [`fixed_lag`]: x̂_{k|k+L} for live output, by RTS over a window of L + 1 records.
+//! - [`fixed_lag`]: x̂_{k|k+L} for live output, by RTS over a window of L + 1 records;
+//! - [`tracks`]: the tracker's own tracks smoothed from their filtered Gaussian summaries
+//!   (`replay --smooth`, `smoothing.lag_s`).
 //!
 //! Each takes the forward filter's [`Record`]s of one track and returns [`Smoothed`] states.
 
@@ -16,6 +18,7 @@ pub mod fixed_lag;
 pub mod kalman;
 pub mod rts;
 pub mod scan;
+pub mod tracks;
 
 use nalgebra::{DMatrix, DVector};
 

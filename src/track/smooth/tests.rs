@@ -211,7 +211,11 @@ fn fixed_lag_equals_rts_on_the_data_so_far() {
             newest.p_pred = None;
             if i > 0 {
                 let prev = &recs[i - 1];
-                fl.set_prediction(prev.x_pred.clone().unwrap(), prev.p_pred.clone().unwrap());
+                fl.set_prediction(
+                    prev.f.clone(),
+                    prev.x_pred.clone().unwrap(),
+                    prev.p_pred.clone().unwrap(),
+                );
             }
             let Some(out) = fl.push(newest).unwrap() else {
                 assert!(i < lag);
