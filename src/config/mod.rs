@@ -19,6 +19,7 @@ mod load;
 mod output;
 mod overrides;
 mod params;
+mod smoothing;
 mod tracker;
 
 use std::path::Path;
@@ -30,6 +31,7 @@ pub use audio::AudioConfig;
 pub use board::BoardConfig;
 pub use gcc::GccConfig;
 pub use output::OutputConfig;
+pub use smoothing::SmoothingConfig;
 pub use tracker::{ModelConfig, TrackerConfig, default_models};
 
 use crate::audio::sim::SceneSpec;
@@ -58,6 +60,8 @@ pub struct Config {
     pub tracker: TrackerConfig,
     #[serde(default)]
     pub output: OutputConfig,
+    #[serde(default)]
+    pub smoothing: SmoothingConfig,
 }
 
 impl Config {
@@ -87,6 +91,7 @@ impl Config {
             gcc: GccConfig::default(),
             tracker: TrackerConfig::default(),
             output: OutputConfig::default(),
+            smoothing: SmoothingConfig::default(),
         }
     }
 
@@ -148,7 +153,8 @@ impl Config {
         self.validate_models(file)?;
         self.validate_transitions(file)?;
         self.validate_tracker(file)?;
-        self.validate_output(file)
+        self.validate_output(file)?;
+        self.validate_smoothing(file)
     }
 
     /// Checks against an input: its channel count and sample rate.

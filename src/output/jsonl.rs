@@ -89,7 +89,8 @@ impl Sink for JsonlSink {
         self.pending.extend_from_slice(msg.json.as_bytes());
         self.pending.push(b'\n');
         self.pending_lines += 1;
-        if self.line_flush || msg.kind != MessageKind::Track || self.pending.len() >= BATCH_BYTES {
+        let batched = matches!(msg.kind, MessageKind::Track | MessageKind::Smoothed);
+        if self.line_flush || !batched || self.pending.len() >= BATCH_BYTES {
             self.write_pending()?;
         }
         Ok(())

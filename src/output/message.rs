@@ -11,7 +11,7 @@ use crate::math::linalg::upper_triangle;
 use crate::output::nmea::{NmeaEncoder, NmeaLines};
 use crate::track::TrackMode;
 use crate::track::manager::{TrackReport, TrackStatus};
-use crate::track::report::{EndReason, TrackEnd};
+use crate::track::report::{EndReason, EstimateKind, TrackEnd};
 
 /// Version of the message schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -113,6 +113,9 @@ impl GeoFix {
     }
 }
 
+/// The `type` of a smoothed track message.
+pub const SMOOTHED: &str = "smoothed";
+
 /// A track message (schema version 1). See docs/stream.md.
 #[derive(Debug, Clone, Serialize)]
 pub struct TrackMessage {
@@ -133,6 +136,9 @@ pub struct TrackMessage {
     pub frame_reports: usize,
     pub id: u64,
     pub status: TrackStatus,
+    /// Which estimate: "filtered" (`type` "track"), "smoothed" (fixed-interval, `replay
+    /// --smooth`) or "lagged" (fixed-lag, `smoothing.lag_s`; both `type` "smoothed").
+    pub estimate: EstimateKind,
     /// Metres, array frame (3-D mode); a unit vector towards the source in direction mode.
     pub pos: [f64; 3],
     pub vel: [f64; 3],
@@ -190,7 +196,10 @@ impl TrackMessage {
             (None, None)
         };
         Self {
-            kind: "track",
+            kind: match r.estimate {
+                EstimateKind::Filtered => "track",
+                _ => SMOOTHED,
+            },
             schema: SCHEMA_VERSION,
             t: round(r.t_s, 5),
             t_frame: round(r.t_frame_s, 5),
@@ -199,6 +208,7 @@ impl TrackMessage {
             frame_reports: frame.reports,
             id: r.id,
             status: r.status,
+            estimate: r.estimate,
             pos: r.position.map(|v| round(v, 4)),
             vel: r.velocity.map(|v| round(v, 4)),
             pos_std: [0, 1, 2].map(|i| round(c[i][i].max(0.0).sqrt(), 5)),
@@ -319,6 +329,8 @@ pub struct StatusMessage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MessageKind {
     Track,
+    /// A track's state again, smoothed (`"type": "smoothed"`).
+    Smoothed,
     Status,
     Deleted,
 }
@@ -338,13 +350,23 @@ pub struct Message {
 }
 
 impl Message {
+    /// A track message; a smoothed one (`m.kind` "smoothed") carries no NMEA sentences (a
+    /// sentence receiver knows no second estimate of a past fix).
     pub fn track(m: &TrackMessage, nmea: Option<&mut NmeaEncoder>) -> Self {
+        let smoothed = m.kind == SMOOTHED;
         Self {
-            kind: MessageKind::Track,
+            kind: if smoothed {
+                MessageKind::Smoothed
+            } else {
+                MessageKind::Track
+            },
             track_id: Some(m.id),
             t_s: m.t,
             json: serde_json::to_string(m).unwrap_or_default(),
-            nmea: nmea.map(|n| n.track(m)).unwrap_or_default(),
+            nmea: nmea
+                .filter(|_| !smoothed)
+                .map(|n| n.track(m))
+                .unwrap_or_default(),
             ready: None,
         }
     }

@@ -62,7 +62,8 @@ pub struct SinkRunner {
     pub stats: Arc<SinkStats>,
     lossless: bool,
     max_rate_hz: Option<f64>,
-    last_sent: BTreeMap<u64, f64>,
+    /// When each track's last message was sent, by (smoothed or not, track id).
+    last_sent: BTreeMap<(bool, u64), f64>,
     tx: Option<SyncSender<Cmd>>,
     handle: Option<JoinHandle<()>>,
 }
@@ -153,8 +154,11 @@ impl SinkRunner {
 
     pub fn send(&mut self, msg: &Arc<Message>) {
         if let (MessageKind::Deleted, Some(id)) = (msg.kind, msg.track_id) {
-            self.last_sent.remove(&id);
+            self.last_sent.remove(&(false, id));
+            self.last_sent.remove(&(true, id));
         } else if let (Some(rate), Some(id)) = (self.max_rate_hz, msg.track_id) {
+            // (Smoothed messages of a track are limited on their own.)
+            let id = (msg.kind == MessageKind::Smoothed, id);
             if let Some(last) = self.last_sent.get(&id) {
                 if msg.t_s - last < 1.0 / rate - 1e-9 {
                     self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);

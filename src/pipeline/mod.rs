@@ -27,6 +27,7 @@ use crate::output::{
 use crate::pipeline::backend::Backends;
 use crate::track::ParticleFilter;
 use crate::track::manager::{TrackManager, TrackReport};
+use crate::track::smooth::tracks::{Mode as SmoothMode, TrackSmoother};
 use crate::track::pf::CpuParticleFilter;
 
 /// Frame accounting and timing, reported in status messages and the replay summary.
@@ -73,6 +74,8 @@ pub struct FrameView<'a> {
     pub seq: u64,
     pub t_centre_s: f64,
     pub reports: &'a [TrackReport],
+    /// Smoothed reports that became ready with this frame (of it or earlier frames).
+    pub smoothed: &'a [TrackReport],
     pub gcc: &'a GccFrame,
     pub health: &'a FrameHealth,
 }
@@ -86,6 +89,8 @@ pub struct PipelineOptions {
     pub reproducible: bool,
     /// Live capture: status on wall time and wall-clock stamps on messages.
     pub live: bool,
+    /// Smooth each track over all of its data when it ends (`replay --smooth`).
+    pub smooth_interval: bool,
 }
 
 pub struct Pipeline {
@@ -107,6 +112,9 @@ pub struct Pipeline {
     window: (Duration, Duration, u64),
     started: Instant,
     reports: Vec<TrackReport>,
+    /// Fixed-interval (`replay --smooth`) and fixed-lag (`smoothing.lag_s`) smoothers.
+    smoothers: Vec<TrackSmoother>,
+    smoothed: Vec<TrackReport>,
     /// Live: when the frame being processed was complete (carried into its messages).
     pub frame_ready: Option<Instant>,
     /// Processing time per frame (its share of the correlation, the tracker step, the hand-off
@@ -120,7 +128,17 @@ impl Pipeline {
         let pairs = params.pairs.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>();
         let tracker = TrackManager::new(cfg.manager_settings(), backends.filter);
         let n_ch = cfg.array.sensors_m.len();
+        let models = tracker.params().models.clone();
+        let mut smoothers = Vec::new();
+        if opts.smooth_interval {
+            smoothers.push(TrackSmoother::new(SmoothMode::Interval, &models));
+        }
+        if let Some(l) = cfg.lag_frames() {
+            smoothers.push(TrackSmoother::new(SmoothMode::Lag(l), &models));
+        }
         Self {
+            smoothers,
+            smoothed: Vec::new(),
             model_names: cfg.tracker.models.iter().map(|m| m.name.clone()).collect(),
             gcc: vec![GccFrame::new(&params)],
             pair_ok: Vec::new(),
@@ -397,6 +415,10 @@ impl Pipeline {
             } else {
                 None
             };
+            self.smoothed.clear();
+            for sm in &mut self.smoothers {
+                self.smoothed.extend(sm.push(&reports, &self.tracker.ended));
+            }
             if !self.sinks.runners.is_empty() {
                 self.send_frame(frame.seq, t_centre, &reports, health, wall);
             }
@@ -424,6 +446,7 @@ impl Pipeline {
                 seq: frame.seq,
                 t_centre_s: t_centre,
                 reports: &self.reports,
+                smoothed: &self.smoothed,
                 gcc,
                 health,
             });
@@ -457,6 +480,34 @@ impl Pipeline {
             let msg = Message::deleted(&m, self.sinks.nmea.as_mut());
             self.sinks.send(msg);
         }
+        let stamp = FrameStamp {
+            reports: 0,
+            ..stamp
+        };
+        send_smoothed(&mut self.sinks, &self.smoothed, &self.model_names, &stamp);
+    }
+
+
+    /// End of the stream: the smoothed reports of the tracks still alive, sent and returned.
+    pub fn finish_smoothing(&mut self) -> Vec<TrackReport> {
+        self.smoothed.clear();
+        for sm in &mut self.smoothers {
+            self.smoothed.extend(sm.finish());
+            if sm.failures > 0 {
+                log::warn!(
+                    "smoothing: {} backward passes failed (a prediction not positive definite); their tracks' filtered states were given instead",
+                    sm.failures
+                );
+            }
+        }
+        let stamp = FrameStamp {
+            wall: None,
+            power: None,
+            reports: 0,
+            origin: self.cfg.array.origin.as_ref(),
+        };
+        send_smoothed(&mut self.sinks, &self.smoothed, &self.model_names, &stamp);
+        std::mem::take(&mut self.smoothed)
     }
 
     pub fn status(&self, t_s: f64) -> StatusMessage {
@@ -757,6 +808,20 @@ pub const FIRST_BATCH: usize = 8;
 
 /// The batch sizes an overlapped replay of batches up to `batch` uses: [`FIRST_BATCH`],
 /// doubling up to `batch`, and `batch` itself.
+/// Send the smoothed reports that are ready (`frame_reports` 0: they belong to earlier frames,
+/// whose `seq` they carry).
+fn send_smoothed(
+    sinks: &mut SinkSet,
+    smoothed: &[TrackReport],
+    model_names: &[String],
+    stamp: &FrameStamp,
+) {
+    for r in smoothed {
+        let m = TrackMessage::new(r, model_names, stamp);
+        sinks.send(Message::track(&m, None));
+    }
+}
+
 pub fn overlap_batches(batch: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
     let mut b = FIRST_BATCH;

@@ -24,6 +24,7 @@ use crate::pipeline::{Counters, FrameView, Pipeline, PipelineOptions};
 use crate::plot::GccTrace;
 use crate::track::TrackMode;
 use crate::track::manager::TrackReport;
+use crate::track::report::EstimateKind;
 
 /// What to replay and how.
 #[derive(Debug, Clone)]
@@ -48,6 +49,8 @@ pub struct ReplayOptions {
     /// OSPA cut-off (m) and order for several targets.
     pub ospa_c_m: f64,
     pub ospa_p: f64,
+    /// Smooth each track over all of its data (RTS) and score the smoothed estimates too.
+    pub smooth: bool,
 }
 
 impl Default for ReplayOptions {
@@ -67,6 +70,7 @@ impl Default for ReplayOptions {
             bound: true,
             ospa_c_m: 5.0,
             ospa_p: 1.0,
+            smooth: false,
         }
     }
 }
@@ -92,6 +96,8 @@ pub struct ReplaySummary {
     pub evaluation: Option<Evaluation>,
     /// Every frame's reports (kept with truth or plots; empty otherwise).
     pub frames: Vec<FrameReports>,
+    /// The smoothed estimates (`--smooth`, `smoothing.lag_s`), kept and scored like `frames`.
+    pub smoothed: Vec<EstimateScore>,
     /// The Cramér–Rao bound per frame (with truth, when computed).
     pub bounds: Option<Vec<FrameBound>>,
     /// GCC-PHAT curves kept for plots.
@@ -102,7 +108,27 @@ pub struct ReplaySummary {
     pub warnings: Vec<String>,
 }
 
+/// One kind of smoothed estimate of a replay: every frame's reports and their evaluation.
+#[derive(Debug, Clone)]
+pub struct EstimateScore {
+    pub kind: EstimateKind,
+    pub frames: Vec<FrameReports>,
+    pub evaluation: Option<Evaluation>,
+}
+
 impl ReplaySummary {
+    /// The frames of one estimate: the filtered ones, or a smoothed kind's (None when the replay
+    /// made none of that kind).
+    pub fn frames_of(&self, kind: EstimateKind) -> Option<&[FrameReports]> {
+        if kind == EstimateKind::Filtered {
+            return Some(&self.frames);
+        }
+        self.smoothed
+            .iter()
+            .find(|e| e.kind == kind)
+            .map(|e| e.frames.as_slice())
+    }
+
     /// Processing time as a fraction of the audio's duration.
     pub fn load(&self) -> f64 {
         self.counters.proc_total.as_secs_f64() / self.audio_s.max(1e-9)
@@ -207,6 +233,7 @@ pub fn replay_source(
             want_curves: opts.want_curves || opts.plot.is_some(),
             reproducible: opts.reproducible,
             live: false,
+            smooth_interval: opts.smooth,
         },
     );
     let hop = cfg.hop_samples();
@@ -217,6 +244,15 @@ pub fn replay_source(
     // truth or plots holds no more memory after an hour than after a minute.
     let keep_frames = truth.is_some() || opts.plot.is_some();
     let mut frames: Vec<FrameReports> = Vec::new();
+    let mut smoothed: BTreeMap<(EstimateKind, u64), Vec<Report>> = BTreeMap::new();
+    let mut keep_smoothed = |rs: &[TrackReport]| {
+        for r in rs {
+            smoothed
+                .entry((r.estimate, r.seq))
+                .or_default()
+                .push(report_of(r));
+        }
+    };
     let params = cfg.gcc_params();
     let mut gcc = opts
         .plot
@@ -231,6 +267,7 @@ pub fn replay_source(
                 t_frame: v.t_centre_s,
                 reports: v.reports.iter().map(report_of).collect(),
             });
+            keep_smoothed(v.smoothed);
         }
         if let Some(g) = gcc.as_mut() {
             g.push(v.seq, v.t_centre_s, &v.gcc.curves, params.curve_half);
@@ -252,13 +289,34 @@ pub fn replay_source(
         }
     };
     pipe.run(src, &mut asm, opts.pace, &mut observe, &mut progress)?;
+    let last = pipe.finish_smoothing();
+    if keep_frames {
+        keep_smoothed(&last);
+    }
     if let Some(pb) = &bar {
         pb.finish_and_clear();
     }
     pipe.sinks.flush(Duration::from_secs(30));
     let wall = start.elapsed();
-    let evaluation = truth
-        .map(|t| crate::analysis::score::evaluate(&frames, t, None, &eval_options(cfg, t, opts)));
+    let score = |frames: &[FrameReports]| {
+        truth.map(|t| crate::analysis::score::evaluate(frames, t, None, &eval_options(cfg, t, opts)))
+    };
+    let evaluation = score(&frames);
+    let kinds: Vec<EstimateKind> = [EstimateKind::Smoothed, EstimateKind::Lagged]
+        .into_iter()
+        .filter(|k| smoothed.keys().any(|(kind, _)| kind == k))
+        .collect();
+    let smoothed: Vec<EstimateScore> = kinds
+        .into_iter()
+        .map(|kind| {
+            let frames = aligned(&frames, &mut smoothed, kind);
+            EstimateScore {
+                kind,
+                evaluation: score(&frames),
+                frames,
+            }
+        })
+        .collect();
     let mut warnings = src.warnings();
     if pipe.counters.frames_in == 0 {
         warnings.extend(shorter_than_a_frame(cfg, total));
@@ -280,12 +338,30 @@ pub fn replay_source(
             .and_then(|e| e.per_target.values().next().cloned()),
         evaluation,
         frames,
+        smoothed,
         bounds: None,
         gcc,
         model_names: cfg.tracker.models.iter().map(|m| m.name.clone()).collect(),
         plots: Vec::new(),
         warnings,
     })
+}
+
+/// The reports of one smoothed `kind` frame by frame, on the filtered `frames`' sequence
+/// numbers (taken out of `by_seq`).
+fn aligned(
+    frames: &[FrameReports],
+    by_seq: &mut BTreeMap<(EstimateKind, u64), Vec<Report>>,
+    kind: EstimateKind,
+) -> Vec<FrameReports> {
+    frames
+        .iter()
+        .map(|f| FrameReports {
+            seq: f.seq,
+            t_frame: f.t_frame,
+            reports: by_seq.remove(&(kind, f.seq)).unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// A progress bar over `total` sample frames.
@@ -377,6 +453,14 @@ pub fn finish(
             );
             summary.accuracy = e.per_target.values().next().cloned();
             summary.evaluation = Some(e);
+            for s in &mut summary.smoothed {
+                s.evaluation = Some(crate::analysis::score::evaluate(
+                    &s.frames,
+                    t,
+                    Some(&b),
+                    &eval_options(cfg, t, opts),
+                ));
+            }
             summary.bounds = Some(b);
         }
     }
@@ -400,7 +484,14 @@ impl ReplaySummary {
     /// (fewest frames within the threshold), named as such; a target never tracked is said to
     /// be, never given as figures.
     fn headline(&self) -> Option<String> {
-        let per = &self.evaluation.as_ref()?.per_target;
+        headline(self.evaluation.as_ref()?)
+    }
+}
+
+/// An evaluation's headline (see [`ReplaySummary::headline`]).
+fn headline(e: &Evaluation) -> Option<String> {
+    {
+        let per = &e.per_target;
         let (k, a) = per
             .iter()
             .min_by(|x, y| x.1.within_pct.total_cmp(&y.1.within_pct))?;
@@ -508,6 +599,15 @@ impl std::fmt::Display for ReplaySummary {
         }
         if let Some(e) = &self.evaluation {
             writeln!(f, "{e}")?;
+        }
+        for s in &self.smoothed {
+            if let Some(line) = s.evaluation.as_ref().and_then(headline) {
+                let name = match s.kind {
+                    EstimateKind::Lagged => "lagged",
+                    _ => "smoothed",
+                };
+                writeln!(f, "{name}: {line}")?;
+            }
         }
         for p in &self.plots {
             writeln!(f, "plot:     {}", p.display())?;

@@ -45,7 +45,7 @@ pub struct TrackEnd {
 }
 
 /// Which estimate of a state a report carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EstimateKind {
     /// From the data up to the frame (what the filter has then).
