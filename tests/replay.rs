@@ -115,7 +115,7 @@ fn simulated_scene_round_trip() {
     );
     // The stream, scored as `sonotrack evaluate` does, gives the replay's figures, the check
     // of the reported covariance included (the stream rounds it to 1e-8 m²).
-    let frames = sonotrack::analysis::stream::read_stream(&out).unwrap();
+    let frames = sonotrack::analysis::stream::read_stream(&out, Default::default()).unwrap();
     let t = truth.as_ref().unwrap();
     let e = sonotrack::analysis::score::evaluate(
         &frames,

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::track::manager::TrackStatus;
+use crate::track::report::EstimateKind;
 
 /// One track report, as read back from a position stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,12 +46,12 @@ pub const MAX_STREAM_FRAMES: u64 = 4_000_000;
 
 /// Read a JSON Lines position stream: track messages grouped by frame; status lines give the
 /// number of frames processed, so frames without any report are counted too.
-pub fn read_stream(path: &Path) -> Result<Vec<FrameReports>> {
+pub fn read_stream(path: &Path, kind: EstimateKind) -> Result<Vec<FrameReports>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
         path: path.into(),
         source: e,
     })?;
-    parse_stream(&text).map_err(|(line, problem)| Error::Scene {
+    parse_stream_of(&text, kind).map_err(|(line, problem)| Error::Scene {
         path: path.into(),
         problem: format!("line {line}: {problem}"),
         fix: "give the JSON Lines written by `sonotrack replay --out` or a live JSONL/UDP sink"
@@ -76,8 +77,17 @@ pub fn stream_holds_directions(
     Ok(Some(first))
 }
 
-/// Parse a position stream (see `read_stream`).
+/// Parse a position stream's filtered reports (see `read_stream`).
 pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize, String)> {
+    parse_stream_of(text, EstimateKind::Filtered)
+}
+
+/// Parse one estimate of a position stream: the track messages (filtered), or the smoothed
+/// messages of that `estimate`.
+pub fn parse_stream_of(
+    text: &str,
+    kind: EstimateKind,
+) -> std::result::Result<Vec<FrameReports>, (usize, String)> {
     let mut by_seq: BTreeMap<u64, FrameReports> = BTreeMap::new();
     let mut frames_in = 0u64;
     for (i, line) in text.lines().enumerate() {
@@ -87,8 +97,12 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
         }
         let v: serde_json::Value =
             serde_json::from_str(line).map_err(|e| (i + 1, format!("not JSON: {e}")))?;
-        match v.get("type").and_then(|t| t.as_str()) {
-            Some("track") => {
+        let ty = v.get("type").and_then(|t| t.as_str());
+        match ty {
+            Some("track" | "smoothed") => {
+                if estimate_of(&v).map_err(|e| (i + 1, e))? != kind {
+                    continue;
+                }
                 let (seq, t_frame, report) = track_report(&v).map_err(|e| (i + 1, e))?;
                 let e = by_seq.entry(seq).or_insert_with(|| FrameReports {
                     seq,
@@ -110,6 +124,21 @@ pub fn parse_stream(text: &str) -> std::result::Result<Vec<FrameReports>, (usize
         }
     }
     Ok(with_empty_frames(by_seq, frames_in))
+}
+
+/// Which estimate a track or smoothed message carries (its `estimate`; without one, a track
+/// message is filtered and a smoothed one smoothed).
+fn estimate_of(v: &serde_json::Value) -> std::result::Result<EstimateKind, String> {
+    let smoothed = v.get("type").and_then(|t| t.as_str()) == Some("smoothed");
+    match (v.get("estimate").and_then(|e| e.as_str()), smoothed) {
+        (None, false) | (Some("filtered"), false) => Ok(EstimateKind::Filtered),
+        (None, true) | (Some("smoothed"), true) => Ok(EstimateKind::Smoothed),
+        (Some("lagged"), true) => Ok(EstimateKind::Lagged),
+        (Some(e), _) => Err(format!(
+            "`estimate` \"{e}\" in a `{}` message (track messages are \"filtered\", smoothed ones \"smoothed\" or \"lagged\")",
+            if smoothed { "smoothed" } else { "track" }
+        )),
+    }
 }
 
 /// A frame sequence number or count: an integer from 0 to [`MAX_STREAM_FRAMES`].
@@ -258,6 +287,30 @@ fn with_empty_frames(mut by_seq: BTreeMap<u64, FrameReports>, frames_in: u64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One stream carries filtered, smoothed and lagged estimates of the same frames: each is
+    /// read on its own; a message naming an estimate its type cannot carry is an error.
+    #[test]
+    fn each_estimate_of_a_stream_is_read_on_its_own() {
+        let text = r#"{"type":"track","estimate":"filtered","t":0.1,"t_frame":0.1,"seq":0,"id":3,"pos":[1,2,3]}
+{"type":"track","t":0.2,"t_frame":0.2,"seq":1,"id":3,"pos":[1,2,4]}
+{"type":"smoothed","estimate":"lagged","t":0.1,"t_frame":0.1,"seq":0,"id":3,"pos":[5,2,3]}
+{"type":"smoothed","estimate":"smoothed","t":0.1,"t_frame":0.1,"seq":0,"id":3,"pos":[6,2,3]}
+{"type":"smoothed","t":0.2,"t_frame":0.2,"seq":1,"id":3,"pos":[6,2,4]}
+"#;
+        let x = |k, i: usize| parse_stream_of(text, k).unwrap()[i].reports[0].pos[0];
+        assert_eq!(parse_stream(text).unwrap().len(), 2);
+        assert_eq!(x(EstimateKind::Filtered, 0), 1.0);
+        assert_eq!(x(EstimateKind::Lagged, 0), 5.0);
+        assert_eq!(x(EstimateKind::Smoothed, 0), 6.0);
+        assert_eq!(x(EstimateKind::Smoothed, 1), 6.0);
+        let lagged = parse_stream_of(text, EstimateKind::Lagged).unwrap();
+        assert_eq!(lagged.len(), 1);
+        let bad = r#"{"type":"track","estimate":"lagged","t":0.1,"t_frame":0.1,"seq":0,"id":3,"pos":[1,2,3]}"#;
+        let (line, problem) = parse_stream(bad).unwrap_err();
+        assert_eq!(line, 1);
+        assert!(problem.contains("`estimate`"), "{problem}");
+    }
 
     #[test]
     fn stream_parsing_fills_frames_without_reports() {

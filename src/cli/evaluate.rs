@@ -44,9 +44,13 @@ pub struct Args {
     /// Also write the evaluation as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Which estimate to score: the filtered track messages, or the smoothed messages that
+    /// `replay --smooth` (smoothed) or `smoothing.lag_s` (lagged) wrote.
+    #[arg(long, value_enum, default_value_t = super::EstimateArg::Filtered)]
+    pub estimate: super::EstimateArg,
 }
 pub fn run(a: Args) -> Result<()> {
-    let frames = read_stream(&a.tracks)?;
+    let frames = read_stream(&a.tracks, a.estimate.into())?;
     let (mut cfg, wav, scene_truth) = inputs(&a)?;
     let truth = match (&a.truth, scene_truth) {
         (Some(p), _) => Truth::load(p)?,
@@ -57,10 +61,17 @@ pub fn run(a: Args) -> Result<()> {
             ));
         }
     };
-    if frames.is_empty() {
+    // (A filtered stream with frames but no report is scored: nothing was tracked.)
+    let none = match a.estimate {
+        super::EstimateArg::Filtered => frames.is_empty(),
+        _ => frames.iter().all(|f| f.reports.is_empty()),
+    };
+    if none {
         return Err(Error::Usage(format!(
-            "{}: no track messages to evaluate",
-            a.tracks.display()
+            "{}: no {} to evaluate{}",
+            a.tracks.display(),
+            a.estimate.messages(),
+            a.estimate.how_to_get()
         )));
     }
     // The stream says what it holds: a stream of directions (written with `--set

@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use sonotrack::audio::sim::PRESETS;
 use sonotrack::error::{Error, Result};
 use sonotrack::gpu::BackendChoice;
+use sonotrack::track::report::EstimateKind;
 
 /// The version line, saying whether this build has live capture (`scripts/make-deb.sh` refuses
 /// to package a board binary without it).
@@ -91,6 +92,46 @@ impl From<BackendArg> for BackendChoice {
             BackendArg::Auto => BackendChoice::Auto,
             BackendArg::Cpu => BackendChoice::Cpu,
             BackendArg::Cuda => BackendChoice::Cuda,
+        }
+    }
+}
+
+/// `--estimate`: which estimate of the tracks to score.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EstimateArg {
+    Filtered,
+    Smoothed,
+    Lagged,
+}
+
+impl From<EstimateArg> for EstimateKind {
+    fn from(e: EstimateArg) -> Self {
+        match e {
+            EstimateArg::Filtered => EstimateKind::Filtered,
+            EstimateArg::Smoothed => EstimateKind::Smoothed,
+            EstimateArg::Lagged => EstimateKind::Lagged,
+        }
+    }
+}
+
+impl EstimateArg {
+    /// What messages carry this estimate.
+    pub fn messages(self) -> &'static str {
+        match self {
+            EstimateArg::Filtered => "track messages",
+            EstimateArg::Smoothed => "smoothed messages (`\"estimate\": \"smoothed\"`)",
+            EstimateArg::Lagged => "lagged messages (`\"estimate\": \"lagged\"`)",
+        }
+    }
+
+    /// How to get a stream with them (empty for the filtered ones).
+    pub fn how_to_get(self) -> &'static str {
+        match self {
+            EstimateArg::Filtered => "",
+            EstimateArg::Smoothed => "; write the stream with `sonotrack replay --smooth --out FILE`",
+            EstimateArg::Lagged => {
+                "; write the stream with `--set smoothing.lag_s=SECONDS` (replay or run)"
+            }
         }
     }
 }

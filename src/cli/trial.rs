@@ -43,6 +43,10 @@ pub struct Args {
     /// Scene length (s), in place of the family's.
     #[arg(long, value_parser = super::values::duration)]
     pub duration: Option<f64>,
+    /// Which estimate to score: filtered, smoothed (each track by RTS over all of its data) or
+    /// lagged (the fixed-lag estimates; give --set smoothing.lag_s=SECONDS).
+    #[arg(long, value_enum, default_value_t = super::EstimateArg::Filtered)]
+    pub estimate: super::EstimateArg,
     /// Print a built-in family's file and exit.
     #[arg(long, value_name = "NAME")]
     pub print_family: Option<String>,
@@ -77,6 +81,7 @@ pub fn run(a: Args) -> Result<()> {
         sets: a.sets,
         backend: a.backend.map(Into::into),
         progress: !a.no_progress,
+        estimate: a.estimate.into(),
     };
     if let (Some(index), Some(out)) = (a.scene, &a.out) {
         let spec = family.draw(a.seed, index);

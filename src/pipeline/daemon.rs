@@ -325,6 +325,8 @@ pub fn run(o: &RunOptions) -> Result<RunSummary> {
         live.drain(Duration::from_secs(1));
     }
     let mut pipe = live.pipe;
+    // The fixed-lag estimates of the frames not yet given out, from the data there is.
+    pipe.finish_smoothing();
     pipe.emit_status(started.elapsed().as_secs_f64());
     pipe.sinks.flush(Duration::from_millis(500));
     let summary = summary_of(&pipe, reloads, started.elapsed().as_secs_f64());

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::gpu::BackendChoice;
 use crate::pipeline::replay::{ReplayOptions, replay_source};
 use crate::track::TrackMode;
+use crate::track::report::EstimateKind;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -26,6 +27,9 @@ pub struct TrialOptions {
     /// None: each scene's configuration decides (`tracker.backend`, auto by default).
     pub backend: Option<BackendChoice>,
     pub progress: bool,
+    /// Which estimate is scored: filtered, smoothed (each track's RTS once it ends) or lagged
+    /// (`smoothing.lag_s`).
+    pub estimate: EstimateKind,
 }
 
 /// A trial's result (what `--json` writes).
@@ -36,6 +40,8 @@ pub struct TrialReport {
     pub seed: u64,
     pub runs: u32,
     pub sets: Vec<String>,
+    /// The estimate scored.
+    pub estimate: EstimateKind,
     /// Scene length (s), and the tracking mode ("3d" or "direction").
     pub duration_s: f64,
     pub mode: &'static str,
@@ -51,13 +57,18 @@ impl std::fmt::Display for TrialReport {
         let u = self.summary.unit;
         writeln!(
             f,
-            "family {}: {} ({} scenes of {} s, seed {}, {} tracking; within {} {u}, far {} {u})",
+            "family {}: {} ({} scenes of {} s, seed {}, {} tracking{}; within {} {u}, far {} {u})",
             self.family,
             self.description,
             self.runs,
             self.duration_s,
             self.seed,
             self.mode,
+            match self.estimate {
+                EstimateKind::Filtered => "",
+                EstimateKind::Smoothed => ", smoothed estimates",
+                EstimateKind::Lagged => ", lagged estimates",
+            },
             self.threshold,
             self.far
         )?;
@@ -119,6 +130,7 @@ pub fn run_trial(family: &FamilySpec, o: &TrialOptions) -> Result<TrialReport> {
         seed: o.seed,
         runs: o.runs,
         sets: o.sets.clone(),
+        estimate: o.estimate,
         duration_s: family.duration_s,
         mode: if directions { "direction" } else { "3d" },
         threshold: scoring.threshold,
@@ -182,8 +194,14 @@ pub fn run_scene(
         bound: false,
         warmup_s: family.scoring.warmup_s,
         out: stream,
+        smooth: o.estimate == EstimateKind::Smoothed,
         ..ReplayOptions::default()
     };
+    if o.estimate == EstimateKind::Lagged && cfg.lag_frames().is_none() {
+        return Err(Error::Usage(
+            "--estimate lagged scores the fixed-lag estimates: give their lag too, e.g. --set smoothing.lag_s=1".into(),
+        ));
+    }
     // Scenes on the GPU take turns: they share the process's CUDA context, and one scene's
     // graph capture on its stream does not survive another's work on the device meanwhile.
     let on_gpu = opts.backend != BackendChoice::Cpu && crate::gpu::available().is_ok();
@@ -192,9 +210,12 @@ pub fn run_scene(
     drop(turn);
     let directions = cfg.array.mode == TrackMode::Direction;
     let scoring = scoring_of(family, &cfg, directions);
+    let frames = summary
+        .frames_of(o.estimate)
+        .unwrap_or(summary.frames.as_slice());
     Ok(score_scene(
         index,
-        &summary.frames,
+        frames,
         &truth,
         &scoring,
         summary.load(),
