@@ -737,3 +737,39 @@ fn a_track_that_has_lost_its_source_is_deleted_within_1_5_s() {
         );
     }
 }
+
+/// `replay --smooth`: every filtered report of the `harbour` preset comes back smoothed (same
+/// frames, same tracks), scored beside the filtered ones; on this straight, steady pass the
+/// smoothed error is lower and its covariance still covers it (NEES within the 95 % band of a
+/// 3-D position in at least 90 % of the reports).
+#[test]
+fn smoothed_replay_scores_every_report_again() {
+    let spec = SceneSpec::preset("harbour").unwrap();
+    let (cfg, wav, truth, _dir) = scene("smooth-harbour", &spec);
+    let opts = ReplayOptions {
+        smooth: true,
+        bound: false,
+        ..cpu_opts()
+    };
+    let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &opts).unwrap();
+    assert_eq!(s.smoothed.len(), 1);
+    let sm = &s.smoothed[0];
+    assert_eq!(sm.kind, sonotrack::track::report::EstimateKind::Smoothed);
+    assert_eq!(sm.frames.len(), s.frames.len());
+    for (f, g) in s.frames.iter().zip(&sm.frames) {
+        assert_eq!(f.seq, g.seq);
+        let ids = |x: &sonotrack::analysis::stream::FrameReports| {
+            x.reports.iter().map(|r| r.id).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(f), ids(g));
+    }
+    let e = sm.evaluation.as_ref().unwrap();
+    let (filtered, smoothed) = (s.accuracy.as_ref().unwrap(), &e.per_target[&0]);
+    eprintln!("harbour filtered {filtered}\nharbour smoothed {smoothed}");
+    assert!(
+        smoothed.rmse_m < filtered.rmse_m,
+        "{smoothed} against {filtered}"
+    );
+    let c = &e.consistency[&0];
+    assert!(c.within_95_pct >= 90.0, "{c:?}");
+}

@@ -62,10 +62,12 @@ fn replay_with_outputs(name: &str) -> (Vec<serde_json::Value>, Vec<String>) {
         sentences: vec![SentenceKind::Ttm, SentenceKind::Tll, SentenceKind::Psnt],
         max_rate_hz: None,
     });
+    cfg.smoothing.lag_s = 0.3;
     cfg.validate("test").unwrap();
     let out = dir.join("stream.jsonl");
     let opts = ReplayOptions {
         out: Some(out.to_string_lossy().into_owned()),
+        smooth: true,
         ..cpu()
     };
     // (The receiver reads while the replay sends: a socket's buffer holds a few hundred.)
@@ -113,6 +115,33 @@ fn the_stream_matches_its_schema_and_ends_tracks() {
     ] {
         assert!(!v.is_valid(&broken), "{broken}");
     }
+
+    // Every track message is given again smoothed and lagged, once each, with its id, seq and
+    // time; a smoothed message has no wrong estimate.
+    let key = |m: &serde_json::Value| (m["id"].as_u64().unwrap(), m["seq"].as_u64().unwrap());
+    let filtered: BTreeSet<(u64, u64)> = lines
+        .iter()
+        .filter(|m| m["type"] == "track")
+        .map(|m| {
+            assert_eq!(m["estimate"], "filtered");
+            key(m)
+        })
+        .collect();
+    for est in ["smoothed", "lagged"] {
+        let of: Vec<(u64, u64)> = lines
+            .iter()
+            .filter(|m| m["type"] == "smoothed" && m["estimate"] == est)
+            .map(key)
+            .collect();
+        assert_eq!(of.len(), filtered.len(), "{est}");
+        assert_eq!(
+            of.iter().copied().collect::<BTreeSet<_>>(),
+            filtered,
+            "{est}"
+        );
+    }
+    let smoothed = lines.iter().find(|m| m["type"] == "smoothed").unwrap();
+    assert!(!v.is_valid(&with(smoothed, "estimate", "filtered".into())));
 
     // Frames: every track message of a seq says how many its frame has.
     let mut per_seq: BTreeMap<u64, (usize, u64)> = BTreeMap::new();

@@ -128,7 +128,9 @@ impl EstimateArg {
     pub fn how_to_get(self) -> &'static str {
         match self {
             EstimateArg::Filtered => "",
-            EstimateArg::Smoothed => "; write the stream with `sonotrack replay --smooth --out FILE`",
+            EstimateArg::Smoothed => {
+                "; write the stream with `sonotrack replay --smooth --out FILE`"
+            }
             EstimateArg::Lagged => {
                 "; write the stream with `--set smoothing.lag_s=SECONDS` (replay or run)"
             }

@@ -27,8 +27,8 @@ use crate::output::{
 use crate::pipeline::backend::Backends;
 use crate::track::ParticleFilter;
 use crate::track::manager::{TrackManager, TrackReport};
-use crate::track::smooth::tracks::{Mode as SmoothMode, TrackSmoother};
 use crate::track::pf::CpuParticleFilter;
+use crate::track::smooth::tracks::{Mode as SmoothMode, TrackSmoother};
 
 /// Frame accounting and timing, reported in status messages and the replay summary.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -486,7 +486,6 @@ impl Pipeline {
         };
         send_smoothed(&mut self.sinks, &self.smoothed, &self.model_names, &stamp);
     }
-
 
     /// End of the stream: the smoothed reports of the tracks still alive, sent and returned.
     pub fn finish_smoothing(&mut self) -> Vec<TrackReport> {

@@ -299,7 +299,8 @@ pub fn replay_source(
     pipe.sinks.flush(Duration::from_secs(30));
     let wall = start.elapsed();
     let score = |frames: &[FrameReports]| {
-        truth.map(|t| crate::analysis::score::evaluate(frames, t, None, &eval_options(cfg, t, opts)))
+        truth
+            .map(|t| crate::analysis::score::evaluate(frames, t, None, &eval_options(cfg, t, opts)))
     };
     let evaluation = score(&frames);
     let kinds: Vec<EstimateKind> = [EstimateKind::Smoothed, EstimateKind::Lagged]

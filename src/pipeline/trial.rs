@@ -213,13 +213,7 @@ pub fn run_scene(
     let frames = summary
         .frames_of(o.estimate)
         .unwrap_or(summary.frames.as_slice());
-    Ok(score_scene(
-        index,
-        frames,
-        &truth,
-        &scoring,
-        summary.load(),
-    ))
+    Ok(score_scene(index, frames, &truth, &scoring, summary.load()))
 }
 
 /// The unit of scene `index`'s distance figures: "deg" when it tracks directions, else "m".

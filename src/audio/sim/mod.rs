@@ -685,9 +685,13 @@ mod tests {
         big.duration_s = 86_400.0;
         big.sample_rate_hz = 48_000;
         big.sensors_m = vec![[0.0, 0.0, 0.0], [30.0, 0.0, 0.0], [0.0, 30.0, 0.0]];
-        let e = scene_dir::write_scene(&dir, &big, true).unwrap_err().to_string();
+        let e = scene_dir::write_scene(&dir, &big, true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("24.88 GB") && e.contains("duration_s"), "{e}");
-        let e = scene_dir::write_scene(&dir, &big, false).unwrap_err().to_string();
+        let e = scene_dir::write_scene(&dir, &big, false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--s16"), "{e}");
         assert!(!dir.exists(), "nothing written");
     }

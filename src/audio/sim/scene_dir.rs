@@ -99,7 +99,11 @@ fn check_wav_size(wav_path: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
             ),
             fix: format!(
                 "shorten duration_s, lower sample_rate_hz or use fewer sensors{}",
-                if s16 { "" } else { ", or write 16-bit audio with --s16 (half the size)" }
+                if s16 {
+                    ""
+                } else {
+                    ", or write 16-bit audio with --s16 (half the size)"
+                }
             ),
         });
     }

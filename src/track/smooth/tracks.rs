@@ -19,9 +19,9 @@ use nalgebra::{DMatrix, DVector};
 use super::fixed_lag::FixedLag;
 use super::kalman::{LinearModel, symmetric};
 use super::{Covariance, Record, SmoothError, Smoothed, rts};
-use crate::track::MotionModel;
 use crate::track::models::Kinematics;
 use crate::track::report::{EstimateKind, GaussianState, TrackEnd, TrackReport};
+use crate::track::{ModelKind, MotionModel};
 
 /// How the tracks are smoothed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +38,8 @@ pub enum Mode {
 #[derive(Debug)]
 pub struct TrackSmoother {
     mode: Mode,
-    /// Acceleration noise of each motion model (m/s², configuration order).
-    accel_std: Vec<f64>,
+    /// The tracker's motion models (configuration order).
+    models: Vec<MotionModel>,
     tracks: BTreeMap<u64, History>,
     /// Backward passes that failed (a predicted covariance not positive definite): the
     /// filtered reports stood in for the smoothed ones.
@@ -57,7 +57,7 @@ impl TrackSmoother {
     pub fn new(mode: Mode, models: &[MotionModel]) -> Self {
         Self {
             mode,
-            accel_std: models.iter().map(|m| f64::from(m.accel_std)).collect(),
+            models: models.to_vec(),
             tracks: BTreeMap::new(),
             failures: 0,
         }
@@ -77,7 +77,7 @@ impl TrackSmoother {
             });
             if let Some(prev) = h.reports.back() {
                 if let Some(lag) = h.lag.as_mut() {
-                    let (f, xp, pp) = predict(prev, r.t_s, &self.accel_std);
+                    let (f, xp, pp) = predict(prev, r.t_s, &self.models);
                     lag.set_prediction(f, xp, pp);
                 }
             }
@@ -132,7 +132,7 @@ impl TrackSmoother {
             // The window's first report has gone out already (once the window was full).
             Mode::Lag(l) => (EstimateKind::Lagged, usize::from(reports.len() == l + 1)),
         };
-        match smooth_reports(&reports, &self.accel_std) {
+        match smooth_reports(&reports, &self.models) {
             Ok(s) => reports
                 .iter()
                 .zip(&s)
@@ -141,7 +141,11 @@ impl TrackSmoother {
                 .collect(),
             Err(_) => {
                 self.failures += 1;
-                reports.iter().skip(skip).map(|r| relabel(r, kind)).collect()
+                reports
+                    .iter()
+                    .skip(skip)
+                    .map(|r| relabel(r, kind))
+                    .collect()
             }
         }
     }
@@ -150,11 +154,11 @@ impl TrackSmoother {
 /// Fixed-interval RTS over one track's reports (in time order).
 pub fn smooth_reports(
     reports: &[TrackReport],
-    accel_std: &[f64],
+    models: &[MotionModel],
 ) -> Result<Vec<Smoothed>, SmoothError> {
     let mut records: Vec<Record> = reports.iter().map(record_of).collect();
     for (k, next) in reports.iter().enumerate().skip(1) {
-        let (f, xp, pp) = predict(&reports[k - 1], next.t_s, accel_std);
+        let (f, xp, pp) = predict(&reports[k - 1], next.t_s, models);
         records[k - 1].f = f;
         records[k - 1].x_pred = Some(xp);
         records[k - 1].p_pred = Some(pp);
@@ -186,9 +190,9 @@ fn step_dt(prev: &TrackReport, t_s: f64) -> f64 {
 fn predict(
     prev: &TrackReport,
     t_s: f64,
-    accel_std: &[f64],
+    models: &[MotionModel],
 ) -> (DMatrix<f64>, DVector<f64>, DMatrix<f64>) {
-    let m = cv_model(prev, t_s, accel_std);
+    let m = cv_model(prev, t_s, models);
     let r = record_of(prev);
     let pp = symmetric(&m.f * &r.p * m.f.transpose() + &m.q);
     let xp = &m.f * &r.x;
@@ -198,23 +202,43 @@ fn predict(
 /// The moment-matched constant-velocity model from `prev`'s state time to `t_s`: continuous
 /// white-noise acceleration, whose Q is positive definite for any step (unlike the
 /// piecewise-constant form), so the backward gain's solve never meets a singular prediction.
-fn cv_model(prev: &TrackReport, t_s: f64, accel_std: &[f64]) -> LinearModel {
-    LinearModel::constant_velocity(3, step_dt(prev, t_s), accel_density(prev, accel_std), 1.0)
+fn cv_model(prev: &TrackReport, t_s: f64, models: &[MotionModel]) -> LinearModel {
+    let dt = step_dt(prev, t_s);
+    let mut m = LinearModel::constant_velocity(3, dt, accel_density(prev, models), 1.0);
+    // The mixture's mean velocity decays as the near-static model's share of it does.
+    let d = mixture(prev, models, |mm| match mm.kind {
+        ModelKind::Static => (-dt / f64::from(mm.velocity_decay_s).max(1e-6)).exp(),
+        _ => 1.0,
+    });
+    for i in 0..3 {
+        m.f[(i, i + 3)] = d * dt;
+        m.f[(i + 3, i + 3)] = d;
+    }
+    m
+}
+
+/// The mean of `value` over the models, weighted by the track's model probabilities (equal
+/// weights where it has none).
+fn mixture(r: &TrackReport, models: &[MotionModel], value: impl Fn(&MotionModel) -> f64) -> f64 {
+    let probs = &r.model_probs;
+    if probs.len() == models.len() && !models.is_empty() {
+        let total: f64 = probs.iter().map(|p| f64::from(*p)).sum();
+        if total > 0.0 {
+            return probs
+                .iter()
+                .zip(models)
+                .map(|(p, m)| f64::from(*p) * value(m))
+                .sum::<f64>()
+                / total;
+        }
+    }
+    models.iter().map(&value).sum::<f64>() / models.len().max(1) as f64
 }
 
 /// The acceleration density of the moment-matched model for a track in state `r` (see the
 /// module's notes), in the state's units.
-fn accel_density(r: &TrackReport, accel_std: &[f64]) -> f64 {
-    let probs = &r.model_probs;
-    let mut q: f64 = if probs.len() == accel_std.len() && !probs.is_empty() {
-        probs
-            .iter()
-            .zip(accel_std)
-            .map(|(p, s)| f64::from(*p) * s * s)
-            .sum()
-    } else {
-        accel_std.iter().map(|s| s * s).fold(0.0, f64::max)
-    };
+fn accel_density(r: &TrackReport, models: &[MotionModel]) -> f64 {
+    let mut q = mixture(r, models, |m| f64::from(m.accel_std).powi(2));
     let m = &r.state.mean;
     let speed = (m[3] * m[3] + m[4] * m[4] + m[5] * m[5]).sqrt();
     let turn = speed * f64::from(r.turn_rate_rad_s);

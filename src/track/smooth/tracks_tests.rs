@@ -48,7 +48,16 @@ fn filtered_track(run: u32, steps: usize) -> (Vec<DVector<f64>>, Vec<TrackReport
         e.cov = std::array::from_fn(|i| std::array::from_fn(|j| pf[(i, j)]));
         let t = k as f64 * DT;
         let status = TrackStatus::Confirmed;
-        reports.push(report(7, t, &e, status, k as u64, t, None, Kinematics::ThreeD));
+        reports.push(report(
+            7,
+            t,
+            &e,
+            status,
+            k as u64,
+            t,
+            None,
+            Kinematics::ThreeD,
+        ));
         truth.push(x.clone());
     }
     (truth, reports)
@@ -99,7 +108,10 @@ fn interval_smoothing_of_kalman_summaries_is_rts_and_honest() {
         assert_eq!(sm.held(), 0);
         assert_eq!(out.len(), reports.len());
         for (a, b) in out.iter().zip(&reports) {
-            assert_eq!((a.id, a.seq, a.estimate), (b.id, b.seq, EstimateKind::Smoothed));
+            assert_eq!(
+                (a.id, a.seq, a.estimate),
+                (b.id, b.seq, EstimateKind::Smoothed)
+            );
         }
         let (fr, _) = rmse_nees(&truth, &reports, 50);
         let (sr, sn) = rmse_nees(&truth, &out, 50);
@@ -111,7 +123,10 @@ fn interval_smoothing_of_kalman_summaries_is_rts_and_honest() {
     }
     let (f, s, nees) = ((f_se / runs).sqrt(), (s_se / runs).sqrt(), s_nees / runs);
     assert!(s < 0.75 * f, "smoothed {s:.4} m against filtered {f:.4} m");
-    assert!((2.7..3.3).contains(&nees), "smoothed position NEES {nees:.3}");
+    assert!(
+        (2.7..3.3).contains(&nees),
+        "smoothed position NEES {nees:.3}"
+    );
 }
 
 /// The lagged report of frame k is RTS over the track's data up to k + L; every filtered
@@ -126,7 +141,7 @@ fn lagged_reports_are_rts_up_to_the_lag_and_one_per_report() {
             let got = sm.push(std::slice::from_ref(r), &[]);
             if k >= lag {
                 assert_eq!(got.len(), 1, "lag {lag}, frame {k}");
-                let want = smooth_reports(&reports[..=k], &[Q.sqrt()]).unwrap();
+                let want = smooth_reports(&reports[..=k], &models()).unwrap();
                 let s = &want[k - lag];
                 for i in 0..6 {
                     let d = got[0].state.mean[i] - s.x[i];
