@@ -21,7 +21,7 @@ use super::kalman::{LinearModel, symmetric};
 use super::{Covariance, Record, SmoothError, Smoothed, rts};
 use crate::track::models::Kinematics;
 use crate::track::report::{EstimateKind, GaussianState, TrackEnd, TrackReport};
-use crate::track::{ModelKind, MotionModel};
+use crate::track::MotionModel;
 
 /// How the tracks are smoothed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,18 +203,7 @@ fn predict(
 /// white-noise acceleration, whose Q is positive definite for any step (unlike the
 /// piecewise-constant form), so the backward gain's solve never meets a singular prediction.
 fn cv_model(prev: &TrackReport, t_s: f64, models: &[MotionModel]) -> LinearModel {
-    let dt = step_dt(prev, t_s);
-    let mut m = LinearModel::constant_velocity(3, dt, accel_density(prev, models), 1.0);
-    // The mixture's mean velocity decays as the near-static model's share of it does.
-    let d = mixture(prev, models, |mm| match mm.kind {
-        ModelKind::Static => (-dt / f64::from(mm.velocity_decay_s).max(1e-6)).exp(),
-        _ => 1.0,
-    });
-    for i in 0..3 {
-        m.f[(i, i + 3)] = d * dt;
-        m.f[(i + 3, i + 3)] = d;
-    }
-    m
+    LinearModel::constant_velocity(3, step_dt(prev, t_s), accel_density(prev, models), 1.0)
 }
 
 /// The mean of `value` over the models, weighted by the track's model probabilities (equal
