@@ -19,9 +19,9 @@ use nalgebra::{DMatrix, DVector};
 use super::fixed_lag::FixedLag;
 use super::kalman::{LinearModel, symmetric};
 use super::{Covariance, Record, SmoothError, Smoothed, rts};
+use crate::track::MotionModel;
 use crate::track::models::Kinematics;
 use crate::track::report::{EstimateKind, GaussianState, TrackEnd, TrackReport};
-use crate::track::MotionModel;
 
 /// How the tracks are smoothed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
