@@ -1,8 +1,9 @@
 //! The short soak of the reliability issue: ten minutes of audio through the daemon path
 //! (`run --input … --speed N`) and through `replay`, each with its resident memory sampled
 //! while it runs. After the warm-up the memory grows by less than 1 MiB and every frame that
-//! entered is processed or counted as dropped. (The 24-hour run is `scripts/soak.py`, recorded in
-//! BENCHMARKS.md.)
+//! entered is processed or counted as dropped. (A day of audio through both is
+//! `scripts/day_soak.sh`; the live run with outputs unplugged is `scripts/soak.py`; both recorded
+//! in BENCHMARKS.md.)
 
 mod common;
 
