@@ -185,6 +185,27 @@ fn the_parallel_scan_matches_sequential_rts() {
     }
 }
 
+/// The acceptance's longest case: 2^20 steps (means; the covariances cost a gigabyte more and
+/// are checked up to 65,537 above). Under emulation (the aarch64 test run) it takes minutes.
+#[test]
+#[cfg_attr(
+    not(target_arch = "x86_64"),
+    ignore = "2^20 steps: slow under emulation; run natively"
+)]
+fn the_parallel_scan_matches_sequential_rts_over_a_million_steps() {
+    let n = 1usize << 20;
+    let (_, recs) = records(11, n);
+    let a = rts::smooth(&recs, Covariance::Skip).unwrap();
+    let b = scan::smooth(&recs, Covariance::Skip).unwrap();
+    assert_eq!((a.len(), b.len()), (n, n));
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (&x.x - &y.x).norm() / x.x.norm().max(1.0))
+        .fold(0.0f64, f64::max);
+    assert!(worst < 1e-12, "N = 2^20: {worst:e}");
+}
+
 /// Checklist item 9: skipping the covariances leaves the means bit for bit.
 #[test]
 fn skipping_covariances_keeps_the_means() {
