@@ -5,8 +5,10 @@ use serde::{Deserialize, Serialize};
 use super::Config;
 use crate::error::ConfigError;
 
-/// The longest lag accepted (s): a receiver that can wait longer can replay.
-pub const MAX_LAG_S: f64 = 60.0;
+/// The longest lag accepted (s). Each frame smooths every track back over the lag (about a
+/// third of a millisecond per track and second of lag on a desktop core, BENCHMARKS.md), and the
+/// gain is mostly in the first second; a receiver that can wait longer can replay.
+pub const MAX_LAG_S: f64 = 5.0;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,5 +40,31 @@ impl Config {
             let hop_s = self.hop_samples() as f64 / self.sample_rate_hz();
             (lag / hop_s).ceil() as usize
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARRAY: &str =
+        "[array]\nsensors_m = [[0,0,0],[1,0,0],[0,1,0],[0,0,1]]\nspeed_of_sound_m_s = 343.0\n";
+
+    /// Off by default; a lag is whole frames, rounded up; out-of-range or non-numbers are
+    /// refused naming the key and the range.
+    #[test]
+    fn the_lag_is_checked_and_counted_in_frames() {
+        let c = Config::parse_str(ARRAY, "t.toml").unwrap();
+        assert_eq!(c.lag_frames(), None);
+        let c = Config::parse_str(&format!("{ARRAY}[smoothing]\nlag_s = 1.0\n"), "t.toml").unwrap();
+        let hop_s = c.hop_samples() as f64 / c.sample_rate_hz();
+        assert_eq!(c.lag_frames(), Some((1.0 / hop_s).ceil() as usize));
+        for bad in ["-1.0", "5.5", "nan", "inf"] {
+            let e = Config::parse_str(&format!("{ARRAY}[smoothing]\nlag_s = {bad}\n"), "t.toml")
+                .unwrap_err();
+            assert_eq!(e.key, "smoothing.lag_s", "{bad}");
+            assert!(e.fix.contains("5 s"), "{bad}: {e}");
+        }
+        assert!(Config::parse_str(&format!("{ARRAY}[smoothing]\nlags = 1\n"), "t.toml").is_err());
     }
 }
