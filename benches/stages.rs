@@ -6,6 +6,7 @@ fn main() {
         backend: sonotrack::gpu::BackendChoice::Auto,
         gcc: true,
         pf: true,
+        kf: true,
         live: true,
         quick: true,
         budget_s: 0.5,

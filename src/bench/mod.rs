@@ -2,11 +2,12 @@
 //! through the same traits the pipeline uses. CPU stages are timed with the wall clock; GPU
 //! stages report device-event times (see `Correlator::last_device_time_s`). Medians are quoted.
 //!
-//! One file per stage: [`gcc`], [`pf`], [`live`] (the live path and its replay); [`jetson`]
+//! One file per stage: [`gcc`], [`pf`], [`kf`] (the Kalman bank), [`live`] (the live path and its replay); [`jetson`]
 //! projects the CUDA figures to the boards.
 
 mod gcc;
 pub mod jetson;
+mod kf;
 mod live;
 mod pf;
 
@@ -47,6 +48,8 @@ pub struct BenchOptions {
     pub backend: BackendChoice,
     pub gcc: bool,
     pub pf: bool,
+    /// The batched Kalman filter bank.
+    pub kf: bool,
     /// The live path (GCC-PHAT of one frame, then one step of a small filter), and its
     /// workload in a steady-state replay.
     pub live: bool,
@@ -248,6 +251,9 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
     }
     if opts.pf {
         rows.extend(pf::rows(opts, &backends)?);
+    }
+    if opts.kf {
+        rows.extend(kf::rows(opts, &backends)?);
     }
     if let Some(dir) = &opts.replay {
         rows.extend(replay_rows(opts, dir, &backends)?);

@@ -8,7 +8,7 @@ use sonotrack::error::{Error, Result};
 /// The arguments of `sonotrack bench`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Which stages: gcc, pf, live (one frame through GCC-PHAT and a small filter, as capture
+    /// Which stages: gcc, pf, kf (the batched Kalman bank), live (one frame through GCC-PHAT and a small filter, as capture
     /// runs it, and the same frames replayed), all, or none (with --replay).
     #[arg(long, default_value = "all")]
     pub what: String,
@@ -53,6 +53,7 @@ pub fn run(a: Args) -> Result<()> {
         backend: a.backend.into(),
         gcc: what == "all" || what == "gcc",
         pf: what == "all" || what == "pf",
+        kf: what == "all" || what == "kf",
         live: what == "all" || what == "live",
         quick: a.quick,
         budget_s: a.budget,
@@ -64,9 +65,9 @@ pub fn run(a: Args) -> Result<()> {
         models: a.models,
         live_rate_hz: a.live_rate,
     };
-    if !opts.gcc && !opts.pf && !opts.live && what != "none" {
+    if !opts.gcc && !opts.pf && !opts.kf && !opts.live && what != "none" {
         return Err(Error::Usage(format!(
-            "--what {what}: use gcc, pf, live, all or none (with --replay)"
+            "--what {what}: use gcc, pf, kf, live, all or none (with --replay)"
         )));
     }
     let mut rows = bench::run(&opts)?;

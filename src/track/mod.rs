@@ -9,6 +9,7 @@ pub mod associate;
 pub mod birth;
 pub mod edge;
 pub mod gate;
+pub mod kalman;
 pub mod likelihood;
 pub mod logic;
 pub mod manager;

@@ -1,0 +1,380 @@
+//! A batched linear Kalman filter bank (seed 002, `../shared/research/gpu-kalman-smoothing.md`,
+//! checklist §4 item 1): M independent filters of one model (x_{k+1} = F x_k + ν, Q;
+//! z = H x + ω, R), state resident in structure-of-arrays f32 — element e of filter j at
+//! `e * M + j`, so a lane (or a GPU thread) per filter reads consecutive words — and one call
+//! per stage for all of them. The update is the Joseph form with a Cholesky solve of the
+//! innovation covariance, and every covariance is symmetrised after each stage. The CPU path
+//! spreads the filters over the cores in chunks; the f64 reference is
+//! [`crate::track::smooth::kalman`].
+
+use rayon::prelude::*;
+
+/// The largest state a bank holds.
+pub const MAX_N: usize = 6;
+/// The largest measurement.
+pub const MAX_M: usize = 3;
+
+/// A bank's model: row-major F (n×n), Q (n×n), H (m×n), R (m×m).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BankModel {
+    pub n: usize,
+    pub m: usize,
+    pub f: Vec<f32>,
+    pub q: Vec<f32>,
+    pub h: Vec<f32>,
+    pub r: Vec<f32>,
+}
+
+/// Why a bank cannot be built or stepped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BankError {
+    /// The model's sizes are out of range or its matrices have the wrong length.
+    Model(String),
+    /// A slice handed in has the wrong length.
+    Length {
+        what: &'static str,
+        want: usize,
+        got: usize,
+    },
+}
+
+impl std::fmt::Display for BankError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BankError::Model(s) => write!(f, "Kalman bank model: {s}"),
+            BankError::Length { what, want, got } => {
+                write!(f, "Kalman bank: {what} has {got} values, needs {want}")
+            }
+        }
+    }
+}
+
+impl BankModel {
+    fn check(&self) -> Result<(), BankError> {
+        let (n, m) = (self.n, self.m);
+        if !(1..=MAX_N).contains(&n) || !(1..=MAX_M.min(n)).contains(&m) {
+            return Err(BankError::Model(format!(
+                "n = {n}, m = {m} (use 1 <= m <= n <= {MAX_N}, m <= {MAX_M})"
+            )));
+        }
+        for (name, v, len) in [
+            ("F", &self.f, n * n),
+            ("Q", &self.q, n * n),
+            ("H", &self.h, m * n),
+            ("R", &self.r, m * m),
+        ] {
+            if v.len() != len || v.iter().any(|x| !x.is_finite()) {
+                return Err(BankError::Model(format!(
+                    "{name} needs {len} finite values (has {})",
+                    v.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// M filters' states and covariances, structure of arrays.
+#[derive(Debug, Clone)]
+pub struct KalmanBank {
+    model: BankModel,
+    filters: usize,
+    /// x: n × M; p: n·n × M (full, kept symmetric).
+    x: Vec<f32>,
+    p: Vec<f32>,
+    /// Filters whose innovation covariance was not positive definite at the last update
+    /// (left at their prediction).
+    pub singular: usize,
+}
+
+/// One filter's state and covariance, loaded from the arrays.
+#[derive(Clone, Copy)]
+struct Local {
+    x: [f32; MAX_N],
+    p: [[f32; MAX_N]; MAX_N],
+}
+
+/// Filters per parallel chunk (enough work per task to pay for the scheduling).
+const CHUNK: usize = 1024;
+
+impl KalmanBank {
+    /// A bank of `filters` filters, each starting at `x0` (n values) and `p0` (n×n, row-major).
+    pub fn new(
+        model: BankModel,
+        filters: usize,
+        x0: &[f32],
+        p0: &[f32],
+    ) -> Result<Self, BankError> {
+        model.check()?;
+        let n = model.n;
+        length("x0", x0.len(), n)?;
+        length("p0", p0.len(), n * n)?;
+        let mut x = vec![0.0; n * filters];
+        let mut p = vec![0.0; n * n * filters];
+        for e in 0..n {
+            x[e * filters..(e + 1) * filters].fill(x0[e]);
+        }
+        for e in 0..n * n {
+            p[e * filters..(e + 1) * filters].fill(p0[e]);
+        }
+        Ok(Self {
+            model,
+            filters,
+            x,
+            p,
+            singular: 0,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.filters
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.filters == 0
+    }
+
+    /// Filter j's state (n values).
+    pub fn state(&self, j: usize) -> Vec<f32> {
+        (0..self.model.n)
+            .map(|e| self.x[e * self.filters + j])
+            .collect()
+    }
+
+    /// Filter j's covariance (n×n, row-major).
+    pub fn covariance(&self, j: usize) -> Vec<f32> {
+        let n = self.model.n;
+        (0..n * n).map(|e| self.p[e * self.filters + j]).collect()
+    }
+
+    /// Set filter j's state and covariance.
+    pub fn set(&mut self, j: usize, x: &[f32], p: &[f32]) -> Result<(), BankError> {
+        let n = self.model.n;
+        length("x", x.len(), n)?;
+        length("p", p.len(), n * n)?;
+        for (e, v) in x.iter().enumerate() {
+            self.x[e * self.filters + j] = *v;
+        }
+        for (e, v) in p.iter().enumerate() {
+            self.p[e * self.filters + j] = *v;
+        }
+        Ok(())
+    }
+
+    /// Predict every filter: x = F x, P = F P Fᵀ + Q.
+    pub fn predict(&mut self) {
+        let model = self.model.clone();
+        self.for_each(|l, _| predict(&model, l));
+    }
+
+    /// Update every filter with its measurement: `z` is m × M, structure of arrays (element i
+    /// of filter j at `i * M + j`).
+    pub fn update(&mut self, z: &[f32]) -> Result<(), BankError> {
+        let (m, filters) = (self.model.m, self.filters);
+        length("z", z.len(), m * filters)?;
+        let model = self.model.clone();
+        let singular = std::sync::atomic::AtomicUsize::new(0);
+        self.for_each(|l, j| {
+            let zj: [f32; MAX_M] =
+                std::array::from_fn(|i| if i < m { z[i * filters + j] } else { 0.0 });
+            if !update(&model, l, &zj) {
+                singular.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        self.singular = singular.into_inner();
+        Ok(())
+    }
+
+    /// Run `step` on every filter's local copy, in parallel chunks, and store the results.
+    fn for_each(&mut self, step: impl Fn(&mut Local, usize) + Sync) {
+        let (n, filters) = (self.model.n, self.filters);
+        let (x, p) = (&self.x, &self.p);
+        let chunks: Vec<(usize, Vec<Local>)> = (0..filters.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let range = c * CHUNK..((c + 1) * CHUNK).min(filters);
+                let out = range
+                    .clone()
+                    .map(|j| {
+                        let mut l = Local {
+                            x: std::array::from_fn(
+                                |e| if e < n { x[e * filters + j] } else { 0.0 },
+                            ),
+                            p: std::array::from_fn(|r| {
+                                std::array::from_fn(|c| {
+                                    if r < n && c < n {
+                                        p[(r * n + c) * filters + j]
+                                    } else {
+                                        0.0
+                                    }
+                                })
+                            }),
+                        };
+                        step(&mut l, j);
+                        l
+                    })
+                    .collect();
+                (range.start, out)
+            })
+            .collect();
+        for (start, locals) in chunks {
+            for (i, l) in locals.iter().enumerate() {
+                let j = start + i;
+                for e in 0..n {
+                    self.x[e * filters + j] = l.x[e];
+                }
+                for r in 0..n {
+                    for c in 0..n {
+                        self.p[(r * n + c) * filters + j] = l.p[r][c];
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn length(what: &'static str, got: usize, want: usize) -> Result<(), BankError> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(BankError::Length { what, want, got })
+    }
+}
+
+/// x = F x, P = F P Fᵀ + Q (symmetrised).
+fn predict(model: &BankModel, l: &mut Local) {
+    let n = model.n;
+    let f = |r: usize, c: usize| model.f[r * n + c];
+    let mut x = [0.0f32; MAX_N];
+    for (r, xr) in x.iter_mut().enumerate().take(n) {
+        *xr = (0..n).map(|c| f(r, c) * l.x[c]).sum();
+    }
+    // FP, then (FP) Fᵀ + Q.
+    let mut fp = [[0.0f32; MAX_N]; MAX_N];
+    for r in 0..n {
+        for c in 0..n {
+            fp[r][c] = (0..n).map(|k| f(r, k) * l.p[k][c]).sum();
+        }
+    }
+    let mut p = [[0.0f32; MAX_N]; MAX_N];
+    for r in 0..n {
+        for c in 0..n {
+            p[r][c] = (0..n).map(|k| fp[r][k] * f(c, k)).sum::<f32>() + model.q[r * n + c];
+        }
+    }
+    l.x = x;
+    l.p = symmetrised(&p, n);
+}
+
+/// The Joseph-form update with measurement z; false (state left as it was) where the
+/// innovation covariance is not positive definite.
+fn update(model: &BankModel, l: &mut Local, z: &[f32; MAX_M]) -> bool {
+    let (n, m) = (model.n, model.m);
+    let h = |r: usize, c: usize| model.h[r * n + c];
+    // PHᵀ (n×m) and S = H P Hᵀ + R (m×m).
+    let mut pht = [[0.0f32; MAX_M]; MAX_N];
+    for r in 0..n {
+        for c in 0..m {
+            pht[r][c] = (0..n).map(|k| l.p[r][k] * h(c, k)).sum();
+        }
+    }
+    let mut s = [[0.0f32; MAX_M]; MAX_M];
+    for r in 0..m {
+        for c in 0..m {
+            s[r][c] = (0..n).map(|k| h(r, k) * pht[k][c]).sum::<f32>() + model.r[r * m + c];
+        }
+    }
+    let Some(chol) = cholesky(&s, m) else {
+        return false;
+    };
+    // W = P Hᵀ S⁻¹: each row w solves S wᵀ = (P Hᵀ)ᵀ's column.
+    let mut w = [[0.0f32; MAX_M]; MAX_N];
+    for r in 0..n {
+        w[r] = chol_solve(&chol, &pht[r], m);
+    }
+    let mut innov = [0.0f32; MAX_M];
+    for (i, v) in innov.iter_mut().enumerate().take(m) {
+        *v = z[i] - (0..n).map(|k| h(i, k) * l.x[k]).sum::<f32>();
+    }
+    for r in 0..n {
+        l.x[r] += (0..m).map(|i| w[r][i] * innov[i]).sum::<f32>();
+    }
+    // A = I − W H; P = A P Aᵀ + W R Wᵀ.
+    let mut a = [[0.0f32; MAX_N]; MAX_N];
+    for r in 0..n {
+        for c in 0..n {
+            let wh: f32 = (0..m).map(|i| w[r][i] * h(i, c)).sum();
+            a[r][c] = if r == c { 1.0 } else { 0.0 } - wh;
+        }
+    }
+    let mut ap = [[0.0f32; MAX_N]; MAX_N];
+    for r in 0..n {
+        for c in 0..n {
+            ap[r][c] = (0..n).map(|k| a[r][k] * l.p[k][c]).sum();
+        }
+    }
+    let mut wr = [[0.0f32; MAX_M]; MAX_N];
+    for r in 0..n {
+        for c in 0..m {
+            wr[r][c] = (0..m).map(|k| w[r][k] * model.r[k * m + c]).sum();
+        }
+    }
+    let mut p = [[0.0f32; MAX_N]; MAX_N];
+    for r in 0..n {
+        for c in 0..n {
+            let apat: f32 = (0..n).map(|k| ap[r][k] * a[c][k]).sum();
+            let wrw: f32 = (0..m).map(|k| wr[r][k] * w[c][k]).sum();
+            p[r][c] = apat + wrw;
+        }
+    }
+    l.p = symmetrised(&p, n);
+    true
+}
+
+fn symmetrised(p: &[[f32; MAX_N]; MAX_N], n: usize) -> [[f32; MAX_N]; MAX_N] {
+    let mut out = *p;
+    for r in 0..n {
+        for c in 0..r {
+            let v = 0.5 * (p[r][c] + p[c][r]);
+            out[r][c] = v;
+            out[c][r] = v;
+        }
+    }
+    out
+}
+
+/// The lower Cholesky factor of the m×m matrix s (None unless positive definite).
+fn cholesky(s: &[[f32; MAX_M]; MAX_M], m: usize) -> Option<[[f32; MAX_M]; MAX_M]> {
+    let mut l = [[0.0f32; MAX_M]; MAX_M];
+    for r in 0..m {
+        for c in 0..=r {
+            let sum: f32 = (0..c).map(|k| l[r][k] * l[c][k]).sum();
+            if r == c {
+                let d = s[r][r] - sum;
+                if !(d > 0.0) {
+                    return None;
+                }
+                l[r][c] = d.sqrt();
+            } else {
+                l[r][c] = (s[r][c] - sum) / l[c][c];
+            }
+        }
+    }
+    Some(l)
+}
+
+/// Solve (L Lᵀ) y = b.
+fn chol_solve(l: &[[f32; MAX_M]; MAX_M], b: &[f32; MAX_M], m: usize) -> [f32; MAX_M] {
+    let mut y = [0.0f32; MAX_M];
+    for r in 0..m {
+        y[r] = (b[r] - (0..r).map(|k| l[r][k] * y[k]).sum::<f32>()) / l[r][r];
+    }
+    for r in (0..m).rev() {
+        y[r] = (y[r] - (r + 1..m).map(|k| l[k][r] * y[k]).sum::<f32>()) / l[r][r];
+    }
+    y
+}
+
+#[cfg(test)]
+#[path = "bank_tests.rs"]
+mod tests;

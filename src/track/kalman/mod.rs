@@ -1,0 +1,5 @@
+//! Kalman filters over many tracks at once (the Kalman issue): [`bank`], a batched linear
+//! filter bank in structure-of-arrays f32, the CPU path of the kernel family a CUDA twin will
+//! mirror.
+
+pub mod bank;
