@@ -9,6 +9,10 @@ use crate::track::TrackMode;
 /// on the development machine, BENCHMARKS.md "CPU processing time").
 const CPU_S_PER_PARTICLE_STEP: f64 = 22e-9;
 
+/// Fixed-lag smoothing cost per track, frame and second of lag, seconds (`pier_five`,
+/// BENCHMARKS.md "Smoothing").
+const LAG_S_PER_TRACK_FRAME_SECOND: f64 = 0.33e-3;
+
 impl Config {
     /// A human explanation of what this configuration will do (for `sonotrack check`), with
     /// the particles' memory and CPU cost.
@@ -134,6 +138,17 @@ impl Config {
                 ""
             }
         );
+        if let Some(frames) = self.lag_frames() {
+            let per_frame =
+                self.smoothing.lag_s * LAG_S_PER_TRACK_FRAME_SECOND * t.max_tracks as f64;
+            let _ = writeln!(
+                s,
+                "smoothing: each track's state again {:.2} s later ({frames} frames), smoothed; with {} tracks about {:.0} % of real time on a desktop core",
+                self.smoothing.lag_s,
+                t.max_tracks,
+                100.0 * per_frame / (hop as f64 / fs)
+            );
+        }
         if self.output.sinks.is_empty() {
             let _ = writeln!(s, "outputs: none configured");
         }
