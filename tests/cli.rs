@@ -507,7 +507,7 @@ fn bench_times_the_live_path_by_stage() {
         .output()
         .unwrap();
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, live"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, kf, live"));
 }
 
 /// `trial` draws the same scenes and gives the same figures for the same seed (all but the
