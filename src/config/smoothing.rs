@@ -61,7 +61,10 @@ mod tests {
         assert_eq!(c.lag_frames(), Some((1.0 / hop_s).ceil() as usize));
         // `check` states the lag and what it costs.
         let said = c.explain();
-        assert!(said.contains("smoothing: each track's state again 1.00 s later"), "{said}");
+        assert!(
+            said.contains("smoothing: each track's state again 1.00 s later"),
+            "{said}"
+        );
         assert!(said.contains("% of real time on a desktop core"), "{said}");
         for bad in ["-1.0", "5.5", "nan", "inf"] {
             let e = Config::parse_str(&format!("{ARRAY}[smoothing]\nlag_s = {bad}\n"), "t.toml")
