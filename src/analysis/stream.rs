@@ -100,7 +100,8 @@ pub fn parse_stream_of(
         let ty = v.get("type").and_then(|t| t.as_str());
         match ty {
             Some("track" | "smoothed") => {
-                if estimate_of(&v).map_err(|e| (i + 1, e))? != kind {
+                let smoothed = ty == Some("smoothed");
+                if estimate_of(&v, smoothed).map_err(|e| (i + 1, e))? != kind {
                     continue;
                 }
                 let (seq, t_frame, report) = track_report(&v).map_err(|e| (i + 1, e))?;
@@ -126,10 +127,9 @@ pub fn parse_stream_of(
     Ok(with_empty_frames(by_seq, frames_in))
 }
 
-/// Which estimate a track or smoothed message carries (its `estimate`; without one, a track
-/// message is filtered and a smoothed one smoothed).
-fn estimate_of(v: &serde_json::Value) -> std::result::Result<EstimateKind, String> {
-    let smoothed = v.get("type").and_then(|t| t.as_str()) == Some("smoothed");
+/// Which estimate a track (or, `smoothed`, a smoothed) message carries: its `estimate`;
+/// without one, a track message is filtered and a smoothed one smoothed.
+fn estimate_of(v: &serde_json::Value, smoothed: bool) -> std::result::Result<EstimateKind, String> {
     match (v.get("estimate").and_then(|e| e.as_str()), smoothed) {
         (None, false) | (Some("filtered"), false) => Ok(EstimateKind::Filtered),
         (None, true) | (Some("smoothed"), true) => Ok(EstimateKind::Smoothed),

@@ -805,8 +805,6 @@ impl Pipeline {
 /// The first batch of an overlapped replay (see [`Pipeline::run`]).
 pub const FIRST_BATCH: usize = 8;
 
-/// The batch sizes an overlapped replay of batches up to `batch` uses: [`FIRST_BATCH`],
-/// doubling up to `batch`, and `batch` itself.
 /// Send the smoothed reports that are ready (`frame_reports` 0: they belong to earlier frames,
 /// whose `seq` they carry).
 fn send_smoothed(
@@ -821,6 +819,8 @@ fn send_smoothed(
     }
 }
 
+/// The batch sizes an overlapped replay of batches up to `batch` uses: [`FIRST_BATCH`],
+/// doubling up to `batch`, and `batch` itself.
 pub fn overlap_batches(batch: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
     let mut b = FIRST_BATCH;

@@ -491,25 +491,23 @@ impl ReplaySummary {
 
 /// An evaluation's headline (see [`ReplaySummary::headline`]).
 fn headline(e: &Evaluation) -> Option<String> {
-    {
-        let per = &e.per_target;
-        let (k, a) = per
-            .iter()
-            .min_by(|x, y| x.1.within_pct.total_cmp(&y.1.within_pct))?;
-        let figures = if a.tracked == 0 {
-            format!(
-                "after {:.1} s no report was assigned to target {k} (0 of {} frames tracked)",
-                a.warmup_s, a.frames
-            )
-        } else {
-            a.to_string()
-        };
-        Some(if per.len() > 1 {
-            format!("worst of {} targets, target {k}: {figures}", per.len())
-        } else {
-            figures
-        })
-    }
+    let per = &e.per_target;
+    let (k, a) = per
+        .iter()
+        .min_by(|x, y| x.1.within_pct.total_cmp(&y.1.within_pct))?;
+    let figures = if a.tracked == 0 {
+        format!(
+            "after {:.1} s no report was assigned to target {k} (0 of {} frames tracked)",
+            a.warmup_s, a.frames
+        )
+    } else {
+        a.to_string()
+    };
+    Some(if per.len() > 1 {
+        format!("worst of {} targets, target {k}: {figures}", per.len())
+    } else {
+        figures
+    })
 }
 
 impl std::fmt::Display for ReplaySummary {

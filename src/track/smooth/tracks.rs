@@ -77,7 +77,7 @@ impl TrackSmoother {
             });
             if let Some(prev) = h.reports.back() {
                 if let Some(lag) = h.lag.as_mut() {
-                    let (f, xp, pp) = predict(prev, r.t_s, &self.models);
+                    let (f, xp, pp) = predict(prev, &record_of(prev), r.t_s, &self.models);
                     lag.set_prediction(f, xp, pp);
                 }
             }
@@ -158,7 +158,7 @@ pub fn smooth_reports(
 ) -> Result<Vec<Smoothed>, SmoothError> {
     let mut records: Vec<Record> = reports.iter().map(record_of).collect();
     for (k, next) in reports.iter().enumerate().skip(1) {
-        let (f, xp, pp) = predict(&reports[k - 1], next.t_s, models);
+        let (f, xp, pp) = predict(&reports[k - 1], &records[k - 1], next.t_s, models);
         records[k - 1].f = f;
         records[k - 1].x_pred = Some(xp);
         records[k - 1].p_pred = Some(pp);
@@ -186,14 +186,14 @@ fn step_dt(prev: &TrackReport, t_s: f64) -> f64 {
 }
 
 /// The transition F from `prev`'s state time to `t_s` and the prediction x̂ = F x,
-/// P = F P Fᵀ + Q.
+/// P = F P Fᵀ + Q of its record `r`.
 fn predict(
     prev: &TrackReport,
+    r: &Record,
     t_s: f64,
     models: &[MotionModel],
 ) -> (DMatrix<f64>, DVector<f64>, DMatrix<f64>) {
     let m = cv_model(prev, t_s, models);
-    let r = record_of(prev);
     let pp = symmetric(&m.f * &r.p * m.f.transpose() + &m.q);
     let xp = &m.f * &r.x;
     (m.f, xp, pp)
