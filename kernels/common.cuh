@@ -188,13 +188,15 @@ struct StepParams {
     // measurement in, and it | LIVE_CANCEL when the step is withdrawn: see live_wait); 0 for
     // the other kernels.
     u32 live;
-    u32 live_pad;
+    u32 line;         // line mode: particles are turned about `axis` into the half-plane of `side`
     float inv_c;
     float inv_two_var;
     float gate;
     float ess_fraction; // resample when the ESS falls below this fraction of n
     float lo[3];
     float hi[3];
+    float axis[3];
+    float side[3];
     // Cumulative transition rows, padded to MAX_MODELS x MAX_MODELS.
     float cdf[MAX_MODELS * MAX_MODELS];
 };
@@ -274,6 +276,23 @@ __device__ __forceinline__ void onto_unit_sphere(float* s) {
     s[3] -= radial * u0;
     s[4] -= radial * u1;
     s[5] -= radial * u2;
+}
+
+// Line mode: a particle turned about the array's axis into the half-plane of `side`, its
+// velocity keeping its parts along the axis and away from it (src/track/models.rs:
+// fold_to_half_plane).
+__device__ __forceinline__ void fold_to_half_plane(float* s, const float* axis,
+                                                   const float* side) {
+    float pa = s[0] * axis[0] + s[1] * axis[1] + s[2] * axis[2];
+    float va = s[3] * axis[0] + s[4] * axis[1] + s[5] * axis[2];
+    float qx = s[0] - pa * axis[0], qy = s[1] - pa * axis[1], qz = s[2] - pa * axis[2];
+    float q = sqrtf(qx * qx + qy * qy + qz * qz);
+    float away = q > 1e-12f ? (s[3] * qx + s[4] * qy + s[5] * qz) / q
+                            : s[3] * side[0] + s[4] * side[1] + s[5] * side[2];
+    for (int k = 0; k < 3; ++k) {
+        s[k] = pa * axis[k] + q * side[k];
+        s[3 + k] = va * axis[k] + away * side[k];
+    }
 }
 
 // The path to sensor (mx, my, mz) (relative to the centroid) less the range, for a source in

@@ -297,6 +297,7 @@ __device__ __forceinline__ void predict_particle(const StepParams* sp, const Tra
         m = 0; // what switch_model gives for one model
     }
     advance(cf, MODE >= 0 ? (u32)MODE : sp->mode, m, tp.dt, s, z);
+    if (sp->line) fold_to_half_plane(s, sp->axis, sp->side);
 }
 
 __device__ __forceinline__ u64 global_ns() {
@@ -1429,6 +1430,7 @@ __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, c
         part[1] *= k;
         part[2] *= k;
     }
+    if (sp->line) fold_to_half_plane(part, sp->axis, sp->side);
     for (int r = 0; r < 6; ++r) s[r] = part[r];
 }
 
@@ -1645,6 +1647,7 @@ extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, f
         } else {
             reflect_at_infinity(s);
         }
+        if (sp->line) fold_to_half_plane(s, sp->axis, sp->side);
     }
     float u = uniform(w.x);
     u32 model = ip->n_model_probs > 0 ? ip->n_model_probs - 1 : 0;

@@ -539,31 +539,99 @@ fn tempered_and_degenerate_steps_agree() {
 /// delays, the move and its reflection), and a resampled, roughened step's cloud agree.
 #[test]
 fn direction_filter_agrees() {
-    use sonotrack::track::likelihood::{LikelihoodConsts, predict_tdoas};
     for (particles, curved) in [
         (3000usize, true),
         (20_000, true),
         (3000, false),
         (20_000, false),
     ] {
+        direction_case(particles, curved, None);
+    }
+}
+
+/// Line mode: the same checks on an 8-microphone line (a tilted axis, a half-plane that is
+/// neither horizontal nor vertical), and every particle of both backends in that half-plane
+/// after the prior, a step and a resampling.
+#[test]
+fn line_filter_agrees() {
+    let line = sonotrack::track::LineAxes {
+        axis: [0.6, 0.8, 0.0],
+        side: [0.48, -0.36, 0.8],
+        plane: false,
+    };
+    for (particles, curved) in [(3000usize, true), (20_000, false)] {
+        direction_case(particles, curved, Some(line));
+    }
+}
+
+/// Every particle of `c` (n of them) on the half-plane of `l`: nothing across the axis's
+/// normal, nothing on the far side.
+fn assert_in_half_plane(
+    c: &sonotrack::track::Particles,
+    n: usize,
+    l: &sonotrack::track::LineAxes,
+    what: &str,
+) {
+    let normal = [
+        l.axis[1] * l.side[2] - l.axis[2] * l.side[1],
+        l.axis[2] * l.side[0] - l.axis[0] * l.side[2],
+        l.axis[0] * l.side[1] - l.axis[1] * l.side[0],
+    ];
+    for i in 0..n {
+        let p: Vec<f32> = (0..3).map(|k| c.state[k * n + i]).collect();
+        let v: Vec<f32> = (3..6).map(|k| c.state[k * n + i]).collect();
+        let dot = |a: &[f32], b: &[f32; 3]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+        assert!(
+            dot(&p, &normal).abs() < 1e-5,
+            "{what}: particle {i} off the plane"
+        );
+        assert!(
+            dot(&v, &normal).abs() < 1e-5,
+            "{what}: velocity {i} off the plane"
+        );
+        assert!(
+            dot(&p, &l.side) >= -1e-6,
+            "{what}: particle {i} across the axis"
+        );
+    }
+}
+
+fn direction_case(particles: usize, curved: bool, line: Option<sonotrack::track::LineAxes>) {
+    use sonotrack::track::likelihood::{LikelihoodConsts, predict_tdoas};
+    {
         let models = 4;
         let mut p = pf_params(particles, models);
         p.mode = sonotrack::track::TrackMode::Direction;
-        // The 2 m tetrahedron about its centroid, every pair.
-        let tetra = [
-            [0.0f32, 0.0, -10.0],
-            [2.0, 0.0, -10.0],
-            [1.0, 1.732, -10.0],
-            [1.0, 0.577, -8.367],
-        ];
-        let c: Vec<f32> = (0..3)
-            .map(|k| tetra.iter().map(|s| s[k]).sum::<f32>() / 4.0)
-            .collect();
-        p.sensors = tetra
-            .iter()
-            .map(|s| [s[0] - c[0], s[1] - c[1], s[2] - c[2]])
-            .collect();
-        p.pairs = vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)];
+        if let Some(l) = line {
+            // Eight microphones 5 cm apart along the axis, every pair.
+            p.mode = sonotrack::track::TrackMode::Line;
+            p.line = Some(l);
+            p.sensors = (0..8)
+                .map(|i| {
+                    let d = (i as f32 - 3.5) * 0.05;
+                    [d * l.axis[0], d * l.axis[1], d * l.axis[2]]
+                })
+                .collect();
+            p.pairs = (0..8u32)
+                .flat_map(|a| (a + 1..8).map(move |b| (a, b)))
+                .collect();
+        } else {
+            // The 2 m tetrahedron about its centroid, every pair.
+            let tetra = [
+                [0.0f32, 0.0, -10.0],
+                [2.0, 0.0, -10.0],
+                [1.0, 1.732, -10.0],
+                [1.0, 0.577, -8.367],
+            ];
+            let c: Vec<f32> = (0..3)
+                .map(|k| tetra.iter().map(|s| s[k]).sum::<f32>() / 4.0)
+                .collect();
+            p.sensors = tetra
+                .iter()
+                .map(|s| [s[0] - c[0], s[1] - c[1], s[2] - c[2]])
+                .collect();
+            p.pairs = vec![(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)];
+        }
         p.bounds = None;
         // Plane waves (inverse range 0: an array that cannot resolve the curvature) keep every
         // particle on the unit sphere.
@@ -674,6 +742,11 @@ fn direction_filter_agrees() {
             cpu_r.step(&meas_r, &step, &mut est_cpu_r).unwrap();
             assert!(est_cpu_r[0].resampled && est_cpu_r[0].temper == 1.0);
             let after_cpu_r = cpu_r.read_particles(0).unwrap();
+            if let Some(l) = &line {
+                assert_in_half_plane(&before, n, l, "cpu prior");
+                assert_in_half_plane(&after_cpu, n, l, "cpu step");
+                assert_in_half_plane(&after_cpu_r, n, l, "cpu resampled");
+            }
             if !cuda_present() {
                 continue;
             }
@@ -692,13 +765,19 @@ fn direction_filter_agrees() {
             g.step(&meas_r, &step, &mut est_gpu_r).unwrap();
             assert_estimates_agree(&est_cpu_r[0], &est_gpu_r[0], 1e-3);
             let after_gpu_r = g.read_particles(0).unwrap();
+            if let Some(l) = &line {
+                assert_in_half_plane(&g_before, n, l, "gpu prior");
+                assert_in_half_plane(&after_gpu, n, l, "gpu step");
+                assert_in_half_plane(&after_gpu_r, n, l, "gpu resampled");
+            }
             let same = matching_particles(&after_cpu_r, &after_gpu_r, n);
             assert!(
                 same as f64 >= 0.99 * n as f64,
                 "{what}: only {same} of {n} resampled particles agree"
             );
             eprintln!(
-                "direction ({}), {particles} particles, {what}: prior, step and resampling agree",
+                "{} ({}), {particles} particles, {what}: prior, step and resampling agree",
+                if line.is_some() { "line" } else { "direction" },
                 if curved { "curved" } else { "plane" }
             );
         }

@@ -23,7 +23,6 @@ use crate::config::Config;
 use crate::dsp::geometry::{ArrayGeometry, PairMode};
 use crate::dsp::multilat::{self, Obs};
 use crate::error::Result;
-use crate::track::TrackMode;
 
 /// The assumed source spectrum's shape over frequency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -221,7 +220,7 @@ pub fn plan(cfg: &Config, o: &PlanOptions) -> Result<PlanReport> {
         geo,
         o,
     };
-    let direction = cfg.array.mode == TrackMode::Direction;
+    let direction = cfg.array.mode.angular();
     let source = format!(
         "{} spectrum, {} dB per channel at {} m, spherical spreading",
         format!("{:?}", o.spectrum).to_lowercase(),

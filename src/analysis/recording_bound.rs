@@ -33,7 +33,6 @@ use crate::audio::frame::Frame;
 use crate::audio::{AudioSource, ReadResult};
 use crate::config::Config;
 use crate::error::Result;
-use crate::track::TrackMode;
 
 /// Frequency bands the SNR is estimated in.
 pub const BANDS: usize = 32;
@@ -167,7 +166,7 @@ impl BoundTracker {
             base: 0,
             next: 0,
             pushed: 0,
-            direction: cfg.array.mode == TrackMode::Direction,
+            direction: cfg.array.mode.angular(),
             centroid: geo.centroid(),
             sensors_from_centroid: cfg
                 .array

@@ -57,6 +57,10 @@ pub struct EvalOptions {
     /// compared with the truth at the emission time whose sound arrives then. 0 when unknown
     /// (the truth is then taken at the report's time).
     pub speed_of_sound_m_s: f64,
+    /// Line arrays: the axis and side of the half-plane the reports are in (unit vectors).
+    /// The truth is turned about the axis into it before scoring, so that direction errors
+    /// are errors of the angle to the axis (the turn about the axis is unobservable).
+    pub line: Option<([f64; 3], [f64; 3])>,
 }
 
 impl Default for EvalOptions {
@@ -70,6 +74,7 @@ impl Default for EvalOptions {
             direction_only: false,
             angles: false,
             speed_of_sound_m_s: 0.0,
+            line: None,
         }
     }
 }
@@ -201,6 +206,14 @@ impl Scoring<'_> {
     /// arrival time (its state has no range): the truth is then taken where the sound arriving
     /// then was emitted.
     fn truth_for(&self, k: u32, r: &Report, f: &FrameReports) -> Option<[f64; 3]> {
+        let q = self.truth_unfolded(k, r, f)?;
+        Some(match self.o.line {
+            Some((axis, side)) => fold_about_axis(&q, &self.centre, &axis, &side),
+            None => q,
+        })
+    }
+
+    fn truth_unfolded(&self, k: u32, r: &Report, f: &FrameReports) -> Option<[f64; 3]> {
         if self.o.direction_only {
             truth_heard_at(self.truth, k, r.t, &self.centre, self.o.speed_of_sound_m_s)
                 .or_else(|| self.truth.at(k, f.t_frame))
@@ -228,6 +241,21 @@ impl Scoring<'_> {
             None => f64::INFINITY,
         }
     }
+}
+
+/// Point `q` turned about the line through `centre` along `axis` into the half-plane of
+/// `side`: the same distance along the axis and from it (what a line array measures).
+pub fn fold_about_axis(
+    q: &[f64; 3],
+    centre: &Vector3<f64>,
+    axis: &[f64; 3],
+    side: &[f64; 3],
+) -> [f64; 3] {
+    let (a, s) = (Vector3::from(*axis), Vector3::from(*side));
+    let d = Vector3::from(*q) - centre;
+    let along = d.dot(&a);
+    let away = (d - a * along).norm();
+    (centre + a * along + s * away).into()
 }
 
 /// The sums and lists that scoring collects frame by frame.

@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::analysis::accuracy::percentile;
 use crate::analysis::consistency::{consistency_of, direction_nees, nees};
 use crate::analysis::ospa::ospa;
-use crate::analysis::score::truth_heard_at;
+use crate::analysis::score::{fold_about_axis, truth_heard_at};
 use crate::analysis::stream::{FrameReports, Report};
 use crate::analysis::truth::Truth;
 use crate::math::linalg::unit;
@@ -57,6 +57,9 @@ pub struct TrialScoring {
     pub warmup_s: f64,
     /// The array's centre, from where directions are seen.
     pub centre: [f64; 3],
+    /// A line array's axis and the side of the half-plane its reports are in: the truth is
+    /// turned about the axis into it (see [`crate::analysis::score::fold_about_axis`]).
+    pub line: Option<([f64; 3], [f64; 3])>,
     /// For directions: reports carry the arrival time; the truth is taken where the sound
     /// arriving then was emitted.
     pub speed_of_sound_m_s: f64,
@@ -142,10 +145,15 @@ pub fn score_scene(
             .copied()
             .filter(|&k| truth.at(k, f.t_frame).is_some())
             .collect();
+        let fold = |q: [f64; 3]| match s.line {
+            Some((axis, side)) => fold_about_axis(&q, &centre, &axis, &side),
+            None => q,
+        };
         let truth_for = |k: u32, r: &Report| -> Option<[f64; 3]> {
             if s.directions {
                 truth_heard_at(truth, k, r.t, &centre, s.speed_of_sound_m_s)
                     .or_else(|| truth.at(k, f.t_frame))
+                    .map(fold)
             } else {
                 truth.at(k, r.t).or_else(|| truth.at(k, f.t_frame))
             }
@@ -176,7 +184,7 @@ pub fn score_scene(
         // it fell silent: holding a track through a pause is right, not a false track.
         let paused: Vec<[f64; 3]> = targets
             .iter()
-            .filter_map(|&k| truth.paused_at(k, f.t_frame))
+            .filter_map(|&k| truth.paused_at(k, f.t_frame).map(fold))
             .collect();
         let mut far_here = false;
         for (j, r) in reports.iter().enumerate() {
@@ -519,6 +527,7 @@ mod tests {
             ospa_c: OSPA_C_M,
             warmup_s: 1.0,
             centre: [0.0; 3],
+            line: None,
             speed_of_sound_m_s: 1500.0,
             duration_s: 10.0,
         }

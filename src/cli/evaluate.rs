@@ -150,11 +150,12 @@ fn score_as_the_stream_holds(c: &mut Config, directions: bool, tracks: &Path) ->
     } else {
         TrackMode::ThreeD
     };
-    if c.array.mode == mode {
+    if c.array.mode == mode || (directions && c.array.mode == TrackMode::Line) {
         return Ok(());
     }
     let name = |m: TrackMode| match m {
         TrackMode::Direction => "directions",
+        TrackMode::Line => "angles to a line array's axis",
         TrackMode::ThreeD => "3-D positions",
     };
     println!(

@@ -33,6 +33,14 @@ pub struct ArrayConfig {
     /// waves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_range_m: Option<f64>,
+    /// Line mode: the normal of a plane through the array that the sources lie in (talkers
+    /// in front of a soundbar at its height, vessels over a line on the seabed). Reports are
+    /// then positions in that plane on the side `plane_normal × axis` (or the side towards
+    /// the search volume), with the mirror point across the axis beside them. Without it the
+    /// cone about the axis is reported in the half-plane towards the search volume's centre
+    /// (or horizontal, `z × axis`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plane_normal: Option<[f64; 3]>,
     /// Where the array frame's origin is on the Earth and which way its +y axis points
     /// (`latitude_deg`, `longitude_deg`, `depth_m`, `heading_deg`): needed for the NMEA TTM
     /// and TLL sentences, and for latitude and longitude in the JSON stream.
@@ -75,7 +83,7 @@ impl Config {
     /// too small to resolve the curvature at that range: its particles then stay on the unit
     /// sphere) and in 3-D mode.
     pub fn direction_inv_range_max(&self) -> f64 {
-        if self.array.mode != TrackMode::Direction {
+        if !self.array.mode.angular() {
             return 0.0;
         }
         let (r, curvature, noise) = self.direction_curvature();
@@ -84,6 +92,72 @@ impl Config {
         } else {
             0.0
         }
+    }
+
+    /// Sensors on one line track in line mode whatever mode was asked for (neither 3-D
+    /// positions nor directions are observable there); the change is logged. `source` names
+    /// the file or scene.
+    pub fn settle_mode(&mut self, source: &str) {
+        let a = &self.array;
+        if a.mode == TrackMode::Line
+            || a.sensors_m.len() < 2
+            || self.geometry().span() != Span::Line
+        {
+            return;
+        }
+        log::info!(
+            "{source}: the {} sensors lie on one line, so they track in line mode (the angle to the array's axis and, near enough, the range) rather than {}",
+            a.sensors_m.len(),
+            match a.mode {
+                TrackMode::ThreeD => "3-D positions",
+                _ => "directions",
+            }
+        );
+        self.array.mode = TrackMode::Line;
+    }
+
+    /// Line mode: the array's axis and the half-plane through it that directions are kept in
+    /// (see [`crate::track::LineAxes`]); `None` in other modes. The side is `plane_normal ×
+    /// axis` where a plane is given, else the way to the search volume's centre, else
+    /// horizontal (`z × axis`; `x` for a vertical line), each made perpendicular to the axis;
+    /// a plane's side turns to face the search volume where it has one.
+    pub fn line_axes(&self) -> Option<(nalgebra::Vector3<f64>, nalgebra::Vector3<f64>)> {
+        use nalgebra::Vector3;
+        if self.array.mode != TrackMode::Line {
+            return None;
+        }
+        let geo = self.geometry();
+        let axis = geo.line_axis()?;
+        let perp = |v: Vector3<f64>| {
+            let q = v - axis * v.dot(&axis);
+            (q.norm() > 1e-6 * v.norm().max(1e-12)).then(|| q.normalize())
+        };
+        let towards = match (self.array.bounds_min_m, self.array.bounds_max_m) {
+            (Some(lo), Some(hi)) => {
+                let mid = (Vector3::from(lo) + Vector3::from(hi)) * 0.5 - geo.centroid();
+                perp(mid)
+            }
+            _ => None,
+        };
+        let side = match self
+            .array
+            .plane_normal
+            .map(Vector3::from)
+            .and_then(|n| perp(n.cross(&axis)))
+        {
+            Some(s) => match towards {
+                Some(t) if t.dot(&s) < 0.0 => -s,
+                _ => s,
+            },
+            None => towards
+                .or_else(|| {
+                    (axis.z.abs() < 0.9)
+                        .then(|| perp(Vector3::z().cross(&axis)))
+                        .flatten()
+                })
+                .or_else(|| perp(Vector3::x()))?,
+        };
+        Some((axis, side))
     }
 
     /// The sensors: a speed of sound, finite and distinct positions, and a spread that the tracking mode can use.
@@ -180,6 +254,17 @@ impl Config {
                     );
                 }
             }
+            TrackMode::Line => {
+                if n < 2 || span != Span::Line {
+                    return err(
+                        "array.sensors_m",
+                        format!(
+                            "line mode needs 2 or more sensors on one line (have {n}, {span:?})"
+                        ),
+                        "set array.mode = \"direction\" (flat arrays) or \"3d\" (arrays spread in 3-D)",
+                    );
+                }
+            }
             TrackMode::Direction => {
                 if n < 3 || matches!(span, Span::Point | Span::Line) {
                     return err(
@@ -200,11 +285,38 @@ impl Config {
         let err =
             |key: &str, problem: String, fix: &str| Err(ConfigError::new(file, key, problem, fix));
         let a = &self.array;
+        if let Some(n) = a.plane_normal {
+            if a.mode != TrackMode::Line {
+                return err(
+                    "array.plane_normal",
+                    "plane_normal applies only to line arrays (array.mode = \"line\")".into(),
+                    "remove it; flat and 3-D arrays observe the direction themselves",
+                );
+            }
+            let v = nalgebra::Vector3::from(n);
+            let axis = self
+                .geometry()
+                .line_axis()
+                .unwrap_or_else(nalgebra::Vector3::x);
+            if !v.iter().all(|x| x.is_finite())
+                || v.norm() < 1e-9
+                || v.normalize().cross(&axis).norm() < 0.1
+            {
+                return err(
+                    "array.plane_normal",
+                    format!(
+                        "{n:?} is not the normal of a plane through the array's axis {:?}",
+                        [axis.x, axis.y, axis.z]
+                    ),
+                    "give a vector perpendicular (or nearly) to the line of sensors, e.g. [0, 0, 1] for sources at the height of a horizontal line",
+                );
+            }
+        }
         if let Some(r) = a.min_range_m {
-            if a.mode != TrackMode::Direction {
+            if !a.mode.angular() {
                 return err(
                     "array.min_range_m",
-                    "min_range_m applies only to direction tracking".into(),
+                    "min_range_m applies only to direction and line tracking".into(),
                     "remove it, or set array.mode = \"direction\"",
                 );
             }

@@ -48,12 +48,30 @@ impl Config {
             match self.array.mode {
                 TrackMode::ThreeD => "3-D position",
                 TrackMode::Direction => "direction only",
+                TrackMode::Line => "line: angle to the axis, range where near",
             }
         );
         if let (Some(lo), Some(hi)) = (self.array.bounds_min_m, self.array.bounds_max_m) {
             let _ = writeln!(s, "search volume: {lo:?} .. {hi:?} m");
         }
-        if self.array.mode == TrackMode::Direction {
+        if let Some((axis, side)) = self.line_axes() {
+            let v = |u: nalgebra::Vector3<f64>| format!("[{:.3}, {:.3}, {:.3}]", u.x, u.y, u.z);
+            let _ = match self.array.plane_normal {
+                Some(_) => writeln!(
+                    s,
+                    "line array along {}: it measures the angle to its axis (a cone of directions); with the sources in the plane given (array.plane_normal) positions are reported on the side {} with the mirror point across the axis, ambiguous unless the search volume excludes it",
+                    v(axis),
+                    v(side)
+                ),
+                None => writeln!(
+                    s,
+                    "line array along {}: it measures the angle to its axis (a cone of directions; the turn about the axis is unobservable): directions are reported in the half-plane towards {} (set array.plane_normal for positions in a known plane)",
+                    v(axis),
+                    v(side)
+                ),
+            };
+        }
+        if self.array.mode.angular() {
             let (r, curvature, noise) = self.direction_curvature();
             let _ = if self.direction_inv_range_max() > 0.0 {
                 writeln!(

@@ -82,6 +82,7 @@ impl Config {
                 bounds_min_m: None,
                 bounds_max_m: None,
                 min_range_m: None,
+                plane_normal: None,
                 origin: None,
             },
             audio: AudioConfig {
@@ -107,6 +108,7 @@ impl Config {
         if cfg.geometry().span() != Span::Volume {
             cfg.array.mode = TrackMode::Direction;
         }
+        cfg.settle_mode("the scene");
         cfg
     }
 
@@ -125,7 +127,8 @@ impl Config {
         // Lines of the merged table mean nothing to the user: the files and lines that set
         // the key say where.
         let wrote = |key: &str| walk.where_set(key);
-        let cfg: Config = errors::parse_table(table, &file, &wrote)?;
+        let mut cfg: Config = errors::parse_table(table, &file, &wrote)?;
+        cfg.settle_mode(&file);
         let locate = |mut err: ConfigError| {
             let at = walk.where_set(&err.key);
             if !at.is_empty() {
@@ -139,7 +142,8 @@ impl Config {
 
     /// Parse and validate TOML text; `file` names it in errors.
     pub fn parse_str(text: &str, file: &str) -> Result<Self, ConfigError> {
-        let cfg: Config = errors::parse_text(text, file)?;
+        let mut cfg: Config = errors::parse_text(text, file)?;
+        cfg.settle_mode(file);
         cfg.validate(file)?;
         Ok(cfg)
     }

@@ -60,12 +60,13 @@ impl Config {
                 })
                 .map_or_else(|| file.to_string(), |s| format!("--set {s}"))
         };
-        let cfg: Config = super::errors::parse_table(table, file, &|_| Vec::new()).map_err(
+        let mut cfg: Config = super::errors::parse_table(table, file, &|_| Vec::new()).map_err(
             |mut e: ConfigError| {
                 e.file = which(&e.key);
                 e
             },
         )?;
+        cfg.settle_mode(file);
         cfg.validate(file).map_err(|mut e| {
             e.file = which(&e.key);
             e

@@ -7,7 +7,7 @@ use crate::audio::capture::CaptureSettings;
 use crate::dsp::gcc::GccParams;
 use crate::dsp::geometry::Pair;
 use crate::track::manager::ManagerSettings;
-use crate::track::{FilterParams, MotionModel, TrackMode};
+use crate::track::{FilterParams, LineAxes, MotionModel, TrackMode};
 
 impl Config {
     /// The correlator's parameters: pairs, frame, window, band, weighting and peaks.
@@ -78,7 +78,7 @@ impl Config {
                 // Directions are taken from the centroid, so their sensors are relative to it
                 // (a plane wave's delays do not depend on the origin; a curved one's do).
                 let c = match self.array.mode {
-                    TrackMode::Direction => geo.centroid(),
+                    TrackMode::Direction | TrackMode::Line => geo.centroid(),
                     TrackMode::ThreeD => nalgebra::Vector3::zeros(),
                 };
                 self.array
@@ -95,6 +95,11 @@ impl Config {
                 _ => None,
             },
             inv_range_max: self.direction_inv_range_max() as f32,
+            line: self.line_axes().map(|(a, s)| LineAxes {
+                axis: f3([a.x, a.y, a.z]),
+                side: f3([s.x, s.y, s.z]),
+                plane: self.array.plane_normal.is_some(),
+            }),
         }
     }
 

@@ -149,6 +149,24 @@ impl ArrayGeometry {
         Some(e.eigenvectors.column(i).into_owned())
     }
 
+    /// The unit direction of a line array's axis (the direction of most spread), pointing
+    /// from the first sensor towards the last; `None` unless [`Self::span`] is [`Span::Line`].
+    pub fn line_axis(&self) -> Option<Vector3<f64>> {
+        if self.span() != Span::Line {
+            return None;
+        }
+        let c = self.centroid();
+        let mut m = Matrix3::<f64>::zeros();
+        for s in &self.sensors_m {
+            let d = Vector3::from(*s) - c;
+            m += d * d.transpose();
+        }
+        let e = m.symmetric_eigen();
+        let axis: Vector3<f64> = e.eigenvectors.column(e.eigenvalues.imax()).into_owned();
+        let run = self.sensor(self.len() - 1) - self.sensor(0);
+        Some(if axis.dot(&run) < 0.0 { -axis } else { axis })
+    }
+
     /// How the sensors span space. A dimension counts when its spread exceeds 2% of the largest
     /// (and 1 mm): below that, timing noise swamps the out-of-plane information.
     pub fn span(&self) -> Span {

@@ -367,25 +367,25 @@ pub fn direction(
     let eig = ata.symmetric_eigen();
     let mut u = Vector3::zeros();
     let max_ev = eig.eigenvalues.max();
-    let mut null_dir: Option<Vector3<f64>> = None;
+    let mut null_dirs: Vec<Vector3<f64>> = Vec::new();
+    let mut pinv = Matrix3::<f64>::zeros();
     for k in 0..3 {
         let ev = eig.eigenvalues[k];
         let v: Vector3<f64> = eig.eigenvectors.column(k).into();
         if ev > 1e-6 * max_ev {
             u += v * (v.dot(&atb) / ev);
+            pinv += v * v.transpose() / ev;
         } else {
-            null_dir = Some(v);
+            null_dirs.push(v);
         }
     }
     let n2 = u.norm_squared();
-    if let Some(nd) = null_dir {
-        let s = (1.0 - n2).max(0.0).sqrt();
-        let sign = if nd.dot(&hemisphere) >= 0.0 {
-            1.0
-        } else {
-            -1.0
-        };
-        u += nd * (s * sign);
+    if !null_dirs.is_empty() {
+        // The unobserved part fills the unit norm along the hemisphere's share of the null
+        // space (a flat array's normal, or for a line the way to the half-plane asked for).
+        let towards: Vector3<f64> = null_dirs.iter().map(|v| v * v.dot(&hemisphere)).sum();
+        let fill = towards.try_normalize(1e-9).unwrap_or(null_dirs[0]);
+        u += fill * (1.0 - n2).max(0.0).sqrt();
     }
     let norm = u.norm();
     if !(norm > 1e-9) {
@@ -401,10 +401,14 @@ pub fn direction(
             inliers += 1;
         }
     }
-    let cov = ata
-        .try_inverse()
-        .unwrap_or_else(|| Matrix3::identity() * 1e6)
-        * (c * sigma_s).powi(2);
+    // A line array's unobserved turn about its axis is left out of the covariance (the
+    // observed angle's alone), not made infinite as a flat array's normal is.
+    let cov = if null_dirs.len() == 2 {
+        pinv
+    } else {
+        ata.try_inverse()
+            .unwrap_or_else(|| Matrix3::identity() * 1e6)
+    } * (c * sigma_s).powi(2);
     Some(Fix {
         position: u,
         covariance: cov,

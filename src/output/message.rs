@@ -9,7 +9,6 @@ use serde::Serialize;
 use crate::math::geo::{Origin, bearing_deg};
 use crate::math::linalg::upper_triangle;
 use crate::output::nmea::{NmeaEncoder, NmeaLines};
-use crate::track::TrackMode;
 use crate::track::manager::{TrackReport, TrackStatus};
 use crate::track::report::{EndReason, EstimateKind, TrackEnd};
 
@@ -88,7 +87,7 @@ pub struct GeoFix {
 impl GeoFix {
     /// Where track report `r` is on the Earth, by `origin`.
     fn of(r: &TrackReport, origin: &Origin) -> Self {
-        let direction = r.mode == TrackMode::Direction;
+        let direction = r.mode.angular();
         let point = if direction {
             r.range_m().map(|d| r.position.map(|u| u * d))
         } else {
@@ -159,6 +158,18 @@ pub struct TrackMessage {
     /// twice its standard deviation (nearer, the wavefront's curvature measures it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range_m: Option<f64>,
+    /// Line mode: the angle between the direction and the array's axis (0° along it, from
+    /// the first sensor towards the last; 90° broadside) and its standard deviation, degrees;
+    /// `pos` is the direction in the half-plane the tracker keeps (see docs/stream.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cone_deg: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cone_std_deg: Option<f64>,
+    /// Line mode with `array.plane_normal`: the mirror of `pos` across the axis, present while
+    /// a source there would fit as well (the position is ambiguous); absent once the search
+    /// volume rules it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<[f64; 3]>,
     pub model: String,
     pub models: BTreeMap<String, f64>,
     pub turn_rate: f64,
@@ -185,7 +196,7 @@ impl TrackMessage {
             .max_by(|a, b| a.1.total_cmp(b.1))
             .map(|(i, _)| i)
             .unwrap_or(0);
-        let direction = r.mode == TrackMode::Direction;
+        let direction = r.mode.angular();
         let (az, el) = if direction {
             let [x, y, z] = r.position;
             (
@@ -219,6 +230,9 @@ impl TrackMessage {
             inv_range: r.inv_range.map(|v| round(v[0], 6)),
             inv_range_std: r.inv_range.map(|v| round(v[1], 6)),
             range_m: r.range_m().map(|v| round(v, 3)),
+            cone_deg: r.cone_deg().map(|v| round(v[0], 3)),
+            cone_std_deg: r.cone_deg().map(|v| round(v[1], 3)),
+            mirror: r.mirror.map(|m| m.map(|v| round(v, 4))),
             model: model_names.get(best).cloned().unwrap_or_default(),
             models: model_names
                 .iter()

@@ -22,7 +22,6 @@ use crate::pipeline::backend;
 use crate::pipeline::scene::Scene;
 use crate::pipeline::{Counters, FrameView, Pipeline, PipelineOptions};
 use crate::plot::GccTrace;
-use crate::track::TrackMode;
 use crate::track::manager::TrackReport;
 use crate::track::report::EstimateKind;
 
@@ -387,7 +386,7 @@ fn report_of(r: &TrackReport) -> Report {
         cov: Some(upper_triangle(&r.pos_cov)),
         range_m: r.range_m(),
         inv_range: r.inv_range,
-        direction: r.mode == TrackMode::Direction,
+        direction: r.mode.angular(),
         status: Some(r.status),
     }
 }
@@ -420,8 +419,12 @@ pub fn eval_options(cfg: &Config, truth: &Truth, opts: &ReplayOptions) -> EvalOp
         .collect();
     ranges.sort_by(f64::total_cmp);
     let median = ranges.get(ranges.len() / 2).copied().unwrap_or(0.0);
-    let direction_only = cfg.array.mode == TrackMode::Direction;
+    let direction_only = cfg.array.mode.angular();
+    let line = cfg
+        .line_axes()
+        .map(|(a, s)| ([a.x, a.y, a.z], [s.x, s.y, s.z]));
     EvalOptions {
+        line,
         warmup_s: opts.warmup_s,
         threshold_m: opts.threshold_m,
         ospa_c_m: opts.ospa_c_m,

@@ -108,6 +108,7 @@ pub fn config_from_array_json(text: &str, path: &Path) -> Result<Config> {
         }
         None => crate::track::TrackMode::ThreeD,
     };
+    config.settle_mode(&path.display().to_string());
     config
         .validate(&path.display().to_string())
         .map_err(|e| Error::Config(in_array_json_words(e)))?;

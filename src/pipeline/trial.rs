@@ -98,7 +98,7 @@ pub fn run_trial(family: &FamilySpec, o: &TrialOptions) -> Result<TrialReport> {
     }
     // The first scene's configuration says the mode and checks the settings before any work.
     let first = scene_config(family, o, 0)?;
-    let directions = first.array.mode == TrackMode::Direction;
+    let directions = first.array.mode.angular();
     let bar = o.progress.then(|| {
         let pb = indicatif::ProgressBar::new(u64::from(o.runs));
         pb.set_style(
@@ -157,7 +157,7 @@ fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScori
         azimuth_about: cfg
             .geometry()
             .plane_normal()
-            .filter(|_| directions)
+            .filter(|_| directions && cfg.array.mode == TrackMode::Direction)
             .map(Into::into),
         threshold: if directions {
             sc.threshold_deg
@@ -168,6 +168,9 @@ fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScori
         ospa_c: if directions { sc.far_deg } else { OSPA_C_M },
         warmup_s: sc.warmup_s,
         centre: cfg.geometry().centroid().into(),
+        line: cfg
+            .line_axes()
+            .map(|(a, s)| ([a.x, a.y, a.z], [s.x, s.y, s.z])),
         speed_of_sound_m_s: cfg.array.speed_of_sound_m_s,
         duration_s: family.duration_s,
     }
@@ -208,7 +211,7 @@ pub fn run_scene(
     let turn = on_gpu.then(|| GPU_TURN.lock().unwrap_or_else(|e| e.into_inner()));
     let summary = replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
     drop(turn);
-    let directions = cfg.array.mode == TrackMode::Direction;
+    let directions = cfg.array.mode.angular();
     let scoring = scoring_of(family, &cfg, directions);
     let frames = summary
         .frames_of(o.estimate)
@@ -219,9 +222,5 @@ pub fn run_scene(
 /// The unit of scene `index`'s distance figures: "deg" when it tracks directions, else "m".
 pub fn unit_of(family: &FamilySpec, o: &TrialOptions, index: u32) -> Result<&'static str> {
     let cfg = scene_config(family, o, index)?;
-    Ok(if cfg.array.mode == TrackMode::Direction {
-        "deg"
-    } else {
-        "m"
-    })
+    Ok(if cfg.array.mode.angular() { "deg" } else { "m" })
 }

@@ -5,7 +5,6 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{PlotInput, Res};
-use crate::track::TrackMode;
 
 /// (frame time, error of the report nearest target 0 at its emission time, and that report's
 /// spread: the square root of its position covariance's trace, which is the RMS error its
@@ -15,7 +14,7 @@ fn errors(inp: &PlotInput) -> Vec<(f64, f64, Option<f64>)> {
         return Vec::new();
     };
     let k = truth.targets.keys().next().copied().unwrap_or(0);
-    let direction = inp.cfg.array.mode == TrackMode::Direction;
+    let direction = inp.cfg.array.mode.angular();
     let geo = inp.cfg.geometry();
     let centre = geo.centroid();
     inp.frames
@@ -56,7 +55,7 @@ pub(super) fn draw_error<DB: DrawingBackend>(
     inp: &PlotInput,
 ) -> Res<DB> {
     root.fill(&WHITE)?;
-    let direction = inp.cfg.array.mode == TrackMode::Direction;
+    let direction = inp.cfg.array.mode.angular();
     let err = errors(inp);
     let bnd: Vec<(f64, f64)> = inp
         .bounds

@@ -6,7 +6,6 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::{PlotInput, Res, heat, track_colour};
-use crate::track::TrackMode;
 
 /// GCC-PHAT curves kept for the heat map: every `every`-th frame, each pair's curve over its
 /// physical lags.
@@ -132,7 +131,7 @@ pub(super) fn draw_gcc<DB: DrawingBackend>(
             let pts = inp.frames.iter().flat_map(|f| {
                 f.reports.iter().map(move |r| {
                     let v = Vector3::from(r.pos);
-                    let tau = if inp.cfg.array.mode == TrackMode::Direction {
+                    let tau = if inp.cfg.array.mode.angular() {
                         geo.tdoa_far_s(&v, spec)
                     } else {
                         geo.tdoa_s(&v, spec)

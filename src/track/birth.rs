@@ -140,11 +140,13 @@ pub fn birth_fix(i: &BirthInputs) -> Result<BirthFix, NoBirth> {
     let fix = if three_d {
         multilat::locate(i.geo, &obs, sigma, i.bounds, &extra)
     } else {
-        let hemisphere = match i.bounds {
-            Some((lo, hi)) => {
+        let hemisphere = match (i.params.line, i.bounds) {
+            // Line mode: the cone's direction in the filter's half-plane.
+            (Some(l), _) => Vector3::from(l.side.map(f64::from)),
+            (None, Some((lo, hi))) => {
                 Vector3::new(lo[0] + hi[0], lo[1] + hi[1], lo[2] + hi[2]) * 0.5 - i.geo.centroid()
             }
-            None => Vector3::z(),
+            (None, None) => Vector3::z(),
         };
         multilat::direction(i.geo, &obs, sigma, hemisphere)
     };

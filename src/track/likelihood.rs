@@ -73,7 +73,7 @@ pub fn sensor_terms(
                 *q = (dx * s[3] + dy * s[4] + dz * s[5]) / d;
             }
         }
-        TrackMode::Direction => {
+        TrackMode::Direction | TrackMode::Line => {
             let (n, inv) = norm_and_inverse_range(s[0], s[1], s[2]);
             for ((m, r), q) in p.sensors.iter().zip(rho.iter_mut()).zip(rate.iter_mut()) {
                 *r = direction_path(m, s[0], s[1], s[2], n, inv);
@@ -170,7 +170,7 @@ pub fn log_likelihood_slice(
     sc.prod.resize(n, 0.0);
     let (x, y, z) = (&s[0][..n], &s[1][..n], &s[2][..n]);
     let (vx, vy, vz) = (&s[3][..n], &s[4][..n], &s[5][..n]);
-    if k.mode == TrackMode::Direction {
+    if k.mode.angular() {
         // Each particle's |p| and inverse range, once for every sensor (in `pred` and `l`,
         // which the pair loop below fills afresh).
         for i in 0..n {
@@ -191,7 +191,7 @@ pub fn log_likelihood_slice(
                     q[i] = (dx * vx[i] + dy * vy[i] + dz * vz[i]) / d;
                 }
             }
-            TrackMode::Direction => {
+            TrackMode::Direction | TrackMode::Line => {
                 let (nn, inv) = (&sc.pred[..n], &sc.l[..n]);
                 for i in 0..n {
                     r[i] = direction_path(sensor, x[i], y[i], z[i], nn[i], inv[i]);

@@ -638,8 +638,10 @@ impl TrackManager {
                         t_centre_s,
                         self.support(i),
                         Kinematics::of(&self.params),
+                        self.params.line,
                     );
                     r.coherence = self.coherence(i);
+                    r.mirror = self.mirror_of(&r);
                     reports.push(r);
                 }
                 Err(why) => {
@@ -704,6 +706,33 @@ impl TrackManager {
 
     /// The share of the informative pairs whose gates hold a peak assigned to track `i` (None
     /// when no pair was informative).
+    /// Line mode with the sources in a known plane: the mirror of report `r`'s direction
+    /// across the axis, unless the search volume rules a source there out (at the reported
+    /// range, or at every range out to the volume's far corner when there is none).
+    fn mirror_of(&self, r: &TrackReport) -> Option<[f64; 3]> {
+        let line = self.params.line.filter(|l| l.plane)?;
+        let m = crate::track::report::mirror_across(&r.position, &line.axis);
+        let Some((lo, hi)) = self.s.bounds else {
+            return Some(m);
+        };
+        let c = self.geo.centroid();
+        let inside = |d: f64| (0..3).all(|k| (lo[k]..=hi[k]).contains(&(c[k] + m[k] * d)));
+        let possible = match r.range_m() {
+            Some(d) => inside(d),
+            None => {
+                let far = (Vector3::from(hi) - Vector3::from(lo)).norm();
+                let mut d = 0.5 * self.geo.aperture_m().max(0.05);
+                let mut any = false;
+                while d <= 2.0 * far && !any {
+                    any = inside(d);
+                    d *= 1.25;
+                }
+                any
+            }
+        };
+        possible.then_some(m)
+    }
+
     fn support(&self, i: usize) -> Option<f32> {
         let t = &self.tracks[i];
         let informative = (0..self.s.pairs.len())
@@ -1028,7 +1057,7 @@ impl TrackManager {
             shared_s: 0.0,
             edge: EdgeClock::default(),
         };
-        let r = report(
+        let mut r = report(
             track.id,
             track.t_state_s,
             &track.est,
@@ -1037,7 +1066,9 @@ impl TrackManager {
             t_centre_s,
             Some(1.0),
             Kinematics::of(&self.params),
+            self.params.line,
         );
+        r.mirror = self.mirror_of(&r);
         self.tracks.push(track);
         Ok(Some(r))
     }

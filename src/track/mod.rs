@@ -34,6 +34,32 @@ pub enum TrackMode {
     /// Direction only (azimuth, elevation), for compact arrays whose range is unobservable.
     #[serde(rename = "direction")]
     Direction,
+    /// A line array: the angle between the source and the array's axis (a cone of directions)
+    /// and, near enough, the range. Tracked as a direction held in one half-plane through the
+    /// axis (see [`LineAxes`]).
+    #[serde(rename = "line")]
+    Line,
+}
+
+impl TrackMode {
+    /// Direction or line mode: particles hold a direction scaled by 1 + the inverse range.
+    pub fn angular(self) -> bool {
+        self != Self::ThreeD
+    }
+}
+
+/// Line mode: the array's axis and the half-plane through it that the filter keeps its
+/// directions in (`side`, a unit vector perpendicular to the axis). A line array's delays
+/// depend only on a source's distance along the axis and from it, so every direction on the
+/// cone about the axis fits equally; each particle is turned about the axis into this
+/// half-plane after every step (see `models::fold_to_half_plane`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineAxes {
+    pub axis: [f32; 3],
+    pub side: [f32; 3],
+    /// The sources lie in the plane of the axis and the side (`array.plane_normal`): the
+    /// mirror point across the axis is then the one other place a source can be.
+    pub plane: bool,
 }
 
 /// How a particle's motion model is chosen each step.
@@ -101,6 +127,8 @@ pub struct FilterParams {
     /// Direction mode: a newborn track's particles take inverse ranges spread evenly over
     /// [0, this] (1/m; 0: a plane wave). See [`likelihood::sensor_terms`].
     pub inv_range_max: f32,
+    /// Line mode: the axis and the half-plane the directions are kept in.
+    pub line: Option<LineAxes>,
 }
 
 impl FilterParams {

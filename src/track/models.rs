@@ -161,8 +161,8 @@ impl Kinematics {
     pub fn of(p: &crate::track::FilterParams) -> Self {
         match p.mode {
             TrackMode::ThreeD => Self::ThreeD,
-            TrackMode::Direction if p.inv_range_max > 0.0 => Self::Curved,
-            TrackMode::Direction => Self::Plane,
+            TrackMode::Direction | TrackMode::Line if p.inv_range_max > 0.0 => Self::Curved,
+            TrackMode::Direction | TrackMode::Line => Self::Plane,
         }
     }
 
@@ -191,6 +191,33 @@ pub fn onto_unit_sphere(p: [f32; 3], v: [f32; 3]) -> ([f32; 3], [f32; 3]) {
             v[2] - radial * u[2],
         ],
     )
+}
+
+/// Line mode: a particle turned about the array's axis into the half-plane of `side` (unit,
+/// perpendicular to `axis`). Its position keeps its distance along the axis and from it (so
+/// |p|, and the inverse range, are unchanged, and so is every delay a line array measures);
+/// its velocity keeps its parts along the axis and away from it, and loses the part around
+/// the axis, which no line array sees. A particle on the axis (endfire) goes to the side's
+/// direction. kernels/common.cuh: `fold_to_half_plane`.
+#[inline(always)]
+pub fn fold_to_half_plane(s: &mut [f32], axis: &[f32; 3], side: &[f32; 3]) {
+    let pa = s[0] * axis[0] + s[1] * axis[1] + s[2] * axis[2];
+    let va = s[3] * axis[0] + s[4] * axis[1] + s[5] * axis[2];
+    let (qx, qy, qz) = (
+        s[0] - pa * axis[0],
+        s[1] - pa * axis[1],
+        s[2] - pa * axis[2],
+    );
+    let q = (qx * qx + qy * qy + qz * qz).sqrt();
+    let away = if q > 1e-12 {
+        (s[3] * qx + s[4] * qy + s[5] * qz) / q
+    } else {
+        s[3] * side[0] + s[4] * side[1] + s[5] * side[2]
+    };
+    for k in 0..3 {
+        s[k] = pa * axis[k] + q * side[k];
+        s[3 + k] = va * axis[k] + away * side[k];
+    }
 }
 
 /// |p| of a direction-mode position (1 + its inverse range: see
@@ -353,6 +380,21 @@ pub fn advance_slice(
             let (p, v) = onto_unit_sphere([s0[i], s1[i], s2[i]], [s3[i], s4[i], s5[i]]);
             (s0[i], s1[i], s2[i]) = (p[0], p[1], p[2]);
             (s3[i], s4[i], s5[i]) = (v[0], v[1], v[2]);
+        }
+    }
+}
+
+/// [`fold_to_half_plane`] for a slice of particles (`s[c][i]`), after a step of line mode.
+pub fn fold_slice(s: &mut [&mut [f32]; 7], line: &crate::track::LineAxes) {
+    let n = s[0].len();
+    for i in 0..n {
+        let mut st = [0.0f32; 6];
+        for (k, v) in st.iter_mut().enumerate() {
+            *v = s[k][i];
+        }
+        fold_to_half_plane(&mut st, &line.axis, &line.side);
+        for (k, v) in st.iter().enumerate() {
+            s[k][i] = *v;
         }
     }
 }

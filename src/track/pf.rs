@@ -14,6 +14,7 @@ use crate::error::BackendError;
 use crate::math::fastmath::{self, F, LANES, U};
 use crate::rng::lanes;
 use crate::rng::philox::{self, Stream};
+use crate::track::ModelSelection;
 use crate::track::likelihood::{LikScratch, LikelihoodConsts, log_likelihood_slice, predict_tdoas};
 use crate::track::models;
 use crate::track::models::{
@@ -24,7 +25,6 @@ use crate::track::{
     Estimate, FilterParams, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_H, ROUGHEN_RESAMPLE_H,
     STATE_DIM, TEMPER_GRID, TEMPER_MIN_ESS, TdoaMeasurement, TrackInit, TrackStep,
 };
-use crate::track::{ModelSelection, TrackMode};
 
 /// Particles per unit of parallel work (a multiple of [`LANES`]).
 pub const CHUNK: usize = 1024;
@@ -160,6 +160,9 @@ fn pass1_impl(
         &mut ch.s,
         z,
     );
+    if let Some(line) = &p.line {
+        models::fold_slice(&mut ch.s, line);
+    }
     log_likelihood_slice(p, x.k, x.meas, &ch.s, x.t.lag_s, sc, ch.log_lik);
     if let Some((lo, hi)) = p.bounds {
         let (sx, sy, sz) = (&ch.s[0][..len], &ch.s[1][..len], &ch.s[2][..len]);
@@ -536,6 +539,9 @@ impl CpuParticleFilter {
                             Stream::Predict,
                         ));
                         predict(model, Kinematics::of(p), t.dt_s, &mut s, z);
+                        if let Some(line) = &p.line {
+                            models::fold_to_half_plane(&mut s, &line.axis, &line.side);
+                        }
                         predict_tdoas(p, k, &s, t.lag_s, &mut pred);
                         let w = (f64::from(self.log_w[slot * self.particles + i]) - offset).exp();
                         sw += w;
@@ -778,7 +784,7 @@ impl CpuParticleFilter {
             self.params.seed,
             meas.frame,
             t.slot,
-            Kinematics::of(&self.params),
+            Jitter::of(&self.params),
         );
         split(self.arrays(slot), n)
             .into_par_iter()
@@ -857,14 +863,7 @@ fn temper_grid_sums(
 }
 
 /// Regularise one chunk after a resampling (lanes of Philox normals).
-fn roughen_chunk(
-    ch: ChunkMut,
-    l: &[[f32; 6]; 6],
-    seed: u64,
-    frame: u64,
-    track: u32,
-    mode: Kinematics,
-) {
+fn roughen_chunk(ch: ChunkMut, l: &[[f32; 6]; 6], seed: u64, frame: u64, track: u32, mode: Jitter) {
     let len = ch.log_w.len();
     let mut b = 0;
     while b < len {
@@ -906,14 +905,31 @@ pub fn roughen(
     frame: u64,
     slot: u32,
     i: u32,
-    mode: Kinematics,
+    mode: Jitter,
 ) {
     let z = philox::normals6(philox::draw(seed, frame, slot, i, Stream::Roughen));
     jitter(part, l, &z, mode);
 }
 
+/// What a roughening jitter keeps: the kinematics, and in line mode the half-plane.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Jitter {
+    pub kin: Kinematics,
+    pub line: Option<crate::track::LineAxes>,
+}
+
+impl Jitter {
+    pub fn of(p: &FilterParams) -> Self {
+        Self {
+            kin: Kinematics::of(p),
+            line: p.line,
+        }
+    }
+}
+
 #[inline(always)]
-fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], mode: Kinematics) {
+fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], j: Jitter) {
+    let mode = j.kin;
     for r in 0..6 {
         let mut acc = 0.0f32;
         for (c, zc) in z.iter().enumerate().take(r + 1) {
@@ -935,6 +951,9 @@ fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], mode: Kinematics
         for v in part.iter_mut().take(3) {
             *v *= k;
         }
+    }
+    if let Some(line) = &j.line {
+        models::fold_to_half_plane(&mut part[..6], &line.axis, &line.side);
     }
 }
 
@@ -976,7 +995,7 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
     for a in 0..3 {
         s[3 + a] += d[a] / dn * radius;
     }
-    if p.mode == TrackMode::Direction {
+    if p.mode.angular() {
         let plane = Kinematics::of(p) == Kinematics::Plane;
         if plane {
             // Plane waves: the direction drawn, its rate in the tangent plane.
@@ -999,6 +1018,9 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
             let (q, v) = models::reflect_at_infinity([s[0], s[1], s[2]], [s[3], s[4], s[5]]);
             s[..3].copy_from_slice(&q);
             s[3..6].copy_from_slice(&v);
+        }
+        if let Some(line) = &p.line {
+            models::fold_to_half_plane(&mut s, &line.axis, &line.side);
         }
     }
     // Initial model by the given probabilities, from the first spare word.

@@ -6,7 +6,7 @@ use nalgebra::{Matrix3, Vector3};
 use serde::Serialize;
 
 use crate::track::models::Kinematics;
-use crate::track::{Estimate, TrackMode};
+use crate::track::{Estimate, LineAxes, TrackMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -98,9 +98,34 @@ pub struct TrackReport {
     pub state: GaussianState,
     pub kin: Kinematics,
     pub estimate: EstimateKind,
+    /// Line mode: the array's axis and half-plane (the reported direction lies in it).
+    pub line: Option<LineAxes>,
+    /// Line mode with the sources in a known plane: the mirror of the reported direction
+    /// across the axis, where a source there would fit the delays as well (not outside the
+    /// search volume).
+    pub mirror: Option<[f64; 3]>,
 }
 
 impl TrackReport {
+    /// Line mode: the angle between the reported direction and the array's axis and its
+    /// standard deviation, both in degrees (0° along the axis, from the first sensor towards
+    /// the last; 90° broadside).
+    pub fn cone_deg(&self) -> Option<[f64; 2]> {
+        let l = self.line?;
+        let a = Vector3::from(l.axis.map(f64::from)).normalize();
+        let u = Vector3::from(self.position);
+        let cos = u.dot(&a).clamp(-1.0, 1.0);
+        let theta = cos.acos();
+        // The direction of growing angle at u, in the half-plane: d u / d θ.
+        let away = (u - a * cos)
+            .try_normalize(1e-12)
+            .unwrap_or_else(|| Vector3::from(l.side.map(f64::from)).normalize());
+        let t = away * cos - a * theta.sin();
+        let c = Matrix3::from_fn(|r, k| self.pos_cov[r][k]);
+        let sd = (t.transpose() * c * t)[(0, 0)].max(0.0).sqrt();
+        Some([theta.to_degrees(), sd.to_degrees()])
+    }
+
     /// Direction mode: the range (m), where the inverse range is at least twice its standard
     /// deviation (near enough for the wavefront's curvature to measure it).
     pub fn range_m(&self) -> Option<f64> {
@@ -121,6 +146,7 @@ pub(crate) fn report(
     t_frame_s: f64,
     support: Option<f32>,
     kin: Kinematics,
+    line: Option<LineAxes>,
 ) -> TrackReport {
     let view = view_of(&e.mean, &e.cov, kin);
     TrackReport {
@@ -137,7 +163,11 @@ pub(crate) fn report(
         turn_rate_rad_s: e.turn_rate,
         ess: e.ess,
         support: support.unwrap_or(f32::NAN),
-        mode: view.mode,
+        mode: if line.is_some() {
+            TrackMode::Line
+        } else {
+            view.mode
+        },
         inv_range: view.inv_range,
         coherence: None,
         state: GaussianState {
@@ -146,6 +176,8 @@ pub(crate) fn report(
         },
         kin,
         estimate: EstimateKind::Filtered,
+        line,
+        mirror: None,
     }
 }
 
@@ -160,11 +192,23 @@ impl TrackReport {
             pos_cov: view.pos_cov,
             vel_std: view.vel_std,
             inv_range: view.inv_range,
+            mirror: self
+                .mirror
+                .zip(self.line)
+                .map(|(_, l)| mirror_across(&view.position, &l.axis)),
             state,
             estimate,
             ..self.clone()
         }
     }
+}
+
+/// Line mode: direction `u` mirrored across the array's `axis` (the same angle to the axis,
+/// on the other side of it in the plane they span).
+pub fn mirror_across(u: &[f64; 3], axis: &[f32; 3]) -> [f64; 3] {
+    let a = Vector3::from(axis.map(f64::from)).normalize();
+    let u = Vector3::from(*u);
+    (a * (2.0 * u.dot(&a)) - u).into()
 }
 
 /// What the outputs give of a state.

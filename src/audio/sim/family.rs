@@ -37,6 +37,11 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../../families/distributed-room.toml"),
     ),
     (
+        "line-room",
+        include_str!("../../../families/line-room.toml"),
+    ),
+    ("soundbar", include_str!("../../../families/soundbar.toml")),
+    (
         "weak-source",
         include_str!("../../../families/weak-source.toml"),
     ),
@@ -99,6 +104,16 @@ pub enum ArrayDraw {
     },
     /// `sensors` microphones on the walls and in the corners of the room, at `height_m`.
     Walls { sensors: usize, height_m: Draw },
+    /// `sensors` microphones on a horizontal line, `spacing_m` apart, at `height_m`: along a
+    /// wall, 5-15 cm from it and near its middle (a soundbar), with `wall`; else near the
+    /// room's middle at a random heading (a microphone stick on a table).
+    Line {
+        sensors: usize,
+        spacing_m: Draw,
+        height_m: Draw,
+        #[serde(default)]
+        wall: bool,
+    },
     /// The same sensors every time.
     Fixed { sensors_m: Vec<[f64; 3]> },
 }
@@ -342,13 +357,14 @@ impl FamilySpec {
         let sensors = match &self.array {
             ArrayDraw::Spread { sensors, .. }
             | ArrayDraw::Ring { sensors, .. }
-            | ArrayDraw::Walls { sensors, .. } => *sensors,
+            | ArrayDraw::Walls { sensors, .. }
+            | ArrayDraw::Line { sensors, .. } => *sensors,
             ArrayDraw::Fixed { sensors_m } => sensors_m.len(),
         };
         if !(2..=64).contains(&sensors) {
             return Err(format!("array: {sensors} sensors; use 2 to 64"));
         }
-        let needs_room = matches!(self.array, ArrayDraw::Walls { .. })
+        let needs_room = matches!(self.array, ArrayDraw::Walls { .. } | ArrayDraw::Line { .. })
             || self
                 .sources
                 .iter()
@@ -561,6 +577,41 @@ fn activity(s: &SourceDraw, duration_s: f64, rng: &mut PhiloxStream) -> Vec<[f64
     active
 }
 
+/// `n` sensors `spacing` apart on a horizontal line at height `z` in a room of `size`: along
+/// the y = 0 wall, 5-15 cm out, its centre within a tenth of the wall's middle (`wall`), or
+/// through a point near the room's middle at a random heading.
+fn line_array(
+    n: usize,
+    spacing: f64,
+    z: f64,
+    wall: bool,
+    size: &[f64; 3],
+    rng: &mut PhiloxStream,
+) -> Vec<[f64; 3]> {
+    let (c, heading) = if wall {
+        let c = [
+            size[0] * (0.4 + 0.2 * rng.uniform_f64()),
+            0.05 + 0.1 * rng.uniform_f64(),
+            z,
+        ];
+        (c, 0.0)
+    } else {
+        let c = [
+            size[0] * (0.4 + 0.2 * rng.uniform_f64()),
+            size[1] * (0.4 + 0.2 * rng.uniform_f64()),
+            z,
+        ];
+        (c, rng.uniform_f64() * std::f64::consts::PI)
+    };
+    let (sn, cs) = f64::sin_cos(heading);
+    (0..n)
+        .map(|i| {
+            let d = (i as f64 - 0.5 * (n as f64 - 1.0)) * spacing;
+            [c[0] + d * cs, c[1] + d * sn, c[2]]
+        })
+        .collect()
+}
+
 /// The sensors of one drawn array.
 fn draw_array(a: &ArrayDraw, room: Option<&RoomSpec>, rng: &mut PhiloxStream) -> Vec<[f64; 3]> {
     match a {
@@ -597,6 +648,22 @@ fn draw_array(a: &ArrayDraw, room: Option<&RoomSpec>, rng: &mut PhiloxStream) ->
                 out.push(c);
             }
             out
+        }
+        ArrayDraw::Line {
+            sensors,
+            spacing_m,
+            height_m,
+            wall,
+        } => {
+            let size = room.map_or([5.0, 4.0, 3.0], |r| r.size_m);
+            line_array(
+                *sensors,
+                spacing_m.sample(rng),
+                height_m.sample(rng),
+                *wall,
+                &size,
+                rng,
+            )
         }
         ArrayDraw::Walls { sensors, height_m } => {
             let size = room.map_or([5.0, 4.0, 3.0], |r| r.size_m);

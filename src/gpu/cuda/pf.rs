@@ -44,13 +44,13 @@ use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_u
 use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_cluster};
 use crate::error::BackendError;
 use crate::rng::philox::{self, Stream};
+use crate::track::ModelSelection;
 use crate::track::models::{CoeffTable, StepCoeffs, padded_cdf};
 use crate::track::pf::{ChunkSums, cloud_moments, finish_estimate, roughen_factor};
 use crate::track::{
     Estimate, FilterParams, LiveSource, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_RESAMPLE_H,
     STATE_DIM, TEMPER_GRID, TdoaMeasurement, TrackInit, TrackStep,
 };
-use crate::track::{ModelSelection, TrackMode};
 
 const PF_BLOCK: u32 = 256;
 /// Particles per block of pf_step and pf_sums (kernels/pf.cu: PF_TILE), each of which writes
@@ -141,14 +141,16 @@ struct StepParams {
     /// pf_step_live: this step's stamp value (the stamp reads it once the host has copied the
     /// measurement in, and it | LIVE_CANCEL when the step is withdrawn); 0 otherwise.
     live: u32,
-    /// (Keeps the struct free of implicit padding.)
-    live_pad: u32,
+    /// Line mode: 1, and particles are turned about `axis` into the half-plane of `side`.
+    line: u32,
     inv_c: f32,
     inv_two_var: f32,
     gate: f32,
     ess_fraction: f32,
     lo: [f32; 3],
     hi: [f32; 3],
+    axis: [f32; 3],
+    side: [f32; 3],
     cdf: [f32; MAX_MODELS * MAX_MODELS],
 }
 
@@ -667,7 +669,7 @@ impl CudaParticleFilter {
             // The large step is built for one mode each (kernels/pf.cu: pf_step).
             step: gpu.function(if small_filter(n) {
                 "pf_step_small"
-            } else if p.mode == TrackMode::Direction {
+            } else if p.mode.angular() {
                 "pf_step_dir"
             } else {
                 "pf_step"
@@ -807,13 +809,15 @@ impl CudaParticleFilter {
             has_bounds,
             forced_model: u32::MAX,
             live: 0,
-            live_pad: 0,
+            line: u32::from(p.line.is_some()),
             inv_c: 1.0 / p.speed_of_sound_m_s,
             inv_two_var: 1.0 / (2.0 * sigma * sigma),
             gate: crate::track::likelihood::GATE_SIGMAS * sigma,
             ess_fraction: p.ess_fraction,
             lo,
             hi,
+            axis: p.line.map_or([0.0; 3], |l| l.axis),
+            side: p.line.map_or([0.0; 3], |l| l.side),
             cdf: padded_cdf(&p.transition_cdf, p.n_models()),
         }
     }

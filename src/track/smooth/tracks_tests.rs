@@ -57,6 +57,7 @@ fn filtered_track(run: u32, steps: usize) -> (Vec<DVector<f64>>, Vec<TrackReport
             t,
             None,
             Kinematics::ThreeD,
+            None,
         ));
         truth.push(x.clone());
     }
@@ -201,7 +202,7 @@ fn direction_tracks_on_the_sphere_smooth_without_failing() {
         }
         let tk = k as f64 * DT;
         let st = TrackStatus::Confirmed;
-        reports.push(report(1, tk, &e, st, k, tk, None, Kinematics::Plane));
+        reports.push(report(1, tk, &e, st, k, tk, None, Kinematics::Plane, None));
     }
     let mut sm = TrackSmoother::new(Mode::Interval, &models());
     for r in &reports {
