@@ -614,6 +614,16 @@ impl std::fmt::Display for Evaluation {
 mod tests {
     use super::*;
 
+    /// The truth turned about a line's axis keeps its distances along the axis and from it,
+    /// and lands in the side's half-plane.
+    #[test]
+    fn fold_about_axis_keeps_the_line_distances() {
+        let c = Vector3::new(1.0, 2.0, 0.5);
+        let q = [1.5, 1.0, 2.5];
+        let f = Vector3::from(fold_about_axis(&q, &c, &[1.0, 0.0, 0.0], &[0.0, 0.0, 1.0]));
+        assert!((f - Vector3::new(1.5, 2.0, 0.5 + 5f64.sqrt())).norm() < 1e-12, "{f:?}");
+    }
+
     fn fr(seq: u64, t: f64, reps: &[(u64, [f64; 3])]) -> FrameReports {
         FrameReports {
             seq,

@@ -428,3 +428,54 @@ fn errors_name_the_key_its_line_and_the_set_argument() {
         }
     }
 }
+
+/// Sensors on one line track in line mode whether the file asks for 3-D, directions or
+/// nothing; the half-plane is `plane_normal × axis`, else towards the search volume, else
+/// horizontal; `plane_normal` is refused along the axis and outside line mode.
+#[test]
+fn collinear_sensors_track_in_line_mode() {
+    let line = "[array]\nsensors_m = [[0,0,1],[0.05,0,1],[0.1,0,1],[0.15,0,1]]\nspeed_of_sound_m_s = 343\n";
+    let tail = "[audio]\nsample_rate_hz = 16000\n";
+    for mode in ["", "mode = \"3d\"\n", "mode = \"direction\"\n", "mode = \"line\"\n"] {
+        let c = Config::parse_str(&format!("{line}{mode}{tail}"), "t.toml").unwrap();
+        assert_eq!(c.array.mode, TrackMode::Line, "{mode}");
+        let (axis, side) = c.line_axes().unwrap();
+        assert!((axis - nalgebra::Vector3::x()).norm() < 1e-9, "{axis:?}");
+        // Horizontal, perpendicular to the axis: z × x = y.
+        assert!((side - nalgebra::Vector3::y()).norm() < 1e-9, "{side:?}");
+        assert!(c.explain().contains("line array along"), "{}", c.explain());
+    }
+    // Towards the search volume's centre (above the line and behind it here).
+    let c = Config::parse_str(
+        &format!("{line}bounds_min_m = [-2, -3, 0]\nbounds_max_m = [2, -1, 3]\n{tail}"),
+        "t.toml",
+    )
+    .unwrap();
+    let (_, side) = c.line_axes().unwrap();
+    let want = nalgebra::Vector3::new(0.0, -2.0, 0.5).normalize();
+    assert!((side - want).norm() < 1e-9, "{side:?}");
+    // A plane wins over the volume's direction, turned to face the volume.
+    let c = Config::parse_str(
+        &format!(
+            "{line}plane_normal = [0, 0, 1]\nbounds_min_m = [-2, -3, 0]\nbounds_max_m = [2, -1, 3]\n{tail}"
+        ),
+        "t.toml",
+    )
+    .unwrap();
+    let (_, side) = c.line_axes().unwrap();
+    assert!((side + nalgebra::Vector3::y()).norm() < 1e-9, "{side:?}");
+    assert!(c.filter_params().line.is_some_and(|l| l.plane));
+    let e = Config::parse_str(&format!("{line}plane_normal = [1, 0, 0]\n{tail}"), "t.toml")
+        .unwrap_err();
+    assert_eq!(e.key, "array.plane_normal");
+    let flat = "[array]\nsensors_m = [[0,0,0],[1,0,0],[0,1,0],[1,1,0]]\nspeed_of_sound_m_s = 343\nmode = \"direction\"\nplane_normal = [0, 0, 1]\n";
+    let e = Config::parse_str(&format!("{flat}{tail}"), "t.toml").unwrap_err();
+    assert_eq!(e.key, "array.plane_normal");
+    // A line in line mode needs two sensors on a line; a flat array cannot be one.
+    let e = Config::parse_str(
+        &format!("{}{tail}", flat.replace("plane_normal = [0, 0, 1]\n", "").replace("direction", "line")),
+        "t.toml",
+    )
+    .unwrap_err();
+    assert!(e.problem.contains("line mode"), "{e}");
+}

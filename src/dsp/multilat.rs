@@ -452,6 +452,30 @@ mod tests {
         }
     }
 
+    /// A line array's far-field fix: the angle to the axis from the delays, the rest of the
+    /// unit norm along the hemisphere's share of the unobserved plane, and a covariance along
+    /// the observed angle only.
+    #[test]
+    fn line_direction_fills_towards_the_hemisphere() {
+        let geo = ArrayGeometry::new((0..6).map(|i| [0.04 * i as f64, 0.0, 1.0]).collect(), 343.0);
+        let u = Vector3::new(0.5, -0.3, 0.81f64).normalize();
+        let obs: Vec<Obs> = geo
+            .pairs(PairMode::All, 0)
+            .into_iter()
+            .map(|pair| Obs {
+                pair,
+                tdoa_s: geo.tdoa_far_s(&u, &pair),
+            })
+            .collect();
+        let f = direction(&geo, &obs, 1e-5, Vector3::new(0.0, 1.0, 0.2)).unwrap();
+        let away = (1.0 - u.x * u.x).sqrt();
+        let want = Vector3::new(u.x, away / 1.04f64.sqrt(), 0.2 * away / 1.04f64.sqrt());
+        assert!((f.position - want).norm() < 1e-9, "{:?} vs {want:?}", f.position);
+        assert_eq!(f.inliers, obs.len());
+        assert!(f.covariance[(0, 0)] > 0.0);
+        assert!(f.covariance[(1, 1)].abs() < 1e-12 && f.covariance[(2, 2)].abs() < 1e-12);
+    }
+
     #[test]
     fn one_wrong_pair_is_outvoted() {
         let geo = pier();

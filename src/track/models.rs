@@ -441,6 +441,43 @@ pub fn switch_model(cdf: &[f32], n_models: usize, from: u32, u: f32) -> u32 {
 mod tests {
     use super::*;
 
+    /// The fold keeps |p| and the distances along and from the axis (every delay a line
+    /// array measures), puts the particle in the side's half-plane, and keeps the velocity's
+    /// parts along the axis and away from it; a particle on the axis goes to the side.
+    #[test]
+    fn fold_keeps_what_a_line_measures() {
+        let axis = [0.6f32, 0.8, 0.0];
+        let side = [0.48f32, -0.36, 0.8];
+        let normal = [0.64f32, -0.48, -0.6];
+        let dot = |a: &[f32], b: &[f32]| a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+        for s0 in [
+            [0.3f32, -0.2, 0.9, 0.1, 0.05, -0.2, 0.0],
+            [-0.5, 0.1, -0.8, -0.3, 0.2, 0.1, 0.1],
+            [0.9 * 0.6, 0.9 * 0.8, 0.0, 0.0, 0.0, 0.4, 0.0],
+        ] {
+            let mut s = s0;
+            fold_to_half_plane(&mut s, &axis, &side);
+            let along = dot(&s0[..3], &axis);
+            let away0 = (dot(&s0[..3], &s0[..3]) - along * along).max(0.0).sqrt();
+            assert!((dot(&s[..3], &axis) - along).abs() < 1e-6);
+            assert!((dot(&s[..3], &side) - away0).abs() < 1e-6, "{s:?}");
+            assert!(dot(&s[..3], &normal).abs() < 1e-6);
+            assert!(dot(&s[3..6], &normal).abs() < 1e-6);
+            assert!((dot(&s[3..6], &axis) - dot(&s0[3..6], &axis)).abs() < 1e-6);
+            assert!((dir_norm(s[0], s[1], s[2]) - dir_norm(s0[0], s0[1], s0[2])).abs() < 1e-6);
+            // Folding again changes nothing.
+            let mut t = s;
+            fold_to_half_plane(&mut t, &axis, &side);
+            for k in 0..6 {
+                assert!((t[k] - s[k]).abs() < 1e-6);
+            }
+        }
+        // On the axis: the velocity's part along the side is kept.
+        let mut s = [0.6f32, 0.8, 0.0, 0.0, 0.0, 0.5, 0.0];
+        fold_to_half_plane(&mut s, &axis, &side);
+        assert!((dot(&s[3..6], &side) - 0.4).abs() < 1e-6, "{s:?}");
+    }
+
     fn model(kind: ModelKind) -> MotionModel {
         MotionModel {
             kind,

@@ -335,4 +335,43 @@ mod tests {
             d.rate_std
         );
     }
+
+    /// Line mode: the reported direction's angle to the axis and its spread (the covariance
+    /// along the direction of growing angle), the mirror across the axis, and the mode.
+    #[test]
+    fn line_reports_give_the_cone_angle() {
+        let line = LineAxes {
+            axis: [1.0, 0.0, 0.0],
+            side: [0.0, 1.0, 0.0],
+            plane: true,
+        };
+        let th = 60f64.to_radians();
+        let u = Vector3::new(th.cos(), th.sin(), 0.0);
+        let grow = Vector3::new(-th.sin(), th.cos(), 0.0);
+        let mut e = Estimate::new(1);
+        e.mean = [u.x, u.y, u.z, 0.0, 0.0, 0.0];
+        let pc = grow * grow.transpose() * 0.01f64.powi(2);
+        for r in 0..3 {
+            for c in 0..3 {
+                e.cov[r][c] = pc[(r, c)];
+            }
+        }
+        let r = report(
+            1,
+            0.0,
+            &e,
+            crate::track::manager::TrackStatus::Confirmed,
+            0,
+            0.0,
+            None,
+            Kinematics::Plane,
+            Some(line),
+        );
+        assert_eq!(r.mode, TrackMode::Line);
+        let [cone, sd] = r.cone_deg().unwrap();
+        assert!((cone - 60.0).abs() < 1e-9, "{cone}");
+        assert!((sd - 0.01f64.to_degrees()).abs() < 1e-9, "{sd}");
+        let m = Vector3::from(mirror_across(&r.position, &line.axis));
+        assert!((m - Vector3::new(th.cos(), -th.sin(), 0.0)).norm() < 1e-9);
+    }
 }
