@@ -122,6 +122,36 @@ pub fn direction_nees(u: &[f64; 3], truth: &Vector3<f64>, cov: &[f64; 6]) -> Opt
     v.is_finite().then_some(v)
 }
 
+/// A line array's direction NEES, one degree of freedom: the error along the direction of
+/// growing angle to the array's `axis` (the truth turned into the report's half-plane, so the
+/// error lies there) over the covariance along it. None on the axis itself (endfire) or for a
+/// covariance with no spread there.
+pub fn line_nees(
+    u: &[f64; 3],
+    truth: &Vector3<f64>,
+    cov: &[f64; 6],
+    axis: &[f64; 3],
+) -> Option<f64> {
+    let u = unit(Vector3::from(*u))?;
+    let a = Vector3::from(*axis);
+    let t = unit(a - u * u.dot(&a))?;
+    let p = symmetric(cov)?;
+    let var = (t.transpose() * p * t)[(0, 0)];
+    let e = (truth - u).dot(&t);
+    let v = e * e / var;
+    (var > 0.0 && v.is_finite()).then_some(v)
+}
+
+/// The degrees of freedom of a report's NEES: 3 for positions, 2 for directions, 1 for a line
+/// array's angle to its axis.
+pub fn nees_dof(directions: bool, line: bool) -> u32 {
+    match (directions, line) {
+        (_, true) => 1,
+        (true, false) => 2,
+        (false, false) => 3,
+    }
+}
+
 pub fn consistency_of(nees: &[f64], singular: usize, dof: u32) -> Option<Consistency> {
     if nees.is_empty() {
         return None;

@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::analysis::accuracy::{Accuracy, accuracy_of, percentile};
 use crate::analysis::consistency::{
     Consistency, InvRangeConsistency, chi2_quantiles, consistency_of, direction_nees,
-    inv_range_consistency_of, nees,
+    inv_range_consistency_of, line_nees, nees, nees_dof,
 };
 use crate::analysis::crlb::angles;
 use crate::analysis::ospa::{OspaSummary, ospa};
@@ -108,6 +108,9 @@ pub struct AngleErrors {
     pub angle_rmse_deg: f64,
     pub angle_median_deg: f64,
     pub angle_p90_deg: f64,
+    /// A line array's reports: the angle errors are errors of the angle to its axis (the
+    /// truth turned into the reports' half-plane), and azimuth and elevation mean nothing.
+    pub line: bool,
     /// Reports that gave a range (`range_m`: near enough for the wavefront's curvature to
     /// measure it), and their range errors relative to the true range, median and 90th
     /// percentile (%).
@@ -337,7 +340,9 @@ impl Tally {
     /// covariance is not positive definite).
     fn add_nees(&mut self, s: &Scoring, k: u32, r: &Report, q: &[f64; 3]) {
         let scored_nees = r.cov.as_ref().and_then(|c| {
-            if s.o.direction_only {
+            if let Some((axis, _)) = s.o.line {
+                unit(Vector3::from(*q) - s.centre).map(|b| line_nees(&r.pos, &b, c, &axis))
+            } else if s.o.direction_only {
                 unit(Vector3::from(*q) - s.centre).map(|b| direction_nees(&r.pos, &b, c))
             } else {
                 let e = [r.pos[0] - q[0], r.pos[1] - q[1], r.pos[2] - q[2]];
@@ -428,7 +433,8 @@ impl Tally {
             .nees_of
             .iter()
             .filter_map(|(k, (v, singular))| {
-                consistency_of(v, *singular, if o.direction_only { 2 } else { 3 }).map(|c| (*k, c))
+                consistency_of(v, *singular, nees_dof(o.direction_only, o.line.is_some()))
+                    .map(|c| (*k, c))
             })
             .collect();
         self.range_rel.sort_by(f64::total_cmp);
@@ -439,7 +445,7 @@ impl Tally {
             consistency,
             ospa: self.ospa_summary(o),
             id_switches: self.switches,
-            angles: self.angle_errors(),
+            angles: self.angle_errors(o.line.is_some()),
             bound: self.bound_summary(o),
             warmup_s: o.warmup_s,
             time_reference: if o.direction_only {
@@ -468,7 +474,7 @@ impl Tally {
     }
 
     /// Needs `range_rel` sorted.
-    fn angle_errors(&self) -> Option<AngleErrors> {
+    fn angle_errors(&self, line: bool) -> Option<AngleErrors> {
         let (ang, range_rel) = (&self.angles, &self.range_rel);
         (!ang.is_empty()).then(|| {
             let n = ang.len() as f64;
@@ -481,6 +487,7 @@ impl Tally {
                 angle_rmse_deg: (ang.iter().map(|a| a * a).sum::<f64>() / n).sqrt(),
                 angle_median_deg: percentile(&s, 0.5),
                 angle_p90_deg: percentile(&s, 0.9),
+                line,
                 ranged_reports: range_rel.len(),
                 range_median_rel_pct: (!range_rel.is_empty()).then(|| percentile(range_rel, 0.5)),
                 range_p90_rel_pct: (!range_rel.is_empty()).then(|| percentile(range_rel, 0.9)),
@@ -563,15 +570,23 @@ impl std::fmt::Display for Evaluation {
             )?;
         }
         if let Some(a) = &self.angles {
-            writeln!(
-                f,
-                "  direction: azimuth RMSE {:.3}°, elevation RMSE {:.3}°, angle RMSE {:.3}° (median {:.3}°, p90 {:.3}°)",
-                a.azimuth_rmse_deg,
-                a.elevation_rmse_deg,
-                a.angle_rmse_deg,
-                a.angle_median_deg,
-                a.angle_p90_deg
-            )?;
+            if a.line {
+                writeln!(
+                    f,
+                    "  angle to the array's axis: RMSE {:.3}° (median {:.3}°, p90 {:.3}°)",
+                    a.angle_rmse_deg, a.angle_median_deg, a.angle_p90_deg
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "  direction: azimuth RMSE {:.3}°, elevation RMSE {:.3}°, angle RMSE {:.3}° (median {:.3}°, p90 {:.3}°)",
+                    a.azimuth_rmse_deg,
+                    a.elevation_rmse_deg,
+                    a.angle_rmse_deg,
+                    a.angle_median_deg,
+                    a.angle_p90_deg
+                )?;
+            }
             if let (Some(m), Some(p90)) = (a.range_median_rel_pct, a.range_p90_rel_pct) {
                 writeln!(
                     f,
@@ -621,7 +636,10 @@ mod tests {
         let c = Vector3::new(1.0, 2.0, 0.5);
         let q = [1.5, 1.0, 2.5];
         let f = Vector3::from(fold_about_axis(&q, &c, &[1.0, 0.0, 0.0], &[0.0, 0.0, 1.0]));
-        assert!((f - Vector3::new(1.5, 2.0, 0.5 + 5f64.sqrt())).norm() < 1e-12, "{f:?}");
+        assert!(
+            (f - Vector3::new(1.5, 2.0, 0.5 + 5f64.sqrt())).norm() < 1e-12,
+            "{f:?}"
+        );
     }
 
     fn fr(seq: u64, t: f64, reps: &[(u64, [f64; 3])]) -> FrameReports {

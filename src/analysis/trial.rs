@@ -27,7 +27,7 @@ use nalgebra::Vector3;
 use serde::Serialize;
 
 use crate::analysis::accuracy::percentile;
-use crate::analysis::consistency::{consistency_of, direction_nees, nees};
+use crate::analysis::consistency::{consistency_of, direction_nees, line_nees, nees, nees_dof};
 use crate::analysis::ospa::ospa;
 use crate::analysis::score::{fold_about_axis, truth_heard_at};
 use crate::analysis::stream::{FrameReports, Report};
@@ -226,7 +226,9 @@ pub fn score_scene(
             }
             t.errors.push(d[ti][j]);
             if let (Some(q), Some(cov)) = (truth_for(k, r), r.cov.as_ref()) {
-                let v = if s.directions {
+                let v = if let Some((axis, _)) = s.line {
+                    unit(Vector3::from(q) - centre).and_then(|b| line_nees(&r.pos, &b, cov, &axis))
+                } else if s.directions {
                     unit(Vector3::from(q) - centre).and_then(|b| direction_nees(&r.pos, &b, cov))
                 } else {
                     nees(&[r.pos[0] - q[0], r.pos[1] - q[1], r.pos[2] - q[2]], cov)
@@ -304,8 +306,11 @@ impl SceneTally {
             .values()
             .filter(|(all, far)| 2 * far > *all)
             .count();
-        let consistency =
-            consistency_of(&self.nees, self.singular, if s.directions { 2 } else { 3 });
+        let consistency = consistency_of(
+            &self.nees,
+            self.singular,
+            nees_dof(s.directions, s.line.is_some()),
+        );
         SceneScore {
             index,
             sources,

@@ -99,7 +99,7 @@ impl Config {
         let frame = self.frame_samples();
         let hop = self.hop_samples();
         let band = self.band_hz();
-        let pairs = geo.pairs(self.gcc.pairs, self.gcc.reference);
+        let pairs = self.pairs();
         let _ = writeln!(
             s,
             "gcc: frame {frame} samples ({:.1} ms), hop {hop} ({:.1} ms, {:.1} frames/s), {:?} window, {:?} beta {} band {:.0}-{:.0} Hz, {} pairs ({:?}), {} peaks each",

@@ -34,6 +34,11 @@ pub struct GccConfig {
     pub peaks_per_pair: usize,
     #[serde(default = "default_pairs")]
     pub pairs: PairMode,
+    /// Most pairs correlated and tracked: above it (17 or more sensors with every pair) the
+    /// pairs with the longest baselines are kept, each sensor in about as many as the others
+    /// (see `dsp::geometry::longest_baselines`). Cost grows with the pairs.
+    #[serde(default = "default_max_pairs")]
+    pub max_pairs: usize,
     /// Reference sensor for `pairs = "reference"`.
     #[serde(default)]
     pub reference: usize,
@@ -49,6 +54,9 @@ pub struct GccConfig {
     pub min_peak_separation_samples: f64,
 }
 
+/// Most pairs `gcc.max_pairs` allows: every pair of 64 sensors.
+pub const MAX_PAIRS: usize = 64 * 63 / 2;
+
 fn one() -> f64 {
     1.0
 }
@@ -63,6 +71,9 @@ fn default_peaks() -> usize {
 }
 fn default_pairs() -> PairMode {
     PairMode::All
+}
+fn default_max_pairs() -> usize {
+    120
 }
 fn default_sep() -> f64 {
     3.0
@@ -80,6 +91,7 @@ impl Default for GccConfig {
             regularisation: default_reg(),
             peaks_per_pair: default_peaks(),
             pairs: default_pairs(),
+            max_pairs: default_max_pairs(),
             reference: 0,
             zero_pad: false,
             band_taper: true,
@@ -122,6 +134,13 @@ impl Config {
         let n = a.sensors_m.len();
         let fs = self.audio.sample_rate_hz;
         let g = &self.gcc;
+        if g.max_pairs < n.saturating_sub(1).max(1) || g.max_pairs > MAX_PAIRS {
+            return err(
+                "gcc.max_pairs",
+                format!("{} pairs for {n} sensors", g.max_pairs),
+                "use at least one fewer than the sensors (every sensor needs a pair) and at most 2016",
+            );
+        }
         let frame = self.frame_samples();
         if !(64..=1 << 20).contains(&frame) {
             return err(

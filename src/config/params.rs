@@ -10,10 +10,18 @@ use crate::track::manager::ManagerSettings;
 use crate::track::{FilterParams, LineAxes, MotionModel, TrackMode};
 
 impl Config {
+    /// The sensor pairs correlated and tracked, in the correlator's order: `gcc.pairs`, cut to
+    /// the `gcc.max_pairs` with the longest baselines.
+    pub fn pairs(&self) -> Vec<Pair> {
+        let geo = self.geometry();
+        let all = geo.pairs(self.gcc.pairs, self.gcc.reference);
+        crate::dsp::geometry::longest_baselines(all, geo.len(), self.gcc.max_pairs)
+    }
+
     /// The correlator's parameters: pairs, frame, window, band, weighting and peaks.
     pub fn gcc_params(&self) -> GccParams {
         let fs = self.sample_rate_hz();
-        let pairs: Vec<Pair> = self.geometry().pairs(self.gcc.pairs, self.gcc.reference);
+        let pairs: Vec<Pair> = self.pairs();
         GccParams::new(
             fs,
             self.array.sensors_m.len(),
@@ -56,8 +64,8 @@ impl Config {
             }
         }
         let geo = self.geometry();
-        let pairs = geo
-            .pairs(self.gcc.pairs, self.gcc.reference)
+        let pairs = self
+            .pairs()
             .iter()
             .map(|p| (p.a as u32, p.b as u32))
             .collect();
@@ -108,7 +116,7 @@ impl Config {
     pub fn manager_settings(&self) -> ManagerSettings {
         ManagerSettings {
             geometry: self.geometry(),
-            pairs: self.geometry().pairs(self.gcc.pairs, self.gcc.reference),
+            pairs: self.pairs(),
             peaks_per_pair: self.gcc.peaks_per_pair,
             bounds: match (self.array.bounds_min_m, self.array.bounds_max_m) {
                 (Some(lo), Some(hi)) => Some((lo, hi)),

@@ -436,7 +436,12 @@ fn errors_name_the_key_its_line_and_the_set_argument() {
 fn collinear_sensors_track_in_line_mode() {
     let line = "[array]\nsensors_m = [[0,0,1],[0.05,0,1],[0.1,0,1],[0.15,0,1]]\nspeed_of_sound_m_s = 343\n";
     let tail = "[audio]\nsample_rate_hz = 16000\n";
-    for mode in ["", "mode = \"3d\"\n", "mode = \"direction\"\n", "mode = \"line\"\n"] {
+    for mode in [
+        "",
+        "mode = \"3d\"\n",
+        "mode = \"direction\"\n",
+        "mode = \"line\"\n",
+    ] {
         let c = Config::parse_str(&format!("{line}{mode}{tail}"), "t.toml").unwrap();
         assert_eq!(c.array.mode, TrackMode::Line, "{mode}");
         let (axis, side) = c.line_axes().unwrap();
@@ -473,9 +478,32 @@ fn collinear_sensors_track_in_line_mode() {
     assert_eq!(e.key, "array.plane_normal");
     // A line in line mode needs two sensors on a line; a flat array cannot be one.
     let e = Config::parse_str(
-        &format!("{}{tail}", flat.replace("plane_normal = [0, 0, 1]\n", "").replace("direction", "line")),
+        &format!(
+            "{}{tail}",
+            flat.replace("plane_normal = [0, 0, 1]\n", "")
+                .replace("direction", "line")
+        ),
         "t.toml",
     )
     .unwrap_err();
     assert!(e.problem.contains("line mode"), "{e}");
+}
+
+/// `gcc.max_pairs`: at least one fewer than the sensors, at most every pair of 64; above it
+/// the longest baselines are kept.
+#[test]
+fn max_pairs_checks() {
+    let line = "[array]\nsensors_m = [[0,0,1],[0.05,0,1],[0.1,0,1],[0.15,0,1],[0.2,0,1]]\nspeed_of_sound_m_s = 343\n[audio]\nsample_rate_hz = 16000\n";
+    let c = Config::parse_str(line, "t.toml").unwrap();
+    assert_eq!(c.pairs().len(), 10);
+    let c = Config::parse_str(&format!("{line}[gcc]\nmax_pairs = 6\n"), "t.toml").unwrap();
+    let kept = c.pairs();
+    assert_eq!(kept.len(), 6);
+    assert_eq!(c.filter_params().pairs.len(), 6);
+    assert_eq!(c.manager_settings().pairs, kept);
+    for bad in ["3", "2017"] {
+        let e =
+            Config::parse_str(&format!("{line}[gcc]\nmax_pairs = {bad}\n"), "t.toml").unwrap_err();
+        assert_eq!(e.key, "gcc.max_pairs", "{bad}: {e}");
+    }
 }

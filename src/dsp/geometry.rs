@@ -45,6 +45,43 @@ pub enum Span {
     Volume,
 }
 
+/// At most `max` of `pairs` (over `n` sensors): all of them when they fit, else the longest
+/// baselines (the finest angles, and near an array the most curvature), taken longest first
+/// with each sensor in at most ⌈2 max / n⌉ of them so that every sensor keeps a share (a dead
+/// channel then costs only its own pairs), then topped up longest first. The kept pairs stay in
+/// their given order.
+pub fn longest_baselines(pairs: Vec<Pair>, n: usize, max: usize) -> Vec<Pair> {
+    if pairs.len() <= max {
+        return pairs;
+    }
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    order.sort_by(|&i, &j| pairs[j].max_tdoa_s.total_cmp(&pairs[i].max_tdoa_s));
+    let cap = (2 * max).div_ceil(n.max(1));
+    let mut uses = vec![0usize; n];
+    let mut keep = vec![false; pairs.len()];
+    let mut kept = 0;
+    for &i in &order {
+        let (a, b) = (pairs[i].a, pairs[i].b);
+        if kept < max && uses[a] < cap && uses[b] < cap {
+            keep[i] = true;
+            uses[a] += 1;
+            uses[b] += 1;
+            kept += 1;
+        }
+    }
+    for &i in &order {
+        if kept < max && !keep[i] {
+            keep[i] = true;
+            kept += 1;
+        }
+    }
+    pairs
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(p, k)| k.then_some(p))
+        .collect()
+}
+
 impl ArrayGeometry {
     pub fn new(sensors_m: Vec<[f64; 3]>, speed_of_sound_m_s: f64) -> Self {
         Self {
@@ -354,5 +391,34 @@ mod tests {
             let far = g.tdoa_far_s(&u, &pair);
             assert!((near - far).abs() < 1e-9, "{near} vs {far}");
         }
+    }
+
+    /// 32 microphones on a 3 cm line with every pair (496) cut to 120: the longest baselines,
+    /// every sensor in at least a few pairs and none in more than ⌈240 / 32⌉ = 8, kept in
+    /// their given order; at or under the limit nothing changes.
+    #[test]
+    fn longest_baselines_share_the_sensors() {
+        let g = ArrayGeometry::new(
+            (0..32).map(|i| [0.03 * i as f64, 0.0, 0.0]).collect(),
+            343.0,
+        );
+        let all = g.pairs(PairMode::All, 0);
+        assert_eq!(longest_baselines(all.clone(), 32, 496), all);
+        let kept = longest_baselines(all.clone(), 32, 120);
+        assert_eq!(kept.len(), 120);
+        let mut uses = [0usize; 32];
+        for p in &kept {
+            uses[p.a] += 1;
+            uses[p.b] += 1;
+        }
+        assert!(uses.iter().all(|&u| (3..=8).contains(&u)), "{uses:?}");
+        assert!(kept.windows(2).all(|w| (w[0].a, w[0].b) < (w[1].a, w[1].b)));
+        let mean = |v: &[Pair]| v.iter().map(|p| p.max_tdoa_s).sum::<f64>() / v.len() as f64;
+        assert!(
+            mean(&kept) > 1.5 * mean(&all),
+            "{} vs {}",
+            mean(&kept),
+            mean(&all)
+        );
     }
 }

@@ -470,7 +470,11 @@ mod tests {
         let f = direction(&geo, &obs, 1e-5, Vector3::new(0.0, 1.0, 0.2)).unwrap();
         let away = (1.0 - u.x * u.x).sqrt();
         let want = Vector3::new(u.x, away / 1.04f64.sqrt(), 0.2 * away / 1.04f64.sqrt());
-        assert!((f.position - want).norm() < 1e-9, "{:?} vs {want:?}", f.position);
+        assert!(
+            (f.position - want).norm() < 1e-9,
+            "{:?} vs {want:?}",
+            f.position
+        );
         assert_eq!(f.inliers, obs.len());
         assert!(f.covariance[(0, 0)] > 0.0);
         assert!(f.covariance[(1, 1)].abs() < 1e-12 && f.covariance[(2, 2)].abs() < 1e-12);
