@@ -23,7 +23,7 @@
 //! √trace(J_x⁻¹). Direction (far field): τ_i = −s_i·u / c with u(azimuth, elevation); with the
 //! range unknown, the direction block of the bound on (azimuth, elevation, inverse range).
 
-use nalgebra::{DMatrix, Matrix2, Matrix3, Vector3};
+use nalgebra::{DMatrix, DVector, Matrix2, Matrix3, Vector3};
 
 /// The arrival-time Fisher information of one frame (M × M, seconds⁻²) for per-bin, per-sensor
 /// SNRs: `snr[b][i]` is sensor i's signal-to-noise power ratio in bin b at angular frequency
@@ -183,6 +183,29 @@ pub fn direction_cov(
         return None;
     }
     j.try_inverse()
+}
+
+/// A line array's bound on the angle θ between a far-field source and its `axis` (radians²):
+/// the direction is cos θ axis + sin θ `side`, and the line's delays move only with θ. None
+/// along the axis (endfire), where the delays are flat in the angle.
+pub fn cone_var(
+    sensors: &[[f64; 3]],
+    speed_of_sound_m_s: f64,
+    theta: f64,
+    axis: &Vector3<f64>,
+    side: &Vector3<f64>,
+    j_tau: &DMatrix<f64>,
+) -> Option<f64> {
+    let t = -axis * theta.sin() + side * theta.cos();
+    let h = DVector::from_iterator(
+        sensors.len(),
+        sensors
+            .iter()
+            .map(|s| -Vector3::from(*s).dot(&t) / speed_of_sound_m_s),
+    );
+    let j = (h.transpose() * j_tau * &h)[(0, 0)];
+    let scale = h.norm_squared() * j_tau.norm();
+    (j > 1e-12 * scale && j.is_finite()).then(|| 1.0 / j)
 }
 
 /// The bound on (azimuth, elevation) in radians² for a source in direction (azimuth,

@@ -213,6 +213,7 @@ pub fn plan(cfg: &Config, o: &PlanOptions) -> Result<PlanReport> {
         sensors: cfg.array.sensors_m.clone(),
         c: cfg.array.speed_of_sound_m_s,
         centre: geo.centroid(),
+        line: cfg.line_axes(),
         ap: geo.aperture_m().max(1e-3),
         bands: bands(cfg, o.spectrum),
         snr0: 10f64.powf(o.snr_db / 10.0),
@@ -228,7 +229,9 @@ pub fn plan(cfg: &Config, o: &PlanOptions) -> Result<PlanReport> {
         o.at_m
     );
     let mut warnings = Vec::new();
-    let slices = if direction {
+    let slices = if let Some((axis, side)) = cfg.line_axes() {
+        vec![p.cone_slice(&axis, &side, &mut warnings)]
+    } else if direction {
         vec![p.direction_slice(&mut warnings)]
     } else {
         let (lo, hi) = match (cfg.array.bounds_min_m, cfg.array.bounds_max_m) {
@@ -278,6 +281,8 @@ struct Planner<'a> {
     /// Speed of sound, m/s.
     c: f64,
     centre: Vector3<f64>,
+    /// A line array's axis and side (see [`Config::line_axes`]).
+    line: Option<(Vector3<f64>, Vector3<f64>)>,
     /// The aperture (at least a millimetre), m.
     ap: f64,
     bands: Bands,
@@ -365,6 +370,49 @@ impl Planner<'_> {
             y_axis: "elevation (°)".into(),
             x_range: (-180.0, 180.0),
             y_range: (-90.0, 90.0),
+            nx,
+            ny,
+            values,
+            unit: "°".into(),
+            ambiguous: Vec::new(),
+            ambiguous_fraction: 0.0,
+            median,
+            p10,
+            p90,
+            unobservable_fraction: unobs,
+        }
+    }
+
+    /// A line array's bound on the angle to its axis, over that angle and the turn about the
+    /// axis (which the line cannot see: every turn has the same bound).
+    fn cone_slice(
+        &self,
+        axis: &Vector3<f64>,
+        side: &Vector3<f64>,
+        warnings: &mut Vec<String>,
+    ) -> Slice {
+        let snr = vec![self.snr0; self.sensors.len()];
+        let j = information(&self.bands, &snr);
+        let rel = self.relative_sensors();
+        let (nx, ny) = (2 * self.res, self.res);
+        let column: Vec<Option<f64>> = (0..nx)
+            .map(|ix| {
+                let theta = std::f64::consts::PI * ix as f64 / (nx - 1) as f64;
+                crlb::cone_var(&rel, self.c, theta, axis, side, &j)
+                    .map(|v| v.max(0.0).sqrt().to_degrees())
+            })
+            .collect();
+        let values: Vec<Option<f64>> = (0..ny).flat_map(|_| column.iter().copied()).collect();
+        let (median, p10, p90, unobs) = percentiles(&values);
+        warnings.push(
+            "a line array: it measures the angle to its axis (and, near it, the range); the turn about the axis is unobservable, and the angle worst towards the ends of the axis".into(),
+        );
+        Slice {
+            name: "cone".into(),
+            x_axis: "angle to the axis (°)".into(),
+            y_axis: "turn about the axis (°, unobservable)".into(),
+            x_range: (0.0, 180.0),
+            y_range: (-180.0, 180.0),
             nx,
             ny,
             values,
@@ -487,7 +535,15 @@ impl Planner<'_> {
             .iter()
             .map(|k| {
                 let r = if direction { 2.0 * k } else { k * self.ap };
-                if direction {
+                if let (true, Some((axis, side))) = (direction, &self.line) {
+                    // A line: the angle to the axis at 60° from it.
+                    let snr =
+                        vec![self.snr0 * (self.o.at_m / r.max(1e-3)).powi(2); self.sensors.len()];
+                    let j = information(&self.bands, &snr);
+                    let rel = self.relative_sensors();
+                    let v = crlb::cone_var(&rel, self.c, 60f64.to_radians(), axis, side, &j);
+                    (r, v.map(|v| v.max(0.0).sqrt().to_degrees()))
+                } else if direction {
                     let snr =
                         vec![self.snr0 * (self.o.at_m / r.max(1e-3)).powi(2); self.sensors.len()];
                     let j = information(&self.bands, &snr);
@@ -622,6 +678,32 @@ mod tests {
         let high = s.value_at(30.0, 50.0).unwrap();
         assert!(near.is_none_or(|v| v > 3.0 * high), "{near:?} vs {high}");
         assert!(r.warnings.iter().any(|w| w.contains("planar")));
+    }
+
+    /// A line array maps the bound on its angle to the axis: the same for every turn about
+    /// the axis, growing as 1 / sin θ towards the ends (endfire unobservable), and no planar
+    /// warning.
+    #[test]
+    fn line_arrays_map_the_angle_to_their_axis() {
+        let mut cfg = Config::for_array(
+            (0..8).map(|i| [0.03 * i as f64, 0.0, 1.0]).collect(),
+            343.0,
+            16_000,
+        );
+        cfg.settle_mode("test");
+        let r = plan(&cfg, &quick()).unwrap();
+        let s = &r.slices[0];
+        assert_eq!(s.name, "cone");
+        let broadside = s.value_at(90.0, 0.0).unwrap();
+        assert_eq!(s.value_at(90.0, 120.0), Some(broadside));
+        let oblique = s.value_at(30.0, 0.0).unwrap();
+        assert!(
+            (oblique / broadside - 2.0).abs() < 0.1,
+            "{oblique} vs {broadside}"
+        );
+        assert!(s.value_at(0.0, 0.0).is_none());
+        assert!(!r.warnings.iter().any(|w| w.contains("planar")));
+        assert!(r.warnings.iter().any(|w| w.contains("line array")));
     }
 
     /// Four hydrophones all at one depth: a source and its mirror image through their plane

@@ -102,6 +102,11 @@ pub struct SceneScore {
     /// reports with the truth inside their 95 % region (%).
     pub error_over_spread: Option<f64>,
     pub inside_95_pct: Option<f64>,
+    /// Direction and line tracking: the assigned reports that gave a range (near enough for
+    /// the wavefront's curvature to measure it), and the median of their range errors
+    /// relative to the true range (%).
+    pub ranged: usize,
+    pub range_median_pct: Option<f64>,
     /// Processing time over the audio's duration.
     pub load: f64,
 }
@@ -225,6 +230,13 @@ pub fn score_scene(
                 t.switches += usize::from(prev != r.id);
             }
             t.errors.push(d[ti][j]);
+            if let (Some(q), Some(range)) = (truth_for(k, r), r.range_m) {
+                let truth_range = (Vector3::from(q) - centre).norm();
+                if truth_range > 0.0 {
+                    t.range_pct
+                        .push(100.0 * (range - truth_range).abs() / truth_range);
+                }
+            }
             if let (Some(q), Some(cov)) = (truth_for(k, r), r.cov.as_ref()) {
                 let v = if let Some((axis, _)) = s.line {
                     unit(Vector3::from(q) - centre).and_then(|b| line_nees(&r.pos, &b, cov, &axis))
@@ -292,6 +304,7 @@ struct SceneTally {
     seen: std::collections::BTreeSet<u64>,
     nees: Vec<f64>,
     singular: usize,
+    range_pct: Vec<f64>,
 }
 
 impl SceneTally {
@@ -306,6 +319,7 @@ impl SceneTally {
             .values()
             .filter(|(all, far)| 2 * far > *all)
             .count();
+        self.range_pct.sort_by(f64::total_cmp);
         let consistency = consistency_of(
             &self.nees,
             self.singular,
@@ -335,6 +349,9 @@ impl SceneTally {
             tracks: self.seen.len(),
             error_over_spread: consistency.as_ref().map(|c| c.error_over_spread),
             inside_95_pct: consistency.as_ref().map(|c| c.within_95_pct),
+            ranged: self.range_pct.len(),
+            range_median_pct: (!self.range_pct.is_empty())
+                .then(|| percentile(&self.range_pct, 0.5)),
             load,
         }
     }
@@ -370,6 +387,10 @@ pub struct FamilySummary {
     /// the 95 % region.
     pub median_error_over_spread: Option<f64>,
     pub mean_inside_95_pct: Option<f64>,
+    /// Direction and line tracking: the mean over scenes of the median relative range error
+    /// where ranges were reported (%), and the share of the assigned reports that gave one.
+    pub mean_range_median_pct: Option<f64>,
+    pub ranged_pct: Option<f64>,
     pub mean_load: f64,
     /// Hours of audio scored.
     pub hours: f64,
@@ -427,6 +448,13 @@ pub fn summarise(scores: &[SceneScore], s: &TrialScoring) -> FamilySummary {
         longest_far_s: scores.iter().map(|sc| sc.longest_far_s).fold(0.0, f64::max),
         median_error_over_spread: (!eos.is_empty()).then(|| percentile(&eos, 0.5)),
         mean_inside_95_pct: mean(scores.iter().map(|sc| sc.inside_95_pct)),
+        mean_range_median_pct: mean(scores.iter().map(|sc| sc.range_median_pct)),
+        ranged_pct: {
+            let (ranged, pairs) = scores
+                .iter()
+                .fold((0, 0), |(r, p), sc| (r + sc.ranged, p + sc.pairs));
+            (s.directions && ranged > 0).then(|| 100.0 * ranged as f64 / pairs.max(1) as f64)
+        },
         mean_load: scores.iter().map(|sc| sc.load).sum::<f64>() / scores.len().max(1) as f64,
         hours,
     }
@@ -509,6 +537,12 @@ impl std::fmt::Display for FamilySummary {
             "  false confirmed tracks: {} in {:.2} h ({:.1} per hour); frames with a track far from every source {:.1}%, longest run {:.1} s",
             self.false_tracks, self.hours, self.false_per_hour, self.far_pct, self.longest_far_s
         )?;
+        if let (Some(m), Some(share)) = (self.mean_range_median_pct, self.ranged_pct) {
+            writeln!(
+                f,
+                "  range, where reported ({share:.1}% of the scored reports): median error {m:.1}% of the range (mean over scenes)"
+            )?;
+        }
         write!(
             f,
             "  reported spread: errors {}x the spread (median over scenes; 1 if honest), truth inside the 95 % region in {}% (mean); processing {:.1}% of real time",
