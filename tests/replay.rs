@@ -305,6 +305,33 @@ fn a_small_flat_array_tracks_directions_with_plane_waves() {
     assert_eq!(a.ranged_reports, 0, "{a:?}");
 }
 
+/// A line array: eight microphones 4 cm apart along a wall of the `room` preset, at the
+/// talker's height. Its scene directory used to be refused ("direction tracking needs at least
+/// 3 sensors not on one line"); it now tracks in line mode, and is scored on the angle to the
+/// axis (the truth turned about the axis into the reports' half-plane).
+#[test]
+fn a_line_array_tracks_the_angle_to_its_axis() {
+    let mut spec = SceneSpec::preset("room").unwrap();
+    spec.duration_s = 6.0;
+    spec.sensors_m = (0..8).map(|k| [2.86 + 0.04 * k as f64, 0.3, 1.6]).collect();
+    let (cfg, wav, truth, _dir) = scene("sim-line", &spec);
+    assert_eq!(cfg.array.mode, sonotrack::track::TrackMode::Line);
+    let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
+    let ids = confirmed_ids(&s);
+    let e = s.evaluation.unwrap();
+    let a = e.angles.clone().unwrap();
+    let c = e.consistency[&0].clone();
+    eprintln!("line: {} born; {a:?}; {c:?}", s.births);
+    assert!(a.line, "{a:?}");
+    assert_eq!(ids.len(), 1, "{} born", s.births);
+    assert!(a.angle_rmse_deg < 3.0, "{a:?}");
+    assert!(
+        (0.1..1.5).contains(&c.error_over_spread) && c.within_95_pct > 80.0,
+        "reported spread: {c:?}"
+    );
+    assert_eq!(c.dof, 1);
+}
+
 /// Several sources, with `tracker.max_tracks` above one. A birth is sought among the peaks that
 /// no track claims (each pair's best peak outside every track's gate), so that a second source
 /// is found beside the first: before, the birth search took each pair's best peak, which the

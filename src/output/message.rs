@@ -432,4 +432,65 @@ mod tests {
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
     }
+
+    /// A line-mode report's message: the angle to the axis and its spread, and the mirror
+    /// while it is one; no such keys in other modes.
+    #[test]
+    fn line_reports_carry_the_cone_angle() {
+        use crate::track::report::GaussianState;
+        use crate::track::{LineAxes, TrackMode, models::Kinematics};
+        let line = LineAxes {
+            axis: [1.0, 0.0, 0.0],
+            side: [0.0, 1.0, 0.0],
+            plane: true,
+        };
+        let th = 40f64.to_radians();
+        let mut r = TrackReport {
+            id: 3,
+            status: crate::track::manager::TrackStatus::Confirmed,
+            seq: 1,
+            t_s: 0.5,
+            t_frame_s: 0.5,
+            position: [th.cos(), th.sin(), 0.0],
+            velocity: [0.0; 3],
+            pos_cov: [[0.0; 3]; 3],
+            vel_std: [0.0; 3],
+            model_probs: vec![1.0],
+            turn_rate_rad_s: 0.0,
+            ess: 100.0,
+            support: 1.0,
+            mode: TrackMode::Line,
+            inv_range: None,
+            coherence: None,
+            state: GaussianState {
+                mean: [0.0; 6],
+                cov: [[0.0; 6]; 6],
+            },
+            kin: Kinematics::Plane,
+            estimate: EstimateKind::Filtered,
+            line: Some(line),
+            mirror: Some([th.cos(), -th.sin(), 0.0]),
+        };
+        let stamp = FrameStamp {
+            wall: None,
+            power: None,
+            reports: 1,
+            origin: None,
+        };
+        let v = serde_json::to_value(TrackMessage::new(&r, &["cv".into()], &stamp)).unwrap();
+        assert!((v["cone_deg"].as_f64().unwrap() - 40.0).abs() < 1e-3, "{v}");
+        assert_eq!(v["cone_std_deg"].as_f64(), Some(0.0));
+        assert!(
+            (v["mirror"][1].as_f64().unwrap() + th.sin()).abs() < 1e-4,
+            "{v}"
+        );
+        r.line = None;
+        r.mirror = None;
+        r.mode = TrackMode::Direction;
+        let v = serde_json::to_value(TrackMessage::new(&r, &["cv".into()], &stamp)).unwrap();
+        assert!(
+            v.get("cone_deg").is_none() && v.get("mirror").is_none(),
+            "{v}"
+        );
+    }
 }
