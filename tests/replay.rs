@@ -330,6 +330,10 @@ fn a_line_array_tracks_the_angle_to_its_axis() {
         "reported spread: {c:?}"
     );
     assert_eq!(c.dof, 1);
+    // Against the Cramér–Rao bound on the angle to the axis (range unknown), frame by frame.
+    let b = e.bound.clone().unwrap();
+    eprintln!("line: bound {b:?}");
+    assert!(b.ratio < 3.0, "{b:?}");
 }
 
 /// Several sources, with `tracker.max_tracks` above one. A birth is sought among the peaks that

@@ -208,6 +208,50 @@ pub fn cone_var(
     (j > 1e-12 * scale && j.is_finite()).then(|| 1.0 / j)
 }
 
+/// A line array's bound on the angle θ to its `axis` (radians²) for a source at inverse range
+/// `inv_range` (1/m; 0 for a plane wave) whose range is not known: the θ entry of the inverse
+/// information on (θ, inverse range), with the delays of the tracker's curved-wavefront model
+/// (see [`direction_cov_unknown_range`]) differentiated numerically. Where the curvature
+/// carries no information (a plane wave far away) it is [`cone_var`]. None where unobservable.
+pub fn cone_var_unknown_range(
+    sensors: &[[f64; 3]],
+    speed_of_sound_m_s: f64,
+    theta: f64,
+    inv_range: f64,
+    axis: &Vector3<f64>,
+    side: &Vector3<f64>,
+    j_tau: &DMatrix<f64>,
+) -> Option<f64> {
+    let delays = |th: f64, rho: f64| -> DVector<f64> {
+        let u = axis * th.cos() + side * th.sin();
+        DVector::from_iterator(
+            sensors.len(),
+            sensors.iter().map(|s| {
+                let d = Vector3::from(*s);
+                let q = (u - rho * d).norm();
+                (rho * d.norm_squared() - 2.0 * u.dot(&d)) / (1.0 + q) / speed_of_sound_m_s
+            }),
+        )
+    };
+    let rho = inv_range.max(0.0);
+    let (ht, hr) = (1e-6, 1e-6 * (1.0 + rho));
+    let dt = (delays(theta + ht, rho) - delays(theta - ht, rho)) / (2.0 * ht);
+    let dr = (delays(theta, rho + hr) - delays(theta, (rho - hr).max(0.0)))
+        / (rho + hr - (rho - hr).max(0.0));
+    let jtt = (dt.transpose() * j_tau * &dt)[(0, 0)];
+    let jtr = (dt.transpose() * j_tau * &dr)[(0, 0)];
+    let jrr = (dr.transpose() * j_tau * &dr)[(0, 0)];
+    let det = jtt * jrr - jtr * jtr;
+    if !(jtt > 0.0) || !det.is_finite() {
+        return None;
+    }
+    if det <= 1e-9 * jtt * jrr.max(1e-300) {
+        // No information on the range (or none beyond the angle's): the angle alone.
+        return cone_var(sensors, speed_of_sound_m_s, theta, axis, side, j_tau);
+    }
+    Some(jrr / det)
+}
+
 /// The bound on (azimuth, elevation) in radians² for a source in direction (azimuth,
 /// elevation) at inverse range `inv_range` (1/m; 0 for a plane wave) from the array centre,
 /// whose range is not known: the direction block of the inverse information on (azimuth,
@@ -541,6 +585,30 @@ mod tests {
     /// bound: (azimuth, elevation, inverse range) only reparametrise the position. Checked at
     /// several ranges and directions around a 2 m tetrahedron (positions relative to its
     /// centre), against `position_cov` carried through ∂(azimuth, elevation)/∂x.
+    /// A line's angle bound: 1 / sin² θ in the far field (the delays move as sin θ), never
+    /// lower with the range unknown than with the plane wave known, near or far (as the
+    /// direction bound, the unknown range takes its share at every range); endfire
+    /// unobservable.
+    #[test]
+    fn line_angle_bound() {
+        let sensors: Vec<[f64; 3]> = (0..8)
+            .map(|i| [0.03 * (i as f64 - 3.5), 0.0, 0.0])
+            .collect();
+        let j = uneven_fim(8);
+        let (a, s) = (Vector3::x(), Vector3::y());
+        let var = |th: f64| cone_var(&sensors, 343.0, th, &a, &s, &j).unwrap();
+        let ratio = var(30f64.to_radians()) / var(90f64.to_radians());
+        assert!((ratio - 4.0).abs() < 1e-6, "{ratio}");
+        assert!(cone_var(&sensors, 343.0, 0.0, &a, &s, &j).is_none());
+        for th in [0.5f64, 1.2, 2.0] {
+            let far = var(th);
+            let near = cone_var_unknown_range(&sensors, 343.0, th, 1.0 / 0.3, &a, &s, &j).unwrap();
+            let away = cone_var_unknown_range(&sensors, 343.0, th, 1e-4, &a, &s, &j).unwrap();
+            assert!(near >= far * (1.0 - 1e-6), "{th}: {near} vs {far}");
+            assert!(away >= far * (1.0 - 1e-6), "{th}: {away} vs {far}");
+        }
+    }
+
     #[test]
     fn direction_bound_with_unknown_range_is_the_position_bounds_direction() {
         let sensors = [

@@ -49,6 +49,8 @@ pub struct FrameBound {
     /// Standard deviations of azimuth and elevation, degrees (compact arrays, direction mode).
     pub azimuth_deg: Option<f64>,
     pub elevation_deg: Option<f64>,
+    /// Line arrays: the standard deviation of the angle to the axis, degrees.
+    pub cone_deg: Option<f64>,
 }
 
 /// Per-frame sums for the coherence estimate: per band, per pair Σ Y_a Y_b*, per sensor Σ|Y|².
@@ -81,6 +83,8 @@ pub struct BoundTracker {
     next: usize,
     pushed: usize,
     direction: bool,
+    /// Line arrays: the axis (the bound is on the angle to it).
+    line_axis: Option<Vector3<f64>>,
     centroid: Vector3<f64>,
     /// The sensors relative to the centroid (for directions).
     sensors_from_centroid: Vec<[f64; 3]>,
@@ -167,6 +171,7 @@ impl BoundTracker {
             next: 0,
             pushed: 0,
             direction: cfg.array.mode.angular(),
+            line_axis: cfg.line_axes().map(|(a, _)| a),
             centroid: geo.centroid(),
             sensors_from_centroid: cfg
                 .array
@@ -261,10 +266,25 @@ impl BoundTracker {
             position_m: None,
             azimuth_deg: None,
             elevation_deg: None,
+            cone_deg: None,
         };
         if let Some(p) = entry.truth {
             let j = self.information(i);
-            if self.direction {
+            if let Some(axis) = self.line_axis {
+                let x = Vector3::from(p) - self.centroid;
+                let along = x.dot(&axis);
+                let away = x - axis * along;
+                let side = away
+                    .try_normalize(1e-12)
+                    .unwrap_or_else(|| axis.cross(&Vector3::z()));
+                let theta = along.atan2(away.norm());
+                let theta = std::f64::consts::FRAC_PI_2 - theta;
+                let rho = 1.0 / x.norm().max(1e-9);
+                let rel = &self.sensors_from_centroid;
+                fb.cone_deg =
+                    crlb::cone_var_unknown_range(rel, self.c, theta, rho, &axis, &side, &j)
+                        .map(|v| v.max(0.0).sqrt().to_degrees());
+            } else if self.direction {
                 let x = Vector3::from(p) - self.centroid;
                 let (az, el) = crlb::angles(&x);
                 let rho = 1.0 / x.norm().max(1e-9);

@@ -398,7 +398,9 @@ impl Tally {
         } else {
             Some(d)
         };
-        let bnd = if s.o.direction_only {
+        let bnd = if s.o.line.is_some() {
+            b.cone_deg
+        } else if s.o.direction_only {
             match (b.azimuth_deg, b.elevation_deg) {
                 (Some(a), Some(e)) => {
                     let el = s.direction_of(q).map(|u| angles(&u).1).unwrap_or(0.0);
