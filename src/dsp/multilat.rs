@@ -353,7 +353,8 @@ pub fn direction(
     sigma_s: f64,
     hemisphere: Vector3<f64>,
 ) -> Option<Fix> {
-    if obs.len() < 2 {
+    // (One pair is enough for a pair of sensors: it measures the one angle they can see.)
+    if obs.is_empty() {
         return None;
     }
     let c = geo.speed_of_sound_m_s;
@@ -478,6 +479,10 @@ mod tests {
         assert_eq!(f.inliers, obs.len());
         assert!(f.covariance[(0, 0)] > 0.0);
         assert!(f.covariance[(1, 1)].abs() < 1e-12 && f.covariance[(2, 2)].abs() < 1e-12);
+        // One pair (a two-microphone array) gives the same angle.
+        let one = direction(&geo, &obs[..1], 1e-5, Vector3::new(0.0, 1.0, 0.2)).unwrap();
+        assert!((one.position - want).norm() < 1e-9, "{:?}", one.position);
+        assert!(direction(&geo, &[], 1e-5, Vector3::y()).is_none());
     }
 
     #[test]
