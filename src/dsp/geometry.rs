@@ -151,14 +151,20 @@ impl ArrayGeometry {
         }
     }
 
-    /// Singular values of the centred sensor cloud, largest first (metres, RMS spread per axis).
-    pub fn spread_m(&self) -> [f64; 3] {
+    /// The centred sensor cloud's scatter, Σ (s − c)(s − c)ᵀ over the sensors.
+    fn scatter(&self) -> Matrix3<f64> {
         let c = self.centroid();
         let mut m = Matrix3::<f64>::zeros();
         for s in &self.sensors_m {
             let d = Vector3::from(*s) - c;
             m += d * d.transpose();
         }
+        m
+    }
+
+    /// Singular values of the centred sensor cloud, largest first (metres, RMS spread per axis).
+    pub fn spread_m(&self) -> [f64; 3] {
+        let m = self.scatter();
         let n = self.len().max(1) as f64;
         let mut ev: Vec<f64> = m
             .symmetric_eigenvalues()
@@ -175,12 +181,7 @@ impl ArrayGeometry {
         if self.span() != Span::Plane {
             return None;
         }
-        let c = self.centroid();
-        let mut m = Matrix3::<f64>::zeros();
-        for s in &self.sensors_m {
-            let d = Vector3::from(*s) - c;
-            m += d * d.transpose();
-        }
+        let m = self.scatter();
         let e = m.symmetric_eigen();
         let i = e.eigenvalues.imin();
         Some(e.eigenvectors.column(i).into_owned())
@@ -192,12 +193,7 @@ impl ArrayGeometry {
         if self.span() != Span::Line {
             return None;
         }
-        let c = self.centroid();
-        let mut m = Matrix3::<f64>::zeros();
-        for s in &self.sensors_m {
-            let d = Vector3::from(*s) - c;
-            m += d * d.transpose();
-        }
+        let m = self.scatter();
         let e = m.symmetric_eigen();
         let axis: Vector3<f64> = e.eigenvectors.column(e.eigenvalues.imax()).into_owned();
         let run = self.sensor(self.len() - 1) - self.sensor(0);
