@@ -229,7 +229,7 @@ pub fn plan(cfg: &Config, o: &PlanOptions) -> Result<PlanReport> {
         o.at_m
     );
     let mut warnings = Vec::new();
-    let slices = if let Some((axis, side)) = cfg.line_axes() {
+    let slices = if let Some((axis, side)) = p.line {
         vec![p.cone_slice(&axis, &side, &mut warnings)]
     } else if direction {
         vec![p.direction_slice(&mut warnings)]
@@ -535,29 +535,21 @@ impl Planner<'_> {
             .iter()
             .map(|k| {
                 let r = if direction { 2.0 * k } else { k * self.ap };
-                if let (true, Some((axis, side))) = (direction, &self.line) {
-                    // A line: the angle to the axis at 60° from it.
+                if direction {
                     let snr =
                         vec![self.snr0 * (self.o.at_m / r.max(1e-3)).powi(2); self.sensors.len()];
                     let j = information(&self.bands, &snr);
                     let rel = self.relative_sensors();
-                    let v = crlb::cone_var(&rel, self.c, 60f64.to_radians(), axis, side, &j);
-                    (r, v.map(|v| v.max(0.0).sqrt().to_degrees()))
-                } else if direction {
-                    let snr =
-                        vec![self.snr0 * (self.o.at_m / r.max(1e-3)).powi(2); self.sensors.len()];
-                    let j = information(&self.bands, &snr);
-                    let rel = self.relative_sensors();
-                    (
-                        r,
-                        crlb::direction_cov(&rel, self.c, dirn.y.atan2(dirn.x), 0.3, &j).map(
-                            |cv| {
-                                (cv[(0, 0)] * 0.3f64.cos().powi(2) + cv[(1, 1)])
-                                    .sqrt()
-                                    .to_degrees()
-                            },
-                        ),
-                    )
+                    let sd = match &self.line {
+                        // A line: the angle to the axis at 60° from it.
+                        Some((axis, side)) => {
+                            crlb::cone_var(&rel, self.c, 60f64.to_radians(), axis, side, &j)
+                                .map(|v| v.max(0.0).sqrt())
+                        }
+                        None => crlb::direction_cov(&rel, self.c, dirn.y.atan2(dirn.x), 0.3, &j)
+                            .map(|cv| (cv[(0, 0)] * 0.3f64.cos().powi(2) + cv[(1, 1)]).sqrt()),
+                    };
+                    (r, sd.map(f64::to_degrees))
                 } else {
                     let mut p = self.centre + dirn * r;
                     p.z = self.centre.z - 0.25 * r;

@@ -277,8 +277,7 @@ impl BoundTracker {
                 let side = away
                     .try_normalize(1e-12)
                     .unwrap_or_else(|| axis.cross(&Vector3::z()));
-                let theta = along.atan2(away.norm());
-                let theta = std::f64::consts::FRAC_PI_2 - theta;
+                let theta = away.norm().atan2(along);
                 let rho = 1.0 / x.norm().max(1e-9);
                 let rel = &self.sensors_from_centroid;
                 fb.cone_deg =

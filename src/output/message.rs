@@ -206,6 +206,7 @@ impl TrackMessage {
         } else {
             (None, None)
         };
+        let cone = r.cone_deg();
         Self {
             kind: match r.estimate {
                 EstimateKind::Filtered => "track",
@@ -230,8 +231,8 @@ impl TrackMessage {
             inv_range: r.inv_range.map(|v| round(v[0], 6)),
             inv_range_std: r.inv_range.map(|v| round(v[1], 6)),
             range_m: r.range_m().map(|v| round(v, 3)),
-            cone_deg: r.cone_deg().map(|v| round(v[0], 3)),
-            cone_std_deg: r.cone_deg().map(|v| round(v[1], 3)),
+            cone_deg: cone.map(|v| round(v[0], 3)),
+            cone_std_deg: cone.map(|v| round(v[1], 3)),
             mirror: r.mirror.map(|m| m.map(|v| round(v, 4))),
             model: model_names.get(best).cloned().unwrap_or_default(),
             models: model_names
