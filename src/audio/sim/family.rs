@@ -364,6 +364,18 @@ impl FamilySpec {
         if !(2..=64).contains(&sensors) {
             return Err(format!("array: {sensors} sensors; use 2 to 64"));
         }
+        if let ArrayDraw::Line {
+            spacing_m,
+            height_m,
+            ..
+        } = &self.array
+        {
+            if !(spacing_m.is_valid() && spacing_m.bounds().0 > 0.0 && height_m.is_valid()) {
+                return Err(
+                    "array: a line needs spacing_m > 0 and height_m, each a number or [low, high] with low <= high".into(),
+                );
+            }
+        }
         let needs_room = matches!(self.array, ArrayDraw::Walls { .. } | ArrayDraw::Line { .. })
             || self
                 .sources
@@ -1164,5 +1176,14 @@ mod tests {
             .to_string();
         assert!(e.contains("sensors"), "{e}");
         assert!(FamilySpec::find("no-such-family").is_err());
+        // A line layout's spacing: positive, and a range low to high.
+        let line = FamilySpec::find("line-room").unwrap();
+        let text = toml::to_string(&line).unwrap();
+        for bad in ["spacing_m = -0.03", "spacing_m = [0.05, 0.01]"] {
+            let t = text.replace("spacing_m = [0.03, 0.05]", bad);
+            assert_ne!(t, text);
+            let e = FamilySpec::parse(&t, "mine.toml").unwrap_err().to_string();
+            assert!(e.contains("spacing_m"), "{bad}: {e}");
+        }
     }
 }
