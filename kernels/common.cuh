@@ -235,7 +235,9 @@ struct TrackParams {
     float lag;
     float offset; // log of the sum of exp(log w) before the step
     float u0;     // systematic-resampling offset
-    float pad0, pad1;
+    // sin and cos of the particles' turn about z before the step (a turning array; 0 and 1 for
+    // a fixed one: src/track/mod.rs, TrackStep::turn)
+    float turn_sin, turn_cos;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -292,6 +294,28 @@ __device__ __forceinline__ void fold_to_half_plane(float* s, const float* axis,
     for (int k = 0; k < 3; ++k) {
         s[k] = pa * axis[k] + q * side[k];
         s[3 + k] = va * axis[k] + away * side[k];
+    }
+}
+
+// Line mode's fold (src/track/models.rs: fold_line): onto side's half-plane, or with keep (a
+// turning array) onto the half-plane of the side the particle is on.
+__device__ __forceinline__ void fold_line(float* s, const float* axis, const float* side,
+                                          bool keep) {
+    float d = s[0] * side[0] + s[1] * side[1] + s[2] * side[2];
+    if (keep && d < 0.0f) {
+        float neg[3] = {-side[0], -side[1], -side[2]};
+        fold_to_half_plane(s, axis, neg);
+    } else {
+        fold_to_half_plane(s, axis, side);
+    }
+}
+
+// A particle's position and velocity turned about z (src/track/models.rs: turn_about_z).
+__device__ __forceinline__ void turn_about_z(float* s, float sn, float cs) {
+    for (int k = 0; k < 6; k += 3) {
+        float x = s[k], y = s[k + 1];
+        s[k] = cs * x - sn * y;
+        s[k + 1] = sn * x + cs * y;
     }
 }
 

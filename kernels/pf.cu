@@ -296,8 +296,9 @@ __device__ __forceinline__ void predict_particle(const StepParams* sp, const Tra
     } else {
         m = 0; // what switch_model gives for one model
     }
+    if (tp.turn_sin != 0.0f) turn_about_z(s, tp.turn_sin, tp.turn_cos);
     advance(cf, MODE >= 0 ? (u32)MODE : sp->mode, m, tp.dt, s, z);
-    if (sp->line) fold_to_half_plane(s, sp->axis, sp->side);
+    if (sp->line) fold_line(s, sp->axis, sp->side, sp->line == 2u);
 }
 
 __device__ __forceinline__ u64 global_ns() {
@@ -1430,7 +1431,7 @@ __device__ __forceinline__ void roughen(const StepParams* sp, u32 slot, u32 i, c
         part[1] *= k;
         part[2] *= k;
     }
-    if (sp->line) fold_to_half_plane(part, sp->axis, sp->side);
+    if (sp->line) fold_line(part, sp->axis, sp->side, sp->line == 2u);
     for (int r = 0; r < 6; ++r) s[r] = part[r];
 }
 
@@ -1647,7 +1648,7 @@ extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, f
         } else {
             reflect_at_infinity(s);
         }
-        if (sp->line) fold_to_half_plane(s, sp->axis, sp->side);
+        if (sp->line) fold_line(s, sp->axis, sp->side, sp->line == 2u);
     }
     float u = uniform(w.x);
     u32 model = ip->n_model_probs > 0 ? ip->n_model_probs - 1 : 0;

@@ -201,11 +201,7 @@ fn particle_filter_step_agrees() {
         cpu.init_track(&init).unwrap();
         let before = cpu.read_particles(0).unwrap();
         let meas = pf_measurement(&p, 3);
-        let step = [TrackStep {
-            slot: 0,
-            dt_s: 0.043,
-            lag_s: 0.012,
-        }];
+        let step = [TrackStep::fixed(0, 0.043, 0.012)];
         let mut est_cpu = vec![Estimate::new(models)];
         cpu.step(&meas, &step, &mut est_cpu).unwrap();
         let after_cpu = cpu.read_particles(0).unwrap();
@@ -384,11 +380,7 @@ fn live_steps_agree_with_plain_steps() {
             if f == 9 {
                 meas.sigma_s *= 0.05;
             }
-            let step = [TrackStep {
-                slot: 0,
-                dt_s: 0.043,
-                lag_s: 0.012,
-            }];
+            let step = [TrackStep::fixed(0, 0.043, 0.012)];
             if live.prepare_step(&meas, &step, None).unwrap() {
                 taken += 1;
             }
@@ -431,11 +423,7 @@ fn live_steps_agree_with_plain_steps() {
         assert!(resampled > 0);
         // A prepared step still waiting when the filter goes is withdrawn (no hang).
         let meas = pf_measurement(&p, 25);
-        let step = [TrackStep {
-            slot: 0,
-            dt_s: 0.043,
-            lag_s: 0.012,
-        }];
+        let step = [TrackStep::fixed(0, 0.043, 0.012)];
         live.prepare_step(&meas, &step, None).unwrap();
         drop(live);
     }
@@ -470,11 +458,7 @@ fn tempered_and_degenerate_steps_agree() {
         // The source is a metre from the prior (0.05 m wide): the full update would leave a
         // handful of particles. For the plain resampling, the step test's measurement.
         let meas = pf_measurement(&p, if case == "resampled" { 3 } else { 10 });
-        let step = [TrackStep {
-            slot: 0,
-            dt_s: 0.043,
-            lag_s: 0.012,
-        }];
+        let step = [TrackStep::fixed(0, 0.043, 0.012)];
         let mut est_cpu = vec![Estimate::new(models)];
         cpu.step(&meas, &step, &mut est_cpu).unwrap();
         let after_cpu = cpu.read_particles(0).unwrap();
@@ -558,6 +542,7 @@ fn line_filter_agrees() {
         axis: [0.6, 0.8, 0.0],
         side: [0.48, -0.36, 0.8],
         plane: false,
+        keep_side: false,
     };
     for (particles, curved) in [(3000usize, true), (20_000, false)] {
         direction_case(particles, curved, Some(line));
@@ -733,11 +718,7 @@ fn direction_case(particles: usize, curved: bool, line: Option<sonotrack::track:
             let mut q = p.clone();
             q.ess_fraction = 1e-9;
             let meas = measurement(&q, 3);
-            let step = [TrackStep {
-                slot: 0,
-                dt_s: 0.043,
-                lag_s: 0.0,
-            }];
+            let step = [TrackStep::fixed(0, 0.043, 0.0)];
             let mut cpu = CpuParticleFilter::new(q.clone());
             cpu.init_track(init).unwrap();
             let mut est_cpu = vec![Estimate::new(models)];

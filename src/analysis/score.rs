@@ -61,6 +61,10 @@ pub struct EvalOptions {
     /// The truth is turned about the axis into it before scoring, so that direction errors
     /// are errors of the angle to the axis (the turn about the axis is unobservable).
     pub line: Option<([f64; 3], [f64; 3])>,
+    /// A turning line array reports on either side of its axis (see
+    /// [`crate::track::mirror`]): the truth is turned into the half-plane of each report's own
+    /// side, so the errors stay errors of the angle to the axis (its side is scored apart).
+    pub line_sides: bool,
 }
 
 impl Default for EvalOptions {
@@ -75,6 +79,7 @@ impl Default for EvalOptions {
             angles: false,
             speed_of_sound_m_s: 0.0,
             line: None,
+            line_sides: false,
         }
     }
 }
@@ -211,7 +216,10 @@ impl Scoring<'_> {
     fn truth_for(&self, k: u32, r: &Report, f: &FrameReports) -> Option<[f64; 3]> {
         let q = self.truth_unfolded(k, r, f)?;
         Some(match self.o.line {
-            Some((axis, side)) => fold_about_axis(&q, &self.centre, &axis, &side),
+            Some((axis, side)) => {
+                let side = side_of_report(&side, &r.pos, self.o.line_sides);
+                fold_about_axis(&q, &self.centre, &axis, &side)
+            }
             None => q,
         })
     }
@@ -243,6 +251,17 @@ impl Scoring<'_> {
             Some(q) => dist(&r.pos, &q),
             None => f64::INFINITY,
         }
+    }
+}
+
+/// The side of the half-plane a line array's report `pos` is scored in: `side`, or with
+/// `both` (a turning array, whose reports may be on either side) the side `pos` is on.
+pub fn side_of_report(side: &[f64; 3], pos: &[f64; 3], both: bool) -> [f64; 3] {
+    let d: f64 = (0..3).map(|k| side[k] * pos[k]).sum();
+    if both && d < 0.0 {
+        side.map(|v| -v)
+    } else {
+        *side
     }
 }
 
@@ -660,6 +679,7 @@ mod tests {
                     inv_range: None,
                     direction: false,
                     status: None,
+                    ambiguous: false,
                 })
                 .collect(),
         }
@@ -680,6 +700,7 @@ mod tests {
                 inv_range: None,
                 direction: false,
                 status: None,
+                ambiguous: false,
             }],
         }
     }

@@ -29,6 +29,9 @@ pub struct Report {
     pub direction: bool,
     /// The track's status (the stream's `status`; None in streams without one).
     pub status: Option<TrackStatus>,
+    /// Line mode: the report carries a mirror point across the axis (the stream's `mirror`),
+    /// so its side is not decided.
+    pub ambiguous: bool,
 }
 
 /// The reports of one frame.
@@ -182,6 +185,7 @@ fn track_report(v: &serde_json::Value) -> std::result::Result<(u64, f64, Report)
         inv_range: inverse_range_of(v)?,
         direction: v.get("az_deg").is_some(),
         status: status_of(v)?,
+        ambiguous: v.get("mirror").is_some_and(|m| !m.is_null()),
     };
     Ok((seq, t_frame, report))
 }

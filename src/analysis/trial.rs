@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::analysis::accuracy::percentile;
 use crate::analysis::consistency::{consistency_of, direction_nees, line_nees, nees, nees_dof};
 use crate::analysis::ospa::ospa;
-use crate::analysis::score::{fold_about_axis, truth_heard_at};
+use crate::analysis::score::{fold_about_axis, side_of_report, truth_heard_at};
 use crate::analysis::stream::{FrameReports, Report};
 use crate::analysis::truth::Truth;
 use crate::math::linalg::unit;
@@ -38,6 +38,10 @@ use crate::track::manager::TrackStatus;
 /// The OSPA cut-off in 3-D (m), and its order.
 pub const OSPA_C_M: f64 = 5.0;
 pub const OSPA_P: f64 = 1.0;
+
+/// A turning line array must have decided its tracks' sides this long after its turn starts
+/// (the line-array issue's acceptance: within 10 s of a 90° turn).
+pub const SIDE_DECIDED_WITHIN_S: f64 = 10.0;
 
 /// How a trial's scenes are scored.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +69,13 @@ pub struct TrialScoring {
     pub speed_of_sound_m_s: f64,
     /// The scene's length, for rates per hour.
     pub duration_s: f64,
+    /// A turning line array: from this time on (the turn's start plus the time allowed to
+    /// decide), each assigned report is checked for being on its source's side of the axis
+    /// with its mirror ruled out.
+    pub side_from_s: Option<f64>,
+    /// A turning line array: reports on either side of the axis (see
+    /// [`crate::analysis::score::EvalOptions::line_sides`]).
+    pub line_sides: bool,
 }
 
 /// One scene's figures.
@@ -107,6 +118,9 @@ pub struct SceneScore {
     /// relative to the true range (%).
     pub ranged: usize,
     pub range_median_pct: Option<f64>,
+    /// A turning line array: of the assigned reports from `side_from_s` on, the share on
+    /// their source's side of the axis with the mirror ruled out (%).
+    pub side_decided_pct: Option<f64>,
     /// Processing time over the audio's duration.
     pub load: f64,
 }
@@ -150,15 +164,18 @@ pub fn score_scene(
             .copied()
             .filter(|&k| truth.at(k, f.t_frame).is_some())
             .collect();
-        let fold = |q: [f64; 3]| match s.line {
-            Some((axis, side)) => fold_about_axis(&q, &centre, &axis, &side),
+        let fold = |q: [f64; 3], pos: &[f64; 3]| match s.line {
+            Some((axis, side)) => {
+                let side = side_of_report(&side, pos, s.line_sides);
+                fold_about_axis(&q, &centre, &axis, &side)
+            }
             None => q,
         };
         let truth_for = |k: u32, r: &Report| -> Option<[f64; 3]> {
             if s.directions {
                 truth_heard_at(truth, k, r.t, &centre, s.speed_of_sound_m_s)
                     .or_else(|| truth.at(k, f.t_frame))
-                    .map(fold)
+                    .map(|q| fold(q, &r.pos))
             } else {
                 truth.at(k, r.t).or_else(|| truth.at(k, f.t_frame))
             }
@@ -189,7 +206,7 @@ pub fn score_scene(
         // it fell silent: holding a track through a pause is right, not a false track.
         let paused: Vec<[f64; 3]> = targets
             .iter()
-            .filter_map(|&k| truth.paused_at(k, f.t_frame).map(fold))
+            .filter_map(|&k| truth.paused_at(k, f.t_frame).map(|q| fold(q, &[0.0; 3])))
             .collect();
         let mut far_here = false;
         for (j, r) in reports.iter().enumerate() {
@@ -230,6 +247,20 @@ pub fn score_scene(
                 t.switches += usize::from(prev != r.id);
             }
             t.errors.push(d[ti][j]);
+            if let (Some(from), Some((_, side))) = (s.side_from_s, s.line) {
+                let q = if s.directions {
+                    truth_heard_at(truth, k, r.t, &centre, s.speed_of_sound_m_s)
+                } else {
+                    truth.at(k, r.t)
+                };
+                if let (true, Some(q)) = (f.t_frame >= from, q) {
+                    let side = Vector3::from(side);
+                    let truth_side = (Vector3::from(q) - centre).dot(&side);
+                    let report_side = Vector3::from(r.pos).dot(&side);
+                    t.side_checked += 1;
+                    t.side_right += usize::from(!r.ambiguous && truth_side * report_side > 0.0);
+                }
+            }
             if let (Some(q), Some(range)) = (truth_for(k, r), r.range_m) {
                 let truth_range = (Vector3::from(q) - centre).norm();
                 if truth_range > 0.0 {
@@ -305,6 +336,9 @@ struct SceneTally {
     nees: Vec<f64>,
     singular: usize,
     range_pct: Vec<f64>,
+    /// Assigned reports checked for their side, and those decided on the right one.
+    side_checked: usize,
+    side_right: usize,
 }
 
 impl SceneTally {
@@ -352,6 +386,8 @@ impl SceneTally {
             ranged: self.range_pct.len(),
             range_median_pct: (!self.range_pct.is_empty())
                 .then(|| percentile(&self.range_pct, 0.5)),
+            side_decided_pct: (self.side_checked > 0)
+                .then(|| 100.0 * self.side_right as f64 / self.side_checked as f64),
             load,
         }
     }
@@ -391,6 +427,10 @@ pub struct FamilySummary {
     /// where ranges were reported (%), and the share of the assigned reports that gave one.
     pub mean_range_median_pct: Option<f64>,
     pub ranged_pct: Option<f64>,
+    /// A turning line array: the mean over scenes of the share of reports decided on the
+    /// right side of the axis after the turn's allowance, and the worst scene's.
+    pub mean_side_decided_pct: Option<f64>,
+    pub worst_side_decided_pct: Option<f64>,
     pub mean_load: f64,
     /// Hours of audio scored.
     pub hours: f64,
@@ -455,6 +495,11 @@ pub fn summarise(scores: &[SceneScore], s: &TrialScoring) -> FamilySummary {
                 .fold((0, 0), |(r, p), sc| (r + sc.ranged, p + sc.pairs));
             (s.directions && ranged > 0).then(|| 100.0 * ranged as f64 / pairs.max(1) as f64)
         },
+        mean_side_decided_pct: mean(scores.iter().map(|sc| sc.side_decided_pct)),
+        worst_side_decided_pct: scores
+            .iter()
+            .filter_map(|sc| sc.side_decided_pct)
+            .reduce(f64::min),
         mean_load: scores.iter().map(|sc| sc.load).sum::<f64>() / scores.len().max(1) as f64,
         hours,
     }
@@ -543,6 +588,12 @@ impl std::fmt::Display for FamilySummary {
                 "  range, where reported ({share:.1}% of the scored reports): median error {m:.1}% of the range (mean over scenes)"
             )?;
         }
+        if let (Some(m), Some(w)) = (self.mean_side_decided_pct, self.worst_side_decided_pct) {
+            writeln!(
+                f,
+                "  side of the axis, from {SIDE_DECIDED_WITHIN_S:.0} s after the turn starts: {m:.1}% of the scored reports on the source's side with the mirror ruled out (mean over scenes; worst scene {w:.1}%)"
+            )?;
+        }
         write!(
             f,
             "  reported spread: errors {}x the spread (median over scenes; 1 if honest), truth inside the 95 % region in {}% (mean); processing {:.1}% of real time",
@@ -567,6 +618,8 @@ mod tests {
             warmup_s: 1.0,
             centre: [0.0; 3],
             line: None,
+            side_from_s: None,
+            line_sides: false,
             speed_of_sound_m_s: 1500.0,
             duration_s: 10.0,
         }
@@ -583,6 +636,7 @@ mod tests {
             inv_range: None,
             direction: false,
             status: Some(status),
+            ambiguous: false,
         }
     }
 

@@ -123,6 +123,34 @@ impl Truth {
         (t > t0 && self.gap(target, t0, rows[i].0)).then_some(p0)
     }
 
+    /// The truth of a scene's frame seen from a turning array's frame: each row turned about
+    /// the vertical through `centre` by the array's heading when its sound arrived there
+    /// (`headings`, after the row's emission time by its range over `c`), as the inverse of
+    /// [`crate::math::geo::Origin::enu`].
+    pub fn in_array_frame(
+        &self,
+        headings: &crate::audio::heading::HeadingTable,
+        centre: &[f64; 3],
+        c: f64,
+    ) -> Truth {
+        let mut out = self.clone();
+        for rows in out.targets.values_mut() {
+            for (t, p) in rows.iter_mut() {
+                let d = [p[0] - centre[0], p[1] - centre[1], p[2] - centre[2]];
+                let range = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt();
+                let h = headings.at(*t + range / c).unwrap_or(0.0);
+                let (sn, cs) = h.to_radians().sin_cos();
+                // enu = R a with R = [[c, s], [-s, c]]: a = Rᵀ enu.
+                *p = [
+                    centre[0] + d[0] * cs - d[1] * sn,
+                    centre[1] + d[0] * sn + d[1] * cs,
+                    p[2],
+                ];
+            }
+        }
+        out
+    }
+
     pub fn span(&self) -> Option<(f64, f64)> {
         let lo = self
             .targets

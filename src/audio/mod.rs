@@ -5,6 +5,7 @@ pub mod assembler;
 pub mod callback;
 pub mod capture;
 pub mod frame;
+pub mod heading;
 pub mod ring;
 pub mod sim;
 pub mod wav;

@@ -41,15 +41,7 @@ pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<PfTiming> {
             k += 1;
             let m = pf_measurement(&p, k);
             let t = Instant::now();
-            f.step(
-                &m,
-                &[TrackStep {
-                    slot: 0,
-                    dt_s: 0.05,
-                    lag_s: 0.01,
-                }],
-                &mut est,
-            )?;
+            f.step(&m, &[TrackStep::fixed(0, 0.05, 0.01)], &mut est)?;
             let wall = t.elapsed().as_secs_f64();
             let dev = f.last_device_time_s();
             if let (Some(d), Some(by)) = (dev, f.bytes_per_step()) {

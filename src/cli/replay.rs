@@ -84,6 +84,7 @@ pub fn run(a: Args) -> Result<()> {
         ospa_c_m: a.ospa_c,
         ospa_p: 1.0,
         smooth: a.smooth,
+        heading: None,
     };
     let summary = replay::replay_file(&cfg, &wav, truth.as_ref(), &opts)?;
     if !super::quiet() {

@@ -46,6 +46,34 @@ pub struct ArrayConfig {
     /// and TLL sentences, and for latitude and longitude in the JSON stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// A turning array (a towed line, an array on a vessel): where its heading comes from, frame
+    /// by frame. The heading is that of the array frame's +y axis, degrees clockwise from north
+    /// (as `origin.heading_deg`, which it replaces while a heading comes in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heading_input: Option<HeadingInput>,
+}
+
+/// Where a turning array's heading comes from (`[array.heading_input]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeadingInput {
+    /// Replay: a CSV file of `time_s,heading_deg` rows (seconds from the recording's start;
+    /// relative paths from the working directory). A scene directory's `heading.csv` is used
+    /// without this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<std::path::PathBuf>,
+    /// Live: a UDP address to receive NMEA 0183 heading sentences on (HDT, HDG or THS; e.g.
+    /// "0.0.0.0:10110").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_listen: Option<String>,
+    /// Live: a heading older than this is stale (s); frames then keep the last heading and are
+    /// counted in the status as `heading_stale_frames`.
+    #[serde(default = "default_heading_stale_s")]
+    pub stale_s: f64,
+}
+
+fn default_heading_stale_s() -> f64 {
+    2.0
 }
 
 /// Most sensors an array may have (the filters size stack arrays by it).
@@ -158,6 +186,53 @@ impl Config {
                 .or_else(|| perp(Vector3::x()))?,
         };
         Some((axis, side))
+    }
+
+    /// Whether the array turns (a heading comes in frame by frame): tracks are then held in
+    /// the world's frame as the array turns under them.
+    pub fn turning(&self) -> bool {
+        self.array.heading_input.is_some()
+    }
+
+    /// `[array.heading_input]`: a source, a parseable address, a positive staleness, and for a
+    /// line array the plane its sources lie in (its mirror is resolved by the turn only there).
+    pub(super) fn validate_heading_input(&self, file: &str) -> Result<(), ConfigError> {
+        let Some(h) = &self.array.heading_input else {
+            return Ok(());
+        };
+        let err =
+            |key: &str, problem: String, fix: &str| Err(ConfigError::new(file, key, problem, fix));
+        if h.file.is_none() && h.udp_listen.is_none() {
+            return err(
+                "array.heading_input",
+                "no heading source".into(),
+                "set file = \"heading.csv\" (replay) or udp_listen = \"0.0.0.0:10110\" (live NMEA HDT/HDG)",
+            );
+        }
+        if let Some(a) = &h.udp_listen {
+            if a.parse::<std::net::SocketAddr>().is_err() {
+                return err(
+                    "array.heading_input.udp_listen",
+                    format!("{a:?} is not an address and port"),
+                    "use an address and port such as \"0.0.0.0:10110\"",
+                );
+            }
+        }
+        if !(h.stale_s.is_finite() && h.stale_s > 0.0) {
+            return err(
+                "array.heading_input.stale_s",
+                format!("{} s", h.stale_s),
+                "use a positive number of seconds, e.g. 2",
+            );
+        }
+        if self.array.mode == TrackMode::Line && self.array.plane_normal.is_none() {
+            return err(
+                "array.plane_normal",
+                "a turning line array needs the plane its sources lie in".into(),
+                "set array.plane_normal (e.g. [0, 0, 1] for a horizontal towed line and vessels at the surface), or remove [array.heading_input]",
+            );
+        }
+        Ok(())
     }
 
     /// The sensors: a speed of sound, finite and distinct positions, and a spread that the tracking mode can use.

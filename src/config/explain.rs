@@ -57,6 +57,11 @@ impl Config {
         if let Some((axis, side)) = self.line_axes() {
             let v = |u: nalgebra::Vector3<f64>| format!("[{:.3}, {:.3}, {:.3}]", u.x, u.y, u.z);
             let _ = match self.array.plane_normal {
+                Some(_) if self.turning() => writeln!(
+                    s,
+                    "turning line array along {}: it measures the angle to its axis; with the sources in the plane given (array.plane_normal) each track keeps a mirror twin across the axis until the array's turn (array.heading_input) shows which side fits, and bearings are reported in the world frame by the heading",
+                    v(axis),
+                ),
                 Some(_) => writeln!(
                     s,
                     "line array along {}: it measures the angle to its axis (a cone of directions); with the sources in the plane given (array.plane_normal) positions are reported on the side {} with the mirror point across the axis, ambiguous unless the search volume excludes it",

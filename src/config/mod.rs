@@ -26,7 +26,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub use array::ArrayConfig;
+pub use array::{ArrayConfig, HeadingInput};
 pub use audio::AudioConfig;
 pub use board::BoardConfig;
 pub use gcc::GccConfig;
@@ -84,6 +84,7 @@ impl Config {
                 min_range_m: None,
                 plane_normal: None,
                 origin: None,
+                heading_input: None,
             },
             audio: AudioConfig {
                 sample_rate_hz,
@@ -103,8 +104,18 @@ impl Config {
     pub fn for_scene(spec: &SceneSpec) -> Self {
         let (sensors, c) = spec.told_array();
         let mut cfg = Self::for_array(sensors, c, spec.sample_rate_hz);
-        cfg.array.bounds_min_m = spec.bounds_min_m;
-        cfg.array.bounds_max_m = spec.bounds_max_m;
+        if spec.array_turn.is_none() {
+            cfg.array.bounds_min_m = spec.bounds_min_m;
+            cfg.array.bounds_max_m = spec.bounds_max_m;
+        } else {
+            // (The search volume is the scene's; the array turns within it.)
+            cfg.array.heading_input = Some(crate::config::HeadingInput {
+                file: Some("heading.csv".into()),
+                udp_listen: None,
+                stale_s: 2.0,
+            });
+        }
+        cfg.array.plane_normal = spec.plane_normal();
         if cfg.geometry().span() != Span::Volume {
             cfg.array.mode = TrackMode::Direction;
         }
@@ -152,6 +163,7 @@ impl Config {
     pub fn validate(&self, file: &str) -> Result<(), ConfigError> {
         self.validate_sensors(file)?;
         self.validate_volume(file)?;
+        self.validate_heading_input(file)?;
         self.validate_audio(file)?;
         self.validate_gcc(file)?;
         self.validate_models(file)?;

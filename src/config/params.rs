@@ -107,6 +107,7 @@ impl Config {
                 axis: f3([a.x, a.y, a.z]),
                 side: f3([s.x, s.y, s.z]),
                 plane: self.array.plane_normal.is_some(),
+                keep_side: self.turning(),
             }),
         }
     }
@@ -138,6 +139,7 @@ impl Config {
             delete_rule: self.tracker.delete_rule,
             delete_window_s: self.tracker.delete_window_s,
             delete_fraction: self.tracker.delete_fraction,
+            turning: self.turning(),
             peak_noise: crate::dsp::gcc::phat_noise_level(&self.gcc_params()),
             phat_window: match self.gcc.weighting {
                 crate::dsp::gcc::Weighting::Phat => self.gcc_params().window_coefficients(),

@@ -111,6 +111,18 @@ pub fn bearing_deg(e: f64, n: f64) -> f64 {
     if b < 0.0 { b + 360.0 } else { b }
 }
 
+/// A heading in [0, 360).
+pub fn wrap_deg(h: f64) -> f64 {
+    let w = h.rem_euclid(360.0);
+    if w >= 360.0 { 0.0 } else { w }
+}
+
+/// The turn from heading `a` to heading `b` the short way, degrees in (-180, 180].
+pub fn turn_deg(a: f64, b: f64) -> f64 {
+    let d = (b - a).rem_euclid(360.0);
+    if d > 180.0 { d - 360.0 } else { d }
+}
+
 /// Earth-centred, Earth-fixed coordinates of a geodetic point (radians, metres).
 fn ecef(lat: f64, lon: f64, h: f64) -> [f64; 3] {
     let (sl, cl) = lat.sin_cos();

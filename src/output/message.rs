@@ -170,6 +170,19 @@ pub struct TrackMessage {
     /// volume rules it out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mirror: Option<[f64; 3]>,
+    /// A turning line array: the probability that the source is at `mirror` rather than at
+    /// `pos`, from the frames so far; absent once the array's turn has decided between them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_prob: Option<f64>,
+    /// A turning array (`array.heading_input`): its heading at this frame (the array frame's
+    /// +y axis, degrees clockwise from north), and the true bearings of `pos` and `mirror`
+    /// by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heading_deg: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bearing_deg: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_bearing_deg: Option<f64>,
     pub model: String,
     pub models: BTreeMap<String, f64>,
     pub turn_rate: f64,
@@ -234,6 +247,15 @@ impl TrackMessage {
             cone_deg: cone.map(|v| round(v[0], 3)),
             cone_std_deg: cone.map(|v| round(v[1], 3)),
             mirror: r.mirror.map(|m| m.map(|v| round(v, 4))),
+            mirror_prob: r.mirror_prob.map(|p| round(f64::from(p), 4)),
+            heading_deg: r.heading_deg.map(|h| round(h, 2)),
+            bearing_deg: r
+                .heading_deg
+                .map(|h| round(true_bearing(h, &r.position), 2)),
+            mirror_bearing_deg: r
+                .heading_deg
+                .zip(r.mirror)
+                .map(|(h, m)| round(true_bearing(h, &m), 2)),
             model: model_names.get(best).cloned().unwrap_or_default(),
             models: model_names
                 .iter()
@@ -247,9 +269,29 @@ impl TrackMessage {
                 .is_finite()
                 .then(|| round(f64::from(r.support), 3)),
             level_dbfs: level_dbfs(frame.power, r.coherence),
-            geo: frame.origin.map(|o| GeoFix::of(r, o)),
+            geo: frame.origin.map(|o| {
+                // A turning array's heading replaces the configured one.
+                let o = Origin {
+                    heading_deg: r.heading_deg.unwrap_or(o.heading_deg),
+                    ..*o
+                };
+                GeoFix::of(r, &o)
+            }),
         }
     }
+}
+
+/// The true bearing (degrees clockwise from north) of array-frame vector `v` for an array
+/// whose +y axis heads `heading_deg`.
+fn true_bearing(heading_deg: f64, v: &[f64; 3]) -> f64 {
+    let o = Origin {
+        latitude_deg: 0.0,
+        longitude_deg: 0.0,
+        depth_m: 0.0,
+        heading_deg,
+    };
+    let [e, n, _] = o.enu(*v);
+    bearing_deg(e, n)
 }
 
 /// The received level of a source: `power` × `coherence`, in dB (None where either is
@@ -444,6 +486,7 @@ mod tests {
             axis: [1.0, 0.0, 0.0],
             side: [0.0, 1.0, 0.0],
             plane: true,
+            keep_side: false,
         };
         let th = 40f64.to_radians();
         let mut r = TrackReport {
@@ -471,6 +514,8 @@ mod tests {
             estimate: EstimateKind::Filtered,
             line: Some(line),
             mirror: Some([th.cos(), -th.sin(), 0.0]),
+            mirror_prob: None,
+            heading_deg: None,
         };
         let stamp = FrameStamp {
             wall: None,

@@ -120,6 +120,8 @@ pub struct Pipeline {
     /// Processing time per frame (its share of the correlation, the tracker step, the hand-off
     /// to the outputs), so a daemon can tell processing time from scheduling delay.
     pub proc_time: crate::output::LatencyHistogram,
+    /// A turning array: where each frame's heading comes from.
+    heading: Option<crate::audio::heading::HeadingFeed>,
 }
 
 impl Pipeline {
@@ -153,6 +155,7 @@ impl Pipeline {
             reports: Vec::new(),
             frame_ready: None,
             proc_time: crate::output::LatencyHistogram::default(),
+            heading: None,
             cfg: cfg.clone(),
             opts,
             correlator: Some(backends.correlator),
@@ -164,6 +167,11 @@ impl Pipeline {
 
     pub fn backend(&self) -> &'static str {
         self.tracker.backend()
+    }
+
+    /// Take each frame's heading from `feed` (a turning array: `array.heading_input`).
+    pub fn set_heading_feed(&mut self, feed: crate::audio::heading::HeadingFeed) {
+        self.heading = Some(feed);
     }
 
     pub fn tracker(&self) -> &TrackManager {
@@ -399,6 +407,9 @@ impl Pipeline {
                 self.counters.frames_without_pairs += 1;
             }
             let t_centre = frame.centre_time_s();
+            if let Some(feed) = &self.heading {
+                self.tracker.set_heading(feed.at(t_centre));
+            }
             let reports = match self.tracker.step(frame.seq, t_centre, gcc, &self.pair_ok) {
                 Ok(r) => r,
                 Err(e) => {

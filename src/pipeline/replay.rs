@@ -11,6 +11,7 @@ use crate::analysis::score::{EvalOptions, Evaluation};
 use crate::analysis::stream::{FrameReports, Report};
 use crate::analysis::truth::Truth;
 use crate::audio::AudioSource;
+use crate::audio::heading::{HeadingFeed, HeadingTable};
 use crate::audio::wav::WavSource;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -50,6 +51,9 @@ pub struct ReplayOptions {
     pub ospa_p: f64,
     /// Smooth each track over all of its data (RTS) and score the smoothed estimates too.
     pub smooth: bool,
+    /// A turning array's headings (a simulated scene's), in place of
+    /// `array.heading_input.file`.
+    pub heading: Option<HeadingTable>,
 }
 
 impl Default for ReplayOptions {
@@ -70,6 +74,7 @@ impl Default for ReplayOptions {
             ospa_c_m: 5.0,
             ospa_p: 1.0,
             smooth: false,
+            heading: None,
         }
     }
 }
@@ -142,7 +147,11 @@ pub fn resolve(input: &Path, config: Option<&Path>) -> Result<(Config, PathBuf, 
             Some(c) => Config::load(c)?,
             None => scene.config,
         };
-        return Ok((cfg, scene.audio, scene.truth));
+        let truth = match scene.truth {
+            Some(t) => Some(truth_for(&cfg, t)?),
+            None => None,
+        };
+        return Ok((cfg, scene.audio, truth));
     }
     let Some(c) = config else {
         return Err(Error::Usage(format!(
@@ -154,11 +163,32 @@ pub fn resolve(input: &Path, config: Option<&Path>) -> Result<(Config, PathBuf, 
     // A truth.csv beside the WAV is used when present.
     let truth_path = input.with_file_name("truth.csv");
     let truth = if truth_path.exists() {
-        Some(Truth::load(&truth_path)?)
+        Some(truth_for(&cfg, Truth::load(&truth_path)?)?)
     } else {
         None
     };
     Ok((cfg, input.into(), truth))
+}
+
+/// A turning array's heading table (`array.heading_input.file`), if it has one.
+fn heading_table(cfg: &Config) -> Result<Option<HeadingTable>> {
+    match cfg.array.heading_input.as_ref().and_then(|h| h.file.as_ref()) {
+        Some(f) => Ok(Some(HeadingTable::load(f)?)),
+        None => Ok(None),
+    }
+}
+
+/// The truth as the array's reports see it: in a turning array's own frame (the truth of a
+/// scene is in the scene's frame).
+fn truth_for(cfg: &Config, truth: Truth) -> Result<Truth> {
+    Ok(match heading_table(cfg)? {
+        Some(h) => truth.in_array_frame(
+            &h,
+            &cfg.geometry().centroid().into(),
+            cfg.array.speed_of_sound_m_s,
+        ),
+        None => truth,
+    })
 }
 
 /// Replay `wav` with `cfg`. The configuration is checked against the file before any audio is
@@ -235,6 +265,27 @@ pub fn replay_source(
             smooth_interval: opts.smooth,
         },
     );
+    if let Some(h) = &cfg.array.heading_input {
+        let table = match &opts.heading {
+            Some(t) => Some(t.clone()),
+            None => heading_table(cfg)?,
+        };
+        let table = match table {
+            Some(t) => t,
+            None => {
+                return Err(Error::Config(crate::error::ConfigError::new(
+                    "the configuration",
+                    "array.heading_input.file",
+                    format!(
+                        "a replay needs the array's headings from a file (udp_listen = {:?} is for live runs)",
+                        h.udp_listen.as_deref().unwrap_or("")
+                    ),
+                    "set array.heading_input.file to a time_s,heading_deg CSV, or put heading.csv in the scene directory",
+                )));
+            }
+        };
+        pipe.set_heading_feed(HeadingFeed::Table(table));
+    }
     let hop = cfg.hop_samples();
     let mut asm = cfg.frame_assembler(origin);
     let total = src.total_frames().unwrap_or(0);
@@ -388,6 +439,7 @@ fn report_of(r: &TrackReport) -> Report {
         inv_range: r.inv_range,
         direction: r.mode.angular(),
         status: Some(r.status),
+        ambiguous: r.mirror.is_some(),
     }
 }
 
@@ -425,6 +477,7 @@ pub fn eval_options(cfg: &Config, truth: &Truth, opts: &ReplayOptions) -> EvalOp
         .map(|(a, s)| ([a.x, a.y, a.z], [s.x, s.y, s.z]));
     EvalOptions {
         line,
+        line_sides: cfg.turning(),
         warmup_s: opts.warmup_s,
         threshold_m: opts.threshold_m,
         ospa_c_m: opts.ospa_c_m,

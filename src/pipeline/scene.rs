@@ -22,16 +22,20 @@ struct ArrayJson {
     /// positions are ambiguous), else 3-D.
     #[serde(default)]
     mode: Option<crate::track::TrackMode>,
+    /// A line array: the normal of the plane its sources lie in (`array.plane_normal`).
+    #[serde(default)]
+    plane_normal: Option<[f64; 3]>,
 }
 
 /// The keys array.json may have (top level, and inside `search_bounds`).
-const ARRAY_KEYS: [&str; 6] = [
+const ARRAY_KEYS: [&str; 7] = [
     "sample_rate",
     "speed_of_sound",
     "sensors",
     "description",
     "search_bounds",
     "mode",
+    "plane_normal",
 ];
 const BOUNDS_KEYS: [&str; 2] = ["min", "max"];
 
@@ -108,6 +112,7 @@ pub fn config_from_array_json(text: &str, path: &Path) -> Result<Config> {
         }
         None => crate::track::TrackMode::ThreeD,
     };
+    config.array.plane_normal = a.plane_normal;
     config.settle_mode(&path.display().to_string());
     config
         .validate(&path.display().to_string())
@@ -199,7 +204,19 @@ impl Scene {
                 "add array.json with sample_rate, speed_of_sound and sensors (metres, channel order)",
             )
         })?;
-        let config = config_from_array_json(&text, &array_path)?;
+        let mut config = config_from_array_json(&text, &array_path)?;
+        // A turning array's heading, frame by frame.
+        let heading_path = dir.join("heading.csv");
+        if heading_path.exists() {
+            config.array.heading_input = Some(crate::config::HeadingInput {
+                file: Some(heading_path),
+                udp_listen: None,
+                stale_s: 2.0,
+            });
+            config
+                .validate(&array_path.display().to_string())
+                .map_err(|e| Error::Config(in_array_json_words(e)))?;
+        }
         let truth_path = dir.join("truth.csv");
         let truth = if truth_path.exists() {
             Some(Truth::load(&truth_path)?)

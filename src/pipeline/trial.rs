@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::analysis::trial::{
+    SIDE_DECIDED_WITHIN_S,
     FamilySummary, OSPA_C_M, SceneScore, TrialScoring, scene_table, score_scene, summarise,
 };
 use crate::analysis::truth::Truth;
@@ -173,6 +174,8 @@ fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScori
             .map(|(a, s)| ([a.x, a.y, a.z], [s.x, s.y, s.z])),
         speed_of_sound_m_s: cfg.array.speed_of_sound_m_s,
         duration_s: family.duration_s,
+        side_from_s: None,
+        line_sides: cfg.turning(),
     }
 }
 
@@ -189,8 +192,18 @@ pub fn run_scene(
 ) -> Result<SceneScore> {
     let spec = family.draw(o.seed, index);
     let cfg = scene_config(family, o, index)?;
+    let headings = spec.headings();
+    let turn = spec.array_turn;
     let mut sim = SimSource::new(spec)?;
-    let truth = Truth::from_rows(&sim.truth());
+    let mut truth = Truth::from_rows(&sim.truth());
+    if let Some(h) = &headings {
+        // Scored in the turning array's frame, as it reports.
+        truth = truth.in_array_frame(
+            h,
+            &cfg.geometry().centroid().into(),
+            cfg.array.speed_of_sound_m_s,
+        );
+    }
     let opts = ReplayOptions {
         backend: o.backend.unwrap_or(cfg.tracker.backend),
         progress: false,
@@ -198,6 +211,7 @@ pub fn run_scene(
         warmup_s: family.scoring.warmup_s,
         out: stream,
         smooth: o.estimate == EstimateKind::Smoothed,
+        heading: headings,
         ..ReplayOptions::default()
     };
     if o.estimate == EstimateKind::Lagged && cfg.lag_frames().is_none() {
@@ -208,11 +222,12 @@ pub fn run_scene(
     // Scenes on the GPU take turns: they share the process's CUDA context, and one scene's
     // graph capture on its stream does not survive another's work on the device meanwhile.
     let on_gpu = opts.backend != BackendChoice::Cpu && crate::gpu::available().is_ok();
-    let turn = on_gpu.then(|| GPU_TURN.lock().unwrap_or_else(|e| e.into_inner()));
+    let gpu_turn = on_gpu.then(|| GPU_TURN.lock().unwrap_or_else(|e| e.into_inner()));
     let summary = replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
-    drop(turn);
+    drop(gpu_turn);
     let directions = cfg.array.mode.angular();
-    let scoring = scoring_of(family, &cfg, directions);
+    let mut scoring = scoring_of(family, &cfg, directions);
+    scoring.side_from_s = turn.map(|t| t.start_s + SIDE_DECIDED_WITHIN_S);
     let frames = summary
         .frames_of(o.estimate)
         .unwrap_or(summary.frames.as_slice());

@@ -38,6 +38,7 @@ use crate::track::gate::{Gates, gates};
 use crate::track::logic::{
     ConfirmRule, DeleteRule, MissWindow, ScanClock, ScanHistory, TrackLogic, Verdict,
 };
+use crate::track::mirror::{MirrorVerdict, Twin, mirrored_init};
 use crate::track::models::Kinematics;
 use crate::track::noise::{ResidualWindow, tdoa_noise_s};
 use crate::track::report::{EndReason, TrackEnd, report};
@@ -128,6 +129,9 @@ pub struct ManagerSettings {
     pub delete_rule: DeleteRule,
     pub delete_window_s: f64,
     pub delete_fraction: f64,
+    /// A turning array (`array.heading_input`): tracks are turned with it, and in line mode
+    /// with a plane each gets a mirror twin ([`crate::track::mirror`]).
+    pub turning: bool,
     /// The spread of a GCC curve's value under noise ([`crate::dsp::gcc::phat_noise_level`]):
     /// a peak's clarity is its height over it. `None`: the clarity is the correlator's z-score
     /// over the pair's physical lags.
@@ -158,6 +162,13 @@ struct Track {
     shared_s: f64,
     /// How long the track's own peaks have put its source outside the search volume.
     edge: EdgeClock,
+    /// A turning array: its heading at the track's state (degrees), which the next step
+    /// turns the particles from.
+    heading_deg: Option<f64>,
+    /// A turning line array: the track's mirror hypothesis, until the turn decides.
+    twin: Option<Twin>,
+    /// Whether the twin's verdict is in (without a twin, the mirror stays possible).
+    side_decided: bool,
 }
 
 impl Track {
@@ -215,6 +226,15 @@ pub struct TrackManager {
     /// Wall time spent in the filter bank's steps, for the replay summary's split of the
     /// processing time.
     pub filter_wall: std::time::Duration,
+    /// A turning array: this frame's heading (the last one known).
+    heading_deg: Option<f64>,
+    /// Frames of a turning array that came without a heading (the last one was kept).
+    pub heading_missing_frames: u64,
+    /// Mirror twins decided (the track's side, the twin's), and births that found no slot for
+    /// a twin.
+    pub mirrors_kept: u64,
+    pub mirrors_taken: u64,
+    pub twins_without_slot: u64,
 }
 
 /// Gaussian peak density (noise `sigma_s`) over the clutter density 1 / (2 max_tdoa).
@@ -280,6 +300,11 @@ impl TrackManager {
             no_track_now: None,
             birth_outcome: None,
             filter_wall: std::time::Duration::ZERO,
+            heading_deg: None,
+            heading_missing_frames: 0,
+            mirrors_kept: 0,
+            mirrors_taken: 0,
+            twins_without_slot: 0,
             bank,
             params,
             geo: s.geometry.clone(),
@@ -308,6 +333,15 @@ impl TrackManager {
         self.sigma_s
     }
 
+    /// A turning array: the heading of the frame about to be stepped (degrees; None when
+    /// none came, and the last one is kept and the frame counted).
+    pub fn set_heading(&mut self, heading_deg: Option<f64>) {
+        match heading_deg {
+            Some(h) => self.heading_deg = Some(h),
+            None => self.heading_missing_frames += 1,
+        }
+    }
+
     /// Move every track to another backend, restarting its particles from the last estimate
     /// (mean, covariance and model probabilities). Used when the GPU fails mid-run.
     pub fn replace_bank(&mut self, mut bank: Box<dyn ParticleFilter>) -> Result<(), BackendError> {
@@ -323,6 +357,15 @@ impl TrackManager {
                 inv_range_max: -1.0,
             };
             bank.init_track(&init)?;
+            if let Some(w) = &t.twin {
+                bank.init_track(&TrackInit {
+                    slot: w.slot,
+                    mean: w.est.mean,
+                    chol: cholesky6(&w.est.cov),
+                    model_probs: w.est.model_probs.clone(),
+                    ..init
+                })?;
+            }
         }
         self.bank = bank;
         Ok(())
@@ -412,10 +455,13 @@ impl TrackManager {
                 0.0
             };
             let dt = (t_centre_s - lag - t.t_state_s).max(1e-6);
+            let yaw = match (self.heading_deg, t.heading_deg) {
+                (Some(now), Some(then)) => crate::math::geo::turn_deg(then, now).to_radians(),
+                _ => 0.0,
+            };
             self.steps.push(TrackStep {
-                slot: t.slot,
-                dt_s: dt as f32,
-                lag_s: lag as f32,
+                yaw_rad: yaw as f32,
+                ..TrackStep::fixed(t.slot, dt as f32, lag as f32)
             });
         }
     }
@@ -622,6 +668,8 @@ impl TrackManager {
         self.predict_gates();
         self.assign();
         let fix = self.step_filters()?;
+        self.step_twins()?;
+        self.weigh_twins(t_centre_s);
         let mut reports = Vec::with_capacity(self.tracks.len() + 1);
         let mut dead = Vec::new();
         self.ended.clear();
@@ -641,7 +689,7 @@ impl TrackManager {
                         self.params.line,
                     );
                     r.coherence = self.coherence(i);
-                    r.mirror = self.mirror_of(&r);
+                    self.add_mirror(i, &mut r);
                     reports.push(r);
                 }
                 Err(why) => {
@@ -706,6 +754,102 @@ impl TrackManager {
 
     /// The share of the informative pairs whose gates hold a peak assigned to track `i` (None
     /// when no pair was informative).
+    /// Step each mirror twin on its track's view of the frame (the same step, its own slot).
+    fn step_twins(&mut self) -> Result<(), BackendError> {
+        let start = std::time::Instant::now();
+        for i in 0..self.tracks.len() {
+            let Some(slot) = self.tracks[i].twin.as_ref().map(|w| w.slot) else {
+                continue;
+            };
+            if self.tracks.len() > 1 {
+                self.fill_view(i);
+            } else {
+                self.view.clone_from(&self.meas);
+            }
+            let step = TrackStep {
+                slot,
+                ..self.steps[i]
+            };
+            let mut out = [self.tracks[i]
+                .twin
+                .as_ref()
+                .map_or_else(|| Estimate::new(self.params.n_models()), |w| w.est.clone())];
+            self.bank.step(&self.view, &[step], &mut out)?;
+            if let Some(w) = self.tracks[i].twin.as_mut() {
+                let [e] = out;
+                w.est = e;
+            }
+        }
+        self.filter_wall += start.elapsed();
+        Ok(())
+    }
+
+    /// Weigh each twin's evidence against its track's this frame; where the margin is
+    /// reached, the winner keeps the track (and its ID) and the loser's slot is freed.
+    fn weigh_twins(&mut self, t_centre_s: f64) {
+        for i in 0..self.tracks.len() {
+            let evidence = self.est[i].log_evidence;
+            let t = &mut self.tracks[i];
+            let Some(w) = t.twin.as_mut() else { continue };
+            match w.weigh(evidence) {
+                MirrorVerdict::Undecided => {}
+                MirrorVerdict::TrackWins => {
+                    log::info!(
+                        "track {}: its side of the array is decided at {t_centre_s:.2} s (the mirror is {:.1} nats less likely)",
+                        t.id,
+                        -w.log_odds
+                    );
+                    self.mirrors_kept += 1;
+                    t.twin = None;
+                    t.side_decided = true;
+                }
+                MirrorVerdict::TwinWins => {
+                    log::info!(
+                        "track {}: its mirror across the array's axis is decided at {t_centre_s:.2} s ({:.1} nats more likely); the track moves there",
+                        t.id,
+                        w.log_odds
+                    );
+                    std::mem::swap(&mut self.est[i], &mut w.est);
+                    t.slot = w.slot;
+                    self.steps[i].slot = w.slot;
+                    self.mirrors_taken += 1;
+                    t.twin = None;
+                    t.side_decided = true;
+                }
+            }
+        }
+    }
+
+    /// Report `r` of track `i`: its mirror point (a turning line array's twin, while
+    /// undecided, with its probability; else [`Self::mirror_of`]) and the array's heading.
+    fn add_mirror(&self, i: usize, r: &mut TrackReport) {
+        r.heading_deg = self.heading_deg.filter(|_| self.s.turning);
+        let t = &self.tracks[i];
+        if !self.s.turning {
+            r.mirror = self.mirror_of(r);
+            return;
+        }
+        match &t.twin {
+            Some(w) => {
+                let m = report(
+                    t.id,
+                    t.t_state_s,
+                    &w.est,
+                    TrackStatus::Tentative,
+                    r.seq,
+                    r.t_frame_s,
+                    None,
+                    Kinematics::of(&self.params),
+                    self.params.line,
+                );
+                r.mirror = Some(m.position);
+                r.mirror_prob = Some(w.prob());
+            }
+            None if !t.side_decided => r.mirror = self.mirror_of(r),
+            None => {}
+        }
+    }
+
     /// Line mode with the sources in a known plane: the mirror of report `r`'s direction
     /// across the axis, unless the search volume rules a source there out (at the reported
     /// range, or at every range out to the volume's far corner when there is none).
@@ -750,6 +894,7 @@ impl TrackManager {
         let k = self.meas.peaks_per_pair;
         let t = &mut self.tracks[i];
         t.t_state_s = t_centre_s - f64::from(step.lag_s);
+        t.heading_deg = self.heading_deg;
         t.est = self.est[i].clone();
         t.frames += 1;
         if t.est.temper < 1.0 {
@@ -939,13 +1084,23 @@ impl TrackManager {
         dead.sort_by_key(|d| d.0);
     }
 
+    /// A slot no track or twin holds, other than `besides`.
+    fn free_slot(&self, besides: Option<u32>) -> Option<u32> {
+        (0..self.params.slots as u32).find(|s| {
+            besides != Some(*s)
+                && self
+                    .tracks
+                    .iter()
+                    .all(|t| t.slot != *s && t.twin.as_ref().is_none_or(|w| w.slot != *s))
+        })
+    }
+
     /// A free slot, or the slot of the weakest tentative track (fewest hits, then oldest),
     /// which gives way; None when every slot holds a confirmed track.
     fn slot_for_birth(&mut self, t_centre_s: f64) -> Option<u32> {
         let limit = self.s.max_tracks.min(self.params.slots);
         if self.tracks.len() < limit {
-            return (0..self.params.slots as u32)
-                .find(|s| self.tracks.iter().all(|t| t.slot != *s));
+            return self.free_slot(None);
         }
         let weakest = self
             .tracks
@@ -1030,6 +1185,7 @@ impl TrackManager {
             self.s.max_speed_m_s,
         );
         self.bank.init_track(&b.init)?;
+        let twin = self.start_twin(&b.init, &b.est)?;
         let id = self.next_id;
         self.next_id += 1;
         self.births += 1;
@@ -1056,6 +1212,9 @@ impl TrackManager {
             misses: MissWindow::default(),
             shared_s: 0.0,
             edge: EdgeClock::default(),
+            heading_deg: self.heading_deg,
+            twin: None,
+            side_decided: false,
         };
         let mut r = report(
             track.id,
@@ -1068,9 +1227,37 @@ impl TrackManager {
             Kinematics::of(&self.params),
             self.params.line,
         );
-        r.mirror = self.mirror_of(&r);
-        self.tracks.push(track);
+        self.tracks.push(Track { twin, ..track });
+        let i = self.tracks.len() - 1;
+        self.add_mirror(i, &mut r);
         Ok(Some(r))
+    }
+
+    /// A turning line array in a known plane: a twin for a new track, started at the mirror
+    /// of its prior in a free slot (None for other arrays, or with every slot taken: the
+    /// track's mirror then stays possible).
+    fn start_twin(
+        &mut self,
+        init: &TrackInit,
+        est: &Estimate,
+    ) -> Result<Option<Twin>, BackendError> {
+        let Some(line) = self.params.line.filter(|l| l.plane && l.keep_side) else {
+            return Ok(None);
+        };
+        // (The track's own slot is not yet in `tracks`.)
+        let Some(slot) = self.free_slot(Some(init.slot)) else {
+            self.twins_without_slot += 1;
+            return Ok(None);
+        };
+        let m = mirrored_init(init, &line.side, slot);
+        self.bank.init_track(&m)?;
+        let mut e = est.clone();
+        e.mean = m.mean;
+        Ok(Some(Twin {
+            slot,
+            est: e,
+            log_odds: 0.0,
+        }))
     }
 
     /// Whether the peaks a birth fix used (per pair, their TDOA) lie in one track's gates in

@@ -13,6 +13,7 @@ pub mod kalman;
 pub mod likelihood;
 pub mod logic;
 pub mod manager;
+pub mod mirror;
 pub mod models;
 pub mod noise;
 pub mod pf;
@@ -60,6 +61,10 @@ pub struct LineAxes {
     /// The sources lie in the plane of the axis and the side (`array.plane_normal`): the
     /// mirror point across the axis is then the one other place a source can be.
     pub plane: bool,
+    /// A turning array (a towed line with a heading input): each particle stays on its own
+    /// side of the axis (the half-plane of `side` or of `-side`) instead of being folded onto
+    /// `side`, so that a track and its mirror twin can be told apart once the array turns.
+    pub keep_side: bool,
 }
 
 /// How a particle's motion model is chosen each step.
@@ -184,6 +189,32 @@ pub struct TrackStep {
     /// array, seconds); each pair's prediction is corrected for the difference between its own
     /// emission time and the state time.
     pub lag_s: f32,
+    /// The array's turn about its z axis since the track's previous state, radians (clockwise
+    /// seen from above, as a heading grows): every particle is turned as far the other way
+    /// (counter-clockwise) about z before the step, as a world-fixed direction moves in the
+    /// array's frame. 0 for a fixed array.
+    pub yaw_rad: f32,
+}
+
+impl TrackStep {
+    /// A step of a fixed array.
+    pub fn fixed(slot: u32, dt_s: f32, lag_s: f32) -> Self {
+        Self {
+            slot,
+            dt_s,
+            lag_s,
+            yaw_rad: 0.0,
+        }
+    }
+
+    /// sin and cos of the particles' turn about z, counter-clockwise seen from above by the
+    /// heading's (clockwise) change, as both backends use them (worked out once, on the host).
+    pub fn turn(&self) -> Option<(f32, f32)> {
+        (self.yaw_rad != 0.0).then(|| {
+            let (s, c) = f64::from(self.yaw_rad).sin_cos();
+            (s as f32, c as f32)
+        })
+    }
 }
 
 /// What a backend returns per track and step.

@@ -220,6 +220,40 @@ pub fn fold_to_half_plane(s: &mut [f32], axis: &[f32; 3], side: &[f32; 3]) {
     }
 }
 
+/// Line mode's fold: onto `line.side`'s half-plane, or, for a turning array
+/// (`line.keep_side`), onto the half-plane of the side the particle is on. kernels/common.cuh:
+/// `fold_line`.
+#[inline(always)]
+pub fn fold_line(s: &mut [f32], line: &crate::track::LineAxes) {
+    let d = s[0] * line.side[0] + s[1] * line.side[1] + s[2] * line.side[2];
+    if line.keep_side && d < 0.0 {
+        fold_to_half_plane(s, &line.axis, &line.side.map(|v| -v));
+    } else {
+        fold_to_half_plane(s, &line.axis, &line.side);
+    }
+}
+
+/// Turn a particle's position and velocity about z by the angle whose sine and cosine are
+/// given (counter-clockwise seen from above; see [`crate::track::TrackStep::turn`]).
+/// kernels/common.cuh: `turn_about_z`.
+#[inline(always)]
+pub fn turn_about_z(s: &mut [f32], (sn, cs): (f32, f32)) {
+    for k in [0, 3] {
+        let (x, y) = (s[k], s[k + 1]);
+        s[k] = cs * x - sn * y;
+        s[k + 1] = sn * x + cs * y;
+    }
+}
+
+/// [`turn_about_z`] for a slice of particles (`s[c][i]`).
+pub fn turn_slice(s: &mut [&mut [f32]; 7], turn: (f32, f32)) {
+    for i in 0..s[0].len() {
+        let mut st = [s[0][i], s[1][i], 0.0, s[3][i], s[4][i], 0.0];
+        turn_about_z(&mut st, turn);
+        (s[0][i], s[1][i], s[3][i], s[4][i]) = (st[0], st[1], st[3], st[4]);
+    }
+}
+
 /// |p| of a direction-mode position (1 + its inverse range: see
 /// [`crate::track::likelihood::sensor_terms`]). kernels/common.cuh: `dir_norm`.
 #[inline(always)]
@@ -384,7 +418,7 @@ pub fn advance_slice(
     }
 }
 
-/// [`fold_to_half_plane`] for a slice of particles (`s[c][i]`), after a step of line mode.
+/// [`fold_line`] for a slice of particles (`s[c][i]`), after a step of line mode.
 pub fn fold_slice(s: &mut [&mut [f32]; 7], line: &crate::track::LineAxes) {
     let n = s[0].len();
     for i in 0..n {
@@ -392,7 +426,7 @@ pub fn fold_slice(s: &mut [&mut [f32]; 7], line: &crate::track::LineAxes) {
         for (k, v) in st.iter_mut().enumerate() {
             *v = s[k][i];
         }
-        fold_to_half_plane(&mut st, &line.axis, &line.side);
+        fold_line(&mut st, line);
         for (k, v) in st.iter().enumerate() {
             s[k][i] = *v;
         }

@@ -152,6 +152,9 @@ fn pass1_impl(
         Some(f) => ch.model.fill(f),
         None => switch_slice(x.cdf, p.n_models(), ch.model, u, sw),
     }
+    if let Some(turn) = x.t.turn() {
+        models::turn_slice(&mut ch.s, turn);
+    }
     advance_slice(
         x.coeffs,
         ch.model,
@@ -538,9 +541,12 @@ impl CpuParticleFilter {
                             i as u32,
                             Stream::Predict,
                         ));
+                        if let Some(turn) = t.turn() {
+                            models::turn_about_z(&mut s, turn);
+                        }
                         predict(model, Kinematics::of(p), t.dt_s, &mut s, z);
                         if let Some(line) = &p.line {
-                            models::fold_to_half_plane(&mut s, &line.axis, &line.side);
+                            models::fold_line(&mut s, line);
                         }
                         predict_tdoas(p, k, &s, t.lag_s, &mut pred);
                         let w = (f64::from(self.log_w[slot * self.particles + i]) - offset).exp();
@@ -953,7 +959,7 @@ fn jitter(part: &mut [f32; 8], l: &[[f32; 6]; 6], z: &[f32; 6], j: Jitter) {
         }
     }
     if let Some(line) = &j.line {
-        models::fold_to_half_plane(&mut part[..6], &line.axis, &line.side);
+        models::fold_line(&mut part[..6], line);
     }
 }
 
@@ -1020,7 +1026,7 @@ pub fn init_particle(p: &FilterParams, init: &TrackInit, i: u32) -> ([f32; 7], u
             s[3..6].copy_from_slice(&v);
         }
         if let Some(line) = &p.line {
-            models::fold_to_half_plane(&mut s, &line.axis, &line.side);
+            models::fold_line(&mut s, line);
         }
     }
     // Initial model by the given probabilities, from the first spare word.
@@ -1301,16 +1307,8 @@ mod tests {
         let mut est = vec![Estimate::new(4)];
         for frame in 1..=30 {
             let m = measurement(&f, frame, target);
-            f.step(
-                &m,
-                &[TrackStep {
-                    slot: 0,
-                    dt_s: 0.05,
-                    lag_s: 0.0,
-                }],
-                &mut est,
-            )
-            .unwrap();
+            f.step(&m, &[TrackStep::fixed(0, 0.05, 0.0)], &mut est)
+                .unwrap();
             let parts = f.read_particles(0).unwrap();
             let total: f64 = parts.log_weight.iter().map(|w| f64::from(*w).exp()).sum();
             assert!((total - 1.0).abs() < 1e-3, "weights sum to {total}");
@@ -1333,16 +1331,8 @@ mod tests {
             f.init_track(&init(slot)).unwrap();
             let m = measurement(&f, 1, [-15.0, 3.0, -12.0]);
             let mut est = vec![Estimate::new(4)];
-            f.step(
-                &m,
-                &[TrackStep {
-                    slot,
-                    dt_s: 0.05,
-                    lag_s: 0.01,
-                }],
-                &mut est,
-            )
-            .unwrap();
+            f.step(&m, &[TrackStep::fixed(slot, 0.05, 0.01)], &mut est)
+                .unwrap();
             (f.read_particles(slot).unwrap(), est)
         };
         assert_eq!(run(0), run(0));
@@ -1359,16 +1349,8 @@ mod tests {
         f.init_track(&init(0)).unwrap();
         let m = measurement(&f, 1, [-15.9, 3.0, -12.0]);
         let mut est = vec![Estimate::new(4)];
-        f.step(
-            &m,
-            &[TrackStep {
-                slot: 0,
-                dt_s: 0.05,
-                lag_s: 0.0,
-            }],
-            &mut est,
-        )
-        .unwrap();
+        f.step(&m, &[TrackStep::fixed(0, 0.05, 0.0)], &mut est)
+            .unwrap();
         let chosen = est[0].chosen_model.unwrap();
         assert!((est[0].model_probs[chosen] - 1.0).abs() < 1e-6);
     }
@@ -1389,7 +1371,7 @@ mod tests {
             }
             m.floor.fill(floor);
             let mut est = vec![Estimate::new(4)];
-            f.step(&m, &[TrackStep { slot: 0, dt_s: 0.05, lag_s: 0.0 }], &mut est).unwrap();
+            f.step(&m, &[TrackStep::fixed(0, 0.05, 0.0)], &mut est).unwrap();
             let parts = f.read_particles(0).unwrap();
             prop_assert_eq!(parts.model.len(), 1024);
             let total: f64 = parts.log_weight.iter().map(|w| f64::from(*w).exp()).sum();

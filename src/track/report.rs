@@ -104,6 +104,13 @@ pub struct TrackReport {
     /// across the axis, where a source there would fit the delays as well (not outside the
     /// search volume).
     pub mirror: Option<[f64; 3]>,
+    /// A turning line array's mirror twin: the probability that the source is at `mirror`
+    /// rather than at `position`, from the frames so far (None once the turn has decided it,
+    /// or for a fixed array).
+    pub mirror_prob: Option<f32>,
+    /// A turning array: its heading at this frame (the array frame's +y axis, degrees
+    /// clockwise from north). `position`, `velocity` and `mirror` stay in the array's frame.
+    pub heading_deg: Option<f64>,
 }
 
 impl TrackReport {
@@ -178,6 +185,8 @@ pub(crate) fn report(
         estimate: EstimateKind::Filtered,
         line,
         mirror: None,
+        mirror_prob: None,
+        heading_deg: None,
     }
 }
 
@@ -344,6 +353,7 @@ mod tests {
             axis: [1.0, 0.0, 0.0],
             side: [0.0, 1.0, 0.0],
             plane: true,
+            keep_side: false,
         };
         let th = 60f64.to_radians();
         let u = Vector3::new(th.cos(), th.sin(), 0.0);

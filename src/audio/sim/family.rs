@@ -8,7 +8,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{FaultSpec, Leg, PathSpec, RoomSpec, SceneSpec, SignalKind, SourceSpec, faults};
+use super::{
+    ArrayTurn, FaultSpec, Leg, PathSpec, RoomSpec, SceneSpec, SignalKind, SourceSpec, faults,
+};
 use crate::error::{Error, IoContext, Result};
 use crate::rng::philox::{PhiloxStream, Stream};
 
@@ -41,6 +43,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../../families/line-room.toml"),
     ),
     ("soundbar", include_str!("../../../families/soundbar.toml")),
+    (
+        "towed-line",
+        include_str!("../../../families/towed-line.toml"),
+    ),
     (
         "weak-source",
         include_str!("../../../families/weak-source.toml"),
@@ -116,6 +122,25 @@ pub enum ArrayDraw {
     },
     /// The same sensors every time.
     Fixed { sensors_m: Vec<[f64; 3]> },
+    /// `sensors` hydrophones on a horizontal line along y (the array frame's heading axis),
+    /// `spacing_m` apart, centred `depth_m` below the surface over the origin: a towed line (in
+    /// free field; with `[turn]`, its heading changes).
+    Towed {
+        sensors: usize,
+        spacing_m: Draw,
+        depth_m: Draw,
+    },
+}
+
+/// How a turning array's turn is drawn (`[turn]`): its heading before the turn, when the turn
+/// starts, how far it turns (either way, drawn) and how fast.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnDraw {
+    pub heading_deg: Draw,
+    pub start_s: Draw,
+    pub turn_deg: Draw,
+    pub rate_deg_s: Draw,
 }
 
 /// How a source's path is drawn.
@@ -296,6 +321,8 @@ pub struct FamilySpec {
     pub faults: FaultDraw,
     #[serde(default)]
     pub scoring: ScoringSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnDraw>,
 }
 
 impl FamilySpec {
@@ -358,7 +385,8 @@ impl FamilySpec {
             ArrayDraw::Spread { sensors, .. }
             | ArrayDraw::Ring { sensors, .. }
             | ArrayDraw::Walls { sensors, .. }
-            | ArrayDraw::Line { sensors, .. } => *sensors,
+            | ArrayDraw::Line { sensors, .. }
+            | ArrayDraw::Towed { sensors, .. } => *sensors,
             ArrayDraw::Fixed { sensors_m } => sensors_m.len(),
         };
         if !(2..=64).contains(&sensors) {
@@ -374,6 +402,24 @@ impl FamilySpec {
                 return Err(
                     "array: a line needs spacing_m > 0 and height_m, each a number or [low, high] with low <= high".into(),
                 );
+            }
+        }
+        if let ArrayDraw::Towed {
+            spacing_m, depth_m, ..
+        } = &self.array
+        {
+            if !(spacing_m.is_valid() && spacing_m.bounds().0 > 0.0 && depth_m.is_valid()) {
+                return Err(
+                    "array: a towed line needs spacing_m > 0 and depth_m, each a number or [low, high] with low <= high".into(),
+                );
+            }
+        }
+        if let Some(t) = &self.turn {
+            if ![t.heading_deg, t.start_s, t.turn_deg, t.rate_deg_s]
+                .iter()
+                .all(Draw::is_valid)
+            {
+                return Err("turn: heading_deg, start_s, turn_deg and rate_deg_s, each a number or [low, high] with low <= high".into());
             }
         }
         let needs_room = matches!(self.array, ArrayDraw::Walls { .. } | ArrayDraw::Line { .. })
@@ -431,6 +477,13 @@ impl FamilySpec {
             }
         };
         let faults = self.draw_faults(sensors.len(), &mut rng);
+        let array_turn = self.turn.as_ref().map(|t| ArrayTurn {
+            heading_deg: t.heading_deg.sample(&mut rng),
+            start_s: t.start_s.sample(&mut rng),
+            turn_deg: t.turn_deg.sample(&mut rng)
+                * if rng.uniform_f64() < 0.5 { -1.0 } else { 1.0 },
+            rate_deg_s: t.rate_deg_s.sample(&mut rng),
+        });
         SceneSpec {
             description: format!("{} scene {index} (seed {seed})", self.name),
             sensors_m: sensors,
@@ -445,6 +498,7 @@ impl FamilySpec {
             sources,
             room,
             faults,
+            array_turn,
         }
     }
 
@@ -676,6 +730,18 @@ fn draw_array(a: &ArrayDraw, room: Option<&RoomSpec>, rng: &mut PhiloxStream) ->
                 &size,
                 rng,
             )
+        }
+        ArrayDraw::Towed {
+            sensors,
+            spacing_m,
+            depth_m,
+        } => {
+            let d = spacing_m.sample(rng);
+            let z = -depth_m.sample(rng);
+            let n = *sensors;
+            (0..n)
+                .map(|i| [0.0, (i as f64 - 0.5 * (n as f64 - 1.0)) * d, z])
+                .collect()
         }
         ArrayDraw::Walls { sensors, height_m } => {
             let size = room.map_or([5.0, 4.0, 3.0], |r| r.size_m);

@@ -26,7 +26,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use faults::FaultSpec;
-pub use path::{Leg, PathSpec};
+pub use path::{ArrayTurn, Leg, PathSpec};
 pub use presets::PRESETS;
 pub use room::RoomSpec;
 pub use scene_dir::write_scene;
@@ -86,6 +86,12 @@ impl SourceSpec {
     }
 }
 
+/// The mean of some points.
+fn centroid_of(pts: &[[f64; 3]]) -> [f64; 3] {
+    let n = pts.len().max(1) as f64;
+    std::array::from_fn(|k| pts.iter().map(|p| p[k]).sum::<f64>() / n)
+}
+
 fn unit() -> f64 {
     1.0
 }
@@ -120,6 +126,11 @@ pub struct SceneSpec {
     pub room: Option<RoomSpec>,
     #[serde(default, skip_serializing_if = "FaultSpec::is_none")]
     pub faults: FaultSpec,
+    /// A turning array (free field only): `sensors_m` are then its sensors in its own frame,
+    /// which turns about their centroid; `heading.csv` gives its heading and `truth.csv` stays
+    /// in the scene's frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_turn: Option<ArrayTurn>,
 }
 
 /// Highest truth rate a scene may ask for (rows per second per source).
@@ -236,6 +247,14 @@ impl SceneSpec {
                 ));
             }
         }
+        if let Some(turn) = &self.array_turn {
+            if let Some(p) = turn.problem() {
+                return Err(p);
+            }
+            if self.room.is_some() {
+                return Err("array_turn: a turning array is simulated in free field only; remove [room]".into());
+            }
+        }
         if let Some(p) = self.faults.problem(self.sensors_m.len()) {
             return Err(p);
         }
@@ -281,6 +300,17 @@ impl SceneSpec {
         } else {
             self.duration_s / steps as f64
         };
+        // A turning array's sensors move about their centroid by up to twice their reach.
+        let c = centroid_of(&self.sensors_m);
+        let turning_slack = if self.array_turn.is_some() {
+            2.0 * self
+                .sensors_m
+                .iter()
+                .map(|m| ((m[0] - c[0]).powi(2) + (m[1] - c[1]).powi(2)).sqrt())
+                .fold(0.0, f64::max)
+        } else {
+            0.0
+        };
         let mut max_range = 0.0f64;
         for src in &self.sources {
             let slack = if fine {
@@ -298,11 +328,28 @@ impl SceneSpec {
                 for m in &self.sensors_m {
                     let r = ((p[0] - m[0]).powi(2) + (p[1] - m[1]).powi(2) + (p[2] - m[2]).powi(2))
                         .sqrt();
-                    max_range = max_range.max(r + slack);
+                    max_range = max_range.max(r + slack + turning_slack);
                 }
             }
         }
         max_range
+    }
+
+    /// The plane the sources lie in, for a tracker: a turning (towed) line's horizontal plane.
+    pub fn plane_normal(&self) -> Option<[f64; 3]> {
+        self.array_turn.map(|_| [0.0, 0.0, 1.0])
+    }
+
+    /// The array's heading over the scene (a turning array), at the truth's rate.
+    pub fn headings(&self) -> Option<crate::audio::heading::HeadingTable> {
+        let turn = self.array_turn?;
+        let dt = 1.0 / self.truth_rate_hz;
+        let n = (self.duration_s / dt).round() as usize;
+        Some(crate::audio::heading::HeadingTable::from_rows(
+            (0..=n)
+                .map(|k| (k as f64 * dt, turn.heading_at(k as f64 * dt)))
+                .collect(),
+        ))
     }
 
     /// The sensor positions and speed of sound a tracker is told: the truth, or the truth with
@@ -510,8 +557,16 @@ impl SimSource {
         let c = self.spec.speed_of_sound_m_s;
         let frames = (out.len() / ch).min((self.total - self.n) as usize);
         let half = SIM_HALF as i64;
+        let centre = centroid_of(&self.spec.sensors_m);
+        let mut placed = self.spec.sensors_m.clone();
         for i in 0..frames {
             let t = (self.n + i as u64) as f64 / fs;
+            if let Some(turn) = &self.spec.array_turn {
+                let h = turn.heading_at(t);
+                for (p, s) in placed.iter_mut().zip(&self.spec.sensors_m) {
+                    *p = ArrayTurn::place(h, &centre, s);
+                }
+            }
             let row = &mut out[i * ch..(i + 1) * ch];
             row.fill(0.0);
             for src in &mut self.sources {
@@ -532,7 +587,7 @@ impl SimSource {
                     src.ring[src.next.rem_euclid(ring_len as i64) as usize] = v as f32;
                     src.next += 1;
                 }
-                for (m, sensor) in self.spec.sensors_m.iter().enumerate() {
+                for (m, sensor) in placed.iter().enumerate() {
                     let mut tau = if src.tau[m].is_finite() {
                         src.tau[m]
                     } else {

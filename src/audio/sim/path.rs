@@ -199,3 +199,52 @@ fn advance(p: [f64; 3], h: f64, leg: &Leg, dt: f64) -> ([f64; 3], f64) {
         h + w * dt,
     )
 }
+
+/// A turning array (a towed line behind a vessel that turns): the array frame turns about the
+/// vertical through the sensors' centroid, from `heading_deg` (the heading of its +y axis,
+/// degrees clockwise from north) by `turn_deg` (positive: clockwise, to starboard) at
+/// `rate_deg_s`, starting at `start_s`. At heading 0 the array frame is the scene's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayTurn {
+    #[serde(default)]
+    pub heading_deg: f64,
+    pub start_s: f64,
+    pub turn_deg: f64,
+    pub rate_deg_s: f64,
+}
+
+impl ArrayTurn {
+    /// The heading at time `t` (degrees, in [0, 360)).
+    pub fn heading_at(&self, t: f64) -> f64 {
+        let done = ((t - self.start_s) * self.rate_deg_s.abs()).clamp(0.0, self.turn_deg.abs());
+        crate::math::geo::wrap_deg(self.heading_deg + done * self.turn_deg.signum())
+    }
+
+    /// When the turn is over (s).
+    pub fn end_s(&self) -> f64 {
+        self.start_s + self.turn_deg.abs() / self.rate_deg_s.abs().max(1e-9)
+    }
+
+    /// What is wrong with the numbers, if anything.
+    pub fn problem(&self) -> Option<String> {
+        let ok = [self.heading_deg, self.start_s, self.turn_deg, self.rate_deg_s]
+            .iter()
+            .all(|v| v.is_finite());
+        if !ok || self.start_s < 0.0 || self.turn_deg.abs() > 3600.0 {
+            return Some("array_turn: finite numbers, start_s >= 0, |turn_deg| <= 3600".into());
+        }
+        if self.turn_deg != 0.0 && !(self.rate_deg_s.abs() > 0.0 && self.rate_deg_s.abs() <= 30.0) {
+            return Some("array_turn: rate_deg_s must lie in (0, 30]".into());
+        }
+        None
+    }
+
+    /// Sensor `s` of the array frame at heading `heading_deg`, turned about `centre` into the
+    /// scene's frame (as `Origin::enu` turns the array frame into east-north-up).
+    pub fn place(heading_deg: f64, centre: &[f64; 3], s: &[f64; 3]) -> [f64; 3] {
+        let (sn, cs) = heading_deg.to_radians().sin_cos();
+        let (x, y) = (s[0] - centre[0], s[1] - centre[1]);
+        [centre[0] + x * cs + y * sn, centre[1] - x * sn + y * cs, s[2]]
+    }
+}

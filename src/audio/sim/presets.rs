@@ -18,6 +18,7 @@ impl SceneSpec {
             "harbour" => SceneSpec {
                 room: None,
                 faults: FaultSpec::default(),
+                array_turn: None,
                 description: "5 hydrophones on pier piles, 12-30 m apart; a boat on a slow left turn".into(),
                 sensors_m: vec![
                     [0.0, 0.0, -4.0],
@@ -44,6 +45,7 @@ impl SceneSpec {
             "tetra" => SceneSpec {
                 room: None,
                 faults: FaultSpec::default(),
+                array_turn: None,
                 description: "a 2 m hydrophone tetrahedron; a diver swimming past at 1 m/s".into(),
                 sensors_m: vec![
                     [0.0, 0.0, -10.0],
@@ -72,6 +74,7 @@ impl SceneSpec {
             "room" => SceneSpec {
                 room: None,
                 faults: FaultSpec::default(),
+                array_turn: None,
                 description: "6 microphones in a 6 x 5 x 3 m room (free field, no reverberation); a talker walking".into(),
                 sensors_m: vec![
                     [0.1, 0.1, 2.6],

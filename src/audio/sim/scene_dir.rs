@@ -36,8 +36,15 @@ pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
         "sensors": told_sensors,
         "description": spec.description,
     });
-    if let (Some(lo), Some(hi)) = (spec.bounds_min_m, spec.bounds_max_m) {
+    if let (Some(lo), Some(hi), None) = (spec.bounds_min_m, spec.bounds_max_m, spec.array_turn) {
         array["search_bounds"] = serde_json::json!({"min": lo, "max": hi});
+    }
+    if let Some(n) = spec.plane_normal() {
+        array["plane_normal"] = serde_json::json!(n);
+    }
+    if let Some(h) = sim.spec().headings() {
+        let path = dir.join("heading.csv");
+        std::fs::write(&path, h.to_csv()).at(&path)?;
     }
     let array_path = dir.join("array.json");
     std::fs::write(

@@ -141,7 +141,8 @@ struct StepParams {
     /// pf_step_live: this step's stamp value (the stamp reads it once the host has copied the
     /// measurement in, and it | LIVE_CANCEL when the step is withdrawn); 0 otherwise.
     live: u32,
-    /// Line mode: 1, and particles are turned about `axis` into the half-plane of `side`.
+    /// Line mode: 1, and particles are turned about `axis` into the half-plane of `side`; 2,
+    /// into the half-plane of whichever of `side` and `-side` they are on (a turning array).
     line: u32,
     inv_c: f32,
     inv_two_var: f32,
@@ -163,8 +164,9 @@ struct TrackParams {
     lag: f32,
     offset: f32,
     u0: f32,
-    pad0: f32,
-    pad1: f32,
+    /// The particles' turn about z (`TrackStep::turn`; 0 and 1 for a fixed array).
+    turn_sin: f32,
+    turn_cos: f32,
 }
 
 #[repr(C)]
@@ -524,14 +526,21 @@ struct Prepared {
     frame: u64,
     sigma_bits: u32,
     peaks_per_pair: usize,
-    steps: Vec<(u32, u32, u32)>,
+    steps: Vec<(u32, u32, u32, u32)>,
 }
 
 impl Prepared {
-    fn key(tracks: &[TrackStep]) -> Vec<(u32, u32, u32)> {
+    fn key(tracks: &[TrackStep]) -> Vec<(u32, u32, u32, u32)> {
         tracks
             .iter()
-            .map(|tr| (tr.slot, tr.dt_s.to_bits(), tr.lag_s.to_bits()))
+            .map(|tr| {
+                (
+                    tr.slot,
+                    tr.dt_s.to_bits(),
+                    tr.lag_s.to_bits(),
+                    tr.yaw_rad.to_bits(),
+                )
+            })
             .collect()
     }
 
@@ -809,7 +818,7 @@ impl CudaParticleFilter {
             has_bounds,
             forced_model: u32::MAX,
             live: 0,
-            line: u32::from(p.line.is_some()),
+            line: p.line.map_or(0, |l| if l.keep_side { 2 } else { 1 }),
             inv_c: 1.0 / p.speed_of_sound_m_s,
             inv_two_var: 1.0 / (2.0 * sigma * sigma),
             gate: crate::track::likelihood::GATE_SIGMAS * sigma,
@@ -1264,8 +1273,8 @@ impl CudaParticleFilter {
                 u0: philox::uniform(
                     philox::draw(self.params.seed, meas.frame, tr.slot, 0, Stream::Resample)[0],
                 ),
-                pad0: 0.0,
-                pad1: 0.0,
+                turn_sin: tr.turn().map_or(0.0, |t| t.0),
+                turn_cos: tr.turn().map_or(1.0, |t| t.1),
             })
             .collect();
         let coeffs: Vec<Coeffs> = tracks
