@@ -529,7 +529,7 @@ fn direction_filter_agrees() {
         (3000, false),
         (20_000, false),
     ] {
-        direction_case(particles, curved, None);
+        direction_case(particles, curved, None, 0.0);
     }
 }
 
@@ -545,7 +545,24 @@ fn line_filter_agrees() {
         keep_side: false,
     };
     for (particles, curved) in [(3000usize, true), (20_000, false)] {
-        direction_case(particles, curved, Some(line));
+        direction_case(particles, curved, Some(line), 0.0);
+    }
+}
+
+/// A turning line array (a towed line with a heading input): every particle turned about z by
+/// the heading's change before its step, and kept on its own side of the axis (here the side
+/// opposite `side`, where the source is); the backends agree on the prior, the step and the
+/// resampling.
+#[test]
+fn turning_line_filter_agrees() {
+    let line = sonotrack::track::LineAxes {
+        axis: [0.6, 0.8, 0.0],
+        side: [0.8, -0.6, 0.0],
+        plane: true,
+        keep_side: true,
+    };
+    for (particles, curved) in [(3000usize, true), (20_000, false)] {
+        direction_case(particles, curved, Some(line), 0.03);
     }
 }
 
@@ -562,6 +579,12 @@ fn assert_in_half_plane(
         l.axis[2] * l.side[0] - l.axis[0] * l.side[2],
         l.axis[0] * l.side[1] - l.axis[1] * l.side[0],
     ];
+    // A turning array keeps each particle on its own side: here the far one.
+    let side = if l.keep_side {
+        l.side.map(|v| -v)
+    } else {
+        l.side
+    };
     for i in 0..n {
         let p: Vec<f32> = (0..3).map(|k| c.state[k * n + i]).collect();
         let v: Vec<f32> = (3..6).map(|k| c.state[k * n + i]).collect();
@@ -575,13 +598,18 @@ fn assert_in_half_plane(
             "{what}: velocity {i} off the plane"
         );
         assert!(
-            dot(&p, &l.side) >= -1e-6,
+            dot(&p, &side) >= -1e-6,
             "{what}: particle {i} across the axis"
         );
     }
 }
 
-fn direction_case(particles: usize, curved: bool, line: Option<sonotrack::track::LineAxes>) {
+fn direction_case(
+    particles: usize,
+    curved: bool,
+    line: Option<sonotrack::track::LineAxes>,
+    yaw_rad: f32,
+) {
     use sonotrack::track::likelihood::{LikelihoodConsts, predict_tdoas};
     {
         let models = 4;
@@ -633,7 +661,9 @@ fn direction_case(particles: usize, curved: bool, line: Option<sonotrack::track:
         if let Some(l) = line {
             // 50° from the axis: near broadside the distance from the axis is flat in the
             // angle, and its variance a matter of rounding.
+            // A turning array's source is across the axis from `side`.
             let (s50, c50) = 50f32.to_radians().sin_cos();
+            let s50 = if l.keep_side { -s50 } else { s50 };
             u = std::array::from_fn(|k| c50 * l.axis[k] + s50 * l.side[k]);
         }
         // A source 6 m away, and three clutter peaks per pair.
@@ -718,7 +748,10 @@ fn direction_case(particles: usize, curved: bool, line: Option<sonotrack::track:
             let mut q = p.clone();
             q.ess_fraction = 1e-9;
             let meas = measurement(&q, 3);
-            let step = [TrackStep::fixed(0, 0.043, 0.0)];
+            let step = [TrackStep {
+                yaw_rad,
+                ..TrackStep::fixed(0, 0.043, 0.0)
+            }];
             let mut cpu = CpuParticleFilter::new(q.clone());
             cpu.init_track(init).unwrap();
             let mut est_cpu = vec![Estimate::new(models)];
@@ -770,7 +803,11 @@ fn direction_case(particles: usize, curved: bool, line: Option<sonotrack::track:
             );
             eprintln!(
                 "{} ({}), {particles} particles, {what}: prior, step and resampling agree",
-                if line.is_some() { "line" } else { "direction" },
+                match line {
+                    Some(l) if l.keep_side => "turning line",
+                    Some(_) => "line",
+                    None => "direction",
+                },
                 if curved { "curved" } else { "plane" }
             );
         }

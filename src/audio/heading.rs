@@ -15,7 +15,6 @@ pub use crate::math::geo::{turn_deg, wrap_deg};
 /// Largest heading file read (bytes): a day of rows at 10 Hz is about 20 MB.
 pub const MAX_HEADING_FILE_BYTES: u64 = 64 << 20;
 
-
 /// Headings over time, sorted by time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HeadingTable {

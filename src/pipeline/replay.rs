@@ -172,7 +172,12 @@ pub fn resolve(input: &Path, config: Option<&Path>) -> Result<(Config, PathBuf, 
 
 /// A turning array's heading table (`array.heading_input.file`), if it has one.
 fn heading_table(cfg: &Config) -> Result<Option<HeadingTable>> {
-    match cfg.array.heading_input.as_ref().and_then(|h| h.file.as_ref()) {
+    match cfg
+        .array
+        .heading_input
+        .as_ref()
+        .and_then(|h| h.file.as_ref())
+    {
         Some(f) => Ok(Some(HeadingTable::load(f)?)),
         None => Ok(None),
     }

@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use crate::analysis::trial::{
-    SIDE_DECIDED_WITHIN_S,
-    FamilySummary, OSPA_C_M, SceneScore, TrialScoring, scene_table, score_scene, summarise,
+    FamilySummary, OSPA_C_M, SIDE_DECIDED_WITHIN_S, SceneScore, TrialScoring, scene_table,
+    score_scene, summarise,
 };
 use crate::analysis::truth::Truth;
 use crate::audio::sim::SimSource;

@@ -789,9 +789,10 @@ impl TrackManager {
     fn weigh_twins(&mut self, t_centre_s: f64) {
         for i in 0..self.tracks.len() {
             let evidence = self.est[i].log_evidence;
+            let dt = f64::from(self.steps[i].dt_s);
             let t = &mut self.tracks[i];
             let Some(w) = t.twin.as_mut() else { continue };
-            match w.weigh(evidence) {
+            match w.weigh(evidence, self.heading_deg, dt) {
                 MirrorVerdict::Undecided => {}
                 MirrorVerdict::TrackWins => {
                     log::info!(
@@ -1253,11 +1254,7 @@ impl TrackManager {
         self.bank.init_track(&m)?;
         let mut e = est.clone();
         e.mean = m.mean;
-        Ok(Some(Twin {
-            slot,
-            est: e,
-            log_odds: 0.0,
-        }))
+        Ok(Some(Twin::new(slot, e, self.heading_deg)))
     }
 
     /// Whether the peaks a birth fix used (per pair, their TDOA) lie in one track's gates in

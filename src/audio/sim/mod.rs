@@ -252,7 +252,10 @@ impl SceneSpec {
                 return Err(p);
             }
             if self.room.is_some() {
-                return Err("array_turn: a turning array is simulated in free field only; remove [room]".into());
+                return Err(
+                    "array_turn: a turning array is simulated in free field only; remove [room]"
+                        .into(),
+                );
             }
         }
         if let Some(p) = self.faults.problem(self.sensors_m.len()) {
@@ -695,6 +698,7 @@ mod tests {
         SceneSpec {
             room: None,
             faults: FaultSpec::default(),
+            array_turn: None,
             description: "test".into(),
             sensors_m: vec![[0.0, 0.0, 0.0], [30.0, 0.0, 0.0]],
             speed_of_sound_m_s: 1500.0,
@@ -714,6 +718,87 @@ mod tests {
                 },
             }],
         }
+    }
+
+    /// A turning array: its heading over time, its sensors placed by it (heading 90°: the
+    /// frame's +y axis points east), its heading table, and no room.
+    #[test]
+    fn a_turning_array_turns_its_sensors() {
+        let turn = ArrayTurn {
+            heading_deg: 350.0,
+            start_s: 1.0,
+            turn_deg: 100.0,
+            rate_deg_s: 25.0,
+        };
+        assert_eq!(turn.heading_at(0.5), 350.0);
+        assert!((turn.heading_at(1.5) - 2.5).abs() < 1e-9);
+        assert!((turn.heading_at(9.0) - 90.0).abs() < 1e-9);
+        assert_eq!(turn.end_s(), 5.0);
+        let p = ArrayTurn::place(90.0, &[1.0, 1.0, -5.0], &[1.0, 3.0, -5.0]);
+        assert!(
+            (p[0] - 3.0).abs() < 1e-12 && (p[1] - 1.0).abs() < 1e-12,
+            "{p:?}"
+        );
+        let mut spec = tiny(20.0);
+        spec.duration_s = 4.0;
+        spec.array_turn = Some(turn);
+        assert!(spec.validate().is_ok());
+        let h = spec.headings().unwrap();
+        assert_eq!(h.rows().len(), 81);
+        assert!((h.at(2.0).unwrap() - 15.0).abs() < 1e-9);
+        assert_eq!(spec.plane_normal(), Some([0.0, 0.0, 1.0]));
+        spec.array_turn = Some(ArrayTurn {
+            rate_deg_s: 0.0,
+            ..turn
+        });
+        assert!(spec.validate().unwrap_err().contains("rate_deg_s"));
+        spec.array_turn = Some(turn);
+        spec.room = Some(RoomSpec {
+            size_m: [40.0, 40.0, 10.0],
+            rt60_s: 0.3,
+            max_order: None,
+            diffuse_tail: true,
+        });
+        spec.sensors_m = vec![[1.0, 1.0, 1.0], [31.0, 1.0, 1.0]];
+        assert!(spec.validate().unwrap_err().contains("free field"));
+    }
+
+    /// A source east of a two-sensor line along y turns from broadside to endfire as the line
+    /// turns 90° to starboard: the delay between the sensors grows from zero to the spacing.
+    #[test]
+    fn a_turning_line_hears_the_source_move_to_endfire() {
+        let mut spec = tiny(40.0);
+        spec.sensors_m = vec![[0.0, -15.0, 0.0], [0.0, 15.0, 0.0]];
+        spec.sources[0].path = PathSpec::Static {
+            position_m: [300.0, 0.0, 0.0],
+        };
+        spec.duration_s = 5.0;
+        spec.array_turn = Some(ArrayTurn {
+            heading_deg: 0.0,
+            start_s: 0.5,
+            turn_deg: 90.0,
+            rate_deg_s: 30.0,
+        });
+        let mut sim = SimSource::new(spec).unwrap();
+        let x = all(&mut sim);
+        let lag_at = |t0: f64| {
+            let a = (t0 * 8000.0) as usize + 200;
+            let b = a + 3000;
+            let mut best = (f64::MIN, 0i64);
+            for lag in -200i64..=200 {
+                let c: f64 = (a..b)
+                    .map(|i| f64::from(x[2 * i]) * f64::from(x[2 * (i as i64 + lag) as usize + 1]))
+                    .sum();
+                if c > best.0 {
+                    best = (c, lag);
+                }
+            }
+            best.1
+        };
+        // Broadside before the turn; after it sensor 1 (now east) hears it 30 m / 1500 m/s =
+        // 160 samples earlier.
+        assert_eq!(lag_at(0.0), 0);
+        assert!((lag_at(4.0) + 160).abs() <= 2, "{}", lag_at(4.0));
     }
 
     fn all(sim: &mut SimSource) -> Vec<f32> {

@@ -228,9 +228,14 @@ impl ArrayTurn {
 
     /// What is wrong with the numbers, if anything.
     pub fn problem(&self) -> Option<String> {
-        let ok = [self.heading_deg, self.start_s, self.turn_deg, self.rate_deg_s]
-            .iter()
-            .all(|v| v.is_finite());
+        let ok = [
+            self.heading_deg,
+            self.start_s,
+            self.turn_deg,
+            self.rate_deg_s,
+        ]
+        .iter()
+        .all(|v| v.is_finite());
         if !ok || self.start_s < 0.0 || self.turn_deg.abs() > 3600.0 {
             return Some("array_turn: finite numbers, start_s >= 0, |turn_deg| <= 3600".into());
         }
@@ -245,6 +250,10 @@ impl ArrayTurn {
     pub fn place(heading_deg: f64, centre: &[f64; 3], s: &[f64; 3]) -> [f64; 3] {
         let (sn, cs) = heading_deg.to_radians().sin_cos();
         let (x, y) = (s[0] - centre[0], s[1] - centre[1]);
-        [centre[0] + x * cs + y * sn, centre[1] - x * sn + y * cs, s[2]]
+        [
+            centre[0] + x * cs + y * sn,
+            centre[1] - x * sn + y * cs,
+            s[2],
+        ]
     }
 }
