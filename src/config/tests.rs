@@ -507,3 +507,56 @@ fn max_pairs_checks() {
         assert_eq!(e.key, "gcc.max_pairs", "{bad}: {e}");
     }
 }
+
+/// `[array.heading_input]`: a source is needed, the UDP address must parse, the staleness be
+/// positive, and a turning line array must know the plane its sources lie in; a good one makes
+/// the filters keep each particle's side and the manager twin its tracks.
+#[test]
+fn heading_input_checks() {
+    let line =
+        "[array]\nsensors_m = [[0,0,-6],[0,2,-6],[0,4,-6],[0,6,-6]]\nspeed_of_sound_m_s = 1500\n";
+    let tail = "[audio]\nsample_rate_hz = 8000\n";
+    let with = |extra: &str, heading: &str| {
+        Config::parse_str(
+            &format!("{line}{extra}[array.heading_input]\n{heading}{tail}"),
+            "t.toml",
+        )
+    };
+    let plane = "plane_normal = [0, 0, 1]\n";
+    for (extra, heading, key, words) in [
+        (plane, "", "array.heading_input", "no heading source"),
+        (
+            plane,
+            "udp_listen = \"port 10110\"\n",
+            "array.heading_input.udp_listen",
+            "not an address",
+        ),
+        (
+            plane,
+            "file = \"h.csv\"\nstale_s = 0\n",
+            "array.heading_input.stale_s",
+            "0 s",
+        ),
+        ("", "file = \"h.csv\"\n", "array.plane_normal", "plane"),
+    ] {
+        let e = with(extra, heading).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.to_string().contains(words), "{e}");
+    }
+    let c = with(plane, "udp_listen = \"0.0.0.0:10110\"\n").unwrap();
+    assert!(c.turning());
+    assert!(
+        c.filter_params()
+            .line
+            .is_some_and(|l| l.keep_side && l.plane)
+    );
+    assert!(c.manager_settings().turning);
+    assert!(
+        c.explain().contains("turning line array"),
+        "{}",
+        c.explain()
+    );
+    // A fixed array keeps folding onto one side.
+    let c = Config::parse_str(&format!("{line}{plane}{tail}"), "t.toml").unwrap();
+    assert!(!c.turning() && c.filter_params().line.is_some_and(|l| !l.keep_side));
+}

@@ -380,6 +380,9 @@ pub struct StatusMessage {
     pub proc_us_max: Option<f64>,
     /// Messages each output dropped (queue full or write failed), by output name.
     pub sink_drops: BTreeMap<String, u64>,
+    /// A turning array: frames that came without a (fresh) heading and kept the last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heading_missing_frames: Option<u64>,
 }
 
 /// What a message says.
@@ -530,6 +533,23 @@ mod tests {
             (v["mirror"][1].as_f64().unwrap() + th.sin()).abs() < 1e-4,
             "{v}"
         );
+        // A turning array heading 090: the array's +y axis points east, so the direction
+        // 40° from its x axis towards y bears 180 - 40 = 140, and its mirror 220.
+        r.heading_deg = Some(90.0);
+        r.mirror_prob = Some(0.25);
+        let v = serde_json::to_value(TrackMessage::new(&r, &["cv".into()], &stamp)).unwrap();
+        assert_eq!(v["heading_deg"].as_f64(), Some(90.0));
+        assert_eq!(v["mirror_prob"].as_f64(), Some(0.25));
+        assert!(
+            (v["bearing_deg"].as_f64().unwrap() - 140.0).abs() < 0.01,
+            "{v}"
+        );
+        assert!(
+            (v["mirror_bearing_deg"].as_f64().unwrap() - 220.0).abs() < 0.01,
+            "{v}"
+        );
+        r.heading_deg = None;
+        r.mirror_prob = None;
         r.line = None;
         r.mirror = None;
         r.mode = TrackMode::Direction;

@@ -360,6 +360,20 @@ struct Live {
     buf: Vec<f32>,
 }
 
+/// A turning array's headings for a live run: NMEA sentences over UDP
+/// (`array.heading_input.udp_listen`), else the heading file's rows by the stream's time.
+fn live_heading(cfg: &Config) -> Result<Option<crate::audio::heading::HeadingFeed>> {
+    use crate::audio::heading::{HeadingFeed, HeadingListener, HeadingTable};
+    let Some(h) = &cfg.array.heading_input else {
+        return Ok(None);
+    };
+    Ok(Some(match (&h.udp_listen, &h.file) {
+        (Some(addr), _) => HeadingFeed::Live(HeadingListener::start(addr, h.stale_s)?),
+        (None, Some(file)) => HeadingFeed::Table(HeadingTable::load(file)?),
+        (None, None) => return Ok(None),
+    }))
+}
+
 impl Live {
     /// Choose the backend, open the outputs and the source, and check the source against the
     /// configuration.
@@ -373,7 +387,7 @@ impl Live {
             cfg.tracker.max_tracks,
             false,
         )?;
-        let pipe = Pipeline::new(
+        let mut pipe = Pipeline::new(
             cfg,
             backends,
             sinks,
@@ -382,6 +396,9 @@ impl Live {
                 ..Default::default()
             },
         );
+        if let Some(feed) = live_heading(cfg)? {
+            pipe.set_heading_feed(feed);
+        }
         let src = open_source(cfg, o)?;
         cfg.check_input(&src.describe(), src.channels(), src.sample_rate_hz())
             .map_err(Error::Config)?;

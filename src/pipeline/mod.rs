@@ -552,6 +552,10 @@ impl Pipeline {
                 .then(|| (sum.as_secs_f64() / n as f64 * 1e6 * 10.0).round() / 10.0),
             proc_us_max: timing.then(|| (max.as_secs_f64() * 1e6 * 10.0).round() / 10.0),
             sink_drops: self.sinks.drops(),
+            heading_missing_frames: self
+                .heading
+                .as_ref()
+                .map(|_| self.tracker.heading_missing_frames),
         }
     }
 

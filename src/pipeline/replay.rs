@@ -91,6 +91,9 @@ pub struct ReplaySummary {
     pub births: u64,
     pub deletions: u64,
     pub tempered_steps: u64,
+    /// A turning array: frames without a heading, and mirror twins decided (the track's side
+    /// kept, the mirror taken).
+    pub heading: Option<(u64, u64, u64)>,
     /// Frames without a confirmed track, by why (see the status message's `no_track`).
     pub no_track: BTreeMap<&'static str, u64>,
     /// Wall time in the particle filter's steps.
@@ -387,6 +390,10 @@ pub fn replay_source(
         births: pipe.tracker().births,
         deletions: pipe.tracker().deletions,
         tempered_steps: pipe.tracker().tempered_steps,
+        heading: cfg.turning().then(|| {
+            let t = pipe.tracker();
+            (t.heading_missing_frames, t.mirrors_kept, t.mirrors_taken)
+        }),
         no_track: pipe.tracker().no_track.clone(),
         filter_wall: pipe.tracker().filter_wall,
         accuracy: evaluation
@@ -591,6 +598,12 @@ impl std::fmt::Display for ReplaySummary {
             self.deletions,
             self.tempered_steps
         )?;
+        if let Some((missing, kept, taken)) = self.heading {
+            writeln!(
+                f,
+                "heading:  {missing} frames without one; sides decided by the array's turn: {kept} kept, {taken} moved to the mirror"
+            )?;
+        }
         if !self.no_track.is_empty() {
             let total: u64 = self.no_track.values().sum();
             let why: Vec<String> = self
