@@ -39,6 +39,11 @@ use crate::track::manager::TrackStatus;
 pub const OSPA_C_M: f64 = 5.0;
 pub const OSPA_P: f64 = 1.0;
 
+/// A source of a turning line array that passes this close to the axis (degrees) after the
+/// turn starts may go on to either side: its side is no longer scored
+/// ([`crate::track::manager::ENDFIRE_DEG`]).
+pub const ENDFIRE_DEG: f64 = crate::track::manager::ENDFIRE_DEG;
+
 /// A turning line array must have decided its tracks' sides this long after its turn starts
 /// (the line-array issue's acceptance: within 10 s of a 90° turn).
 pub const SIDE_DECIDED_WITHIN_S: f64 = 10.0;
@@ -119,7 +124,8 @@ pub struct SceneScore {
     pub ranged: usize,
     pub range_median_pct: Option<f64>,
     /// A turning line array: of the assigned reports from `side_from_s` on, the share on
-    /// their source's side of the axis with the mirror ruled out (%).
+    /// their source's side of the axis with the mirror ruled out (%), until the source passes
+    /// within [`ENDFIRE_DEG`] of the axis.
     pub side_decided_pct: Option<f64>,
     /// Processing time over the audio's duration.
     pub load: f64,
@@ -247,18 +253,30 @@ pub fn score_scene(
                 t.switches += usize::from(prev != r.id);
             }
             t.errors.push(d[ti][j]);
-            if let (Some(from), Some((_, side))) = (s.side_from_s, s.line) {
+            if let (Some(from), Some((axis, side))) = (s.side_from_s, s.line) {
                 let q = if s.directions {
                     truth_heard_at(truth, k, r.t, &centre, s.speed_of_sound_m_s)
                 } else {
                     truth.at(k, r.t)
                 };
-                if let (true, Some(q)) = (f.t_frame >= from, q) {
-                    let side = Vector3::from(side);
-                    let truth_side = (Vector3::from(q) - centre).dot(&side);
-                    let report_side = Vector3::from(r.pos).dot(&side);
-                    t.side_checked += 1;
-                    t.side_right += usize::from(!r.ambiguous && truth_side * report_side > 0.0);
+                if let Some(q) = q {
+                    let d = Vector3::from(q) - centre;
+                    let off_axis = d
+                        .normalize()
+                        .dot(&Vector3::from(axis))
+                        .abs()
+                        .acos()
+                        .to_degrees();
+                    if f.t_frame >= from - SIDE_DECIDED_WITHIN_S && off_axis < ENDFIRE_DEG {
+                        t.passed_axis.insert(k);
+                    }
+                    if f.t_frame >= from && !t.passed_axis.contains(&k) {
+                        let side = Vector3::from(side);
+                        let report_side = Vector3::from(r.pos).dot(&side);
+                        t.side_checked += 1;
+                        t.side_right +=
+                            usize::from(!r.ambiguous && d.dot(&side) * report_side > 0.0);
+                    }
                 }
             }
             if let (Some(q), Some(range)) = (truth_for(k, r), r.range_m) {
@@ -339,6 +357,9 @@ struct SceneTally {
     /// Assigned reports checked for their side, and those decided on the right one.
     side_checked: usize,
     side_right: usize,
+    /// Sources that have passed the axis since the turn started (their side is then open
+    /// again, and no longer scored).
+    passed_axis: std::collections::BTreeSet<u32>,
 }
 
 impl SceneTally {
@@ -591,7 +612,7 @@ impl std::fmt::Display for FamilySummary {
         if let (Some(m), Some(w)) = (self.mean_side_decided_pct, self.worst_side_decided_pct) {
             writeln!(
                 f,
-                "  side of the axis, from {SIDE_DECIDED_WITHIN_S:.0} s after the turn starts: {m:.1}% of the scored reports on the source's side with the mirror ruled out (mean over scenes; worst scene {w:.1}%)"
+                "  side of the axis, from {SIDE_DECIDED_WITHIN_S:.0} s after the turn starts until the source passes the axis: {m:.1}% of the scored reports on its side with the mirror ruled out (mean over scenes; worst scene {w:.1}%)"
             )?;
         }
         write!(

@@ -89,6 +89,9 @@ pub const PROMINENCE_SHARE: f32 = 0.75;
 pub const QUALITY_WIDTH: f32 = 0.5;
 /// A confirmed track without a hit for this long is reported as coasting.
 pub const COAST_AFTER_S: f64 = 0.5;
+/// A turning line array's track this close to its axis (degrees) may go on to either side:
+/// its side is open again (see [`TrackManager::rearm_twins`]).
+pub const ENDFIRE_DEG: f64 = 2.0;
 /// A track that predicts the same TDOAs as an older one for this long is deleted as its
 /// duplicate (see [`TrackManager::find_duplicates`]).
 const DUPLICATE_AFTER_S: f64 = 0.5;
@@ -708,6 +711,7 @@ impl TrackManager {
             log::info!("track {} deleted at {:.2} s ({why})", t.id, t_centre_s);
             self.end(&t, reason, why);
         }
+        self.rearm_twins(seq, &mut reports)?;
         if self.tracks.is_empty() {
             self.residuals.clear();
         }
@@ -819,6 +823,57 @@ impl TrackManager {
                 }
             }
         }
+    }
+
+    /// A turning line array: a track whose side was decided and that now passes within
+    /// [`ENDFIRE_DEG`] (or three of its spreads) of the axis gets a new twin, since a source
+    /// there may go on to either side; its report says so.
+    fn rearm_twins(&mut self, seq: u64, reports: &mut [TrackReport]) -> Result<(), BackendError> {
+        let Some(line) = self.params.line.filter(|l| l.plane && l.keep_side) else {
+            return Ok(());
+        };
+        for i in 0..self.tracks.len() {
+            let t = &self.tracks[i];
+            if !t.side_decided || t.twin.is_some() {
+                continue;
+            }
+            let Some(r) = reports.iter_mut().find(|r| r.id == t.id) else {
+                continue;
+            };
+            let Some([cone, sd]) = r.cone_deg() else {
+                continue;
+            };
+            if cone.min(180.0 - cone) > ENDFIRE_DEG.max(3.0 * sd) {
+                continue;
+            }
+            let init = TrackInit {
+                slot: t.slot,
+                frame: seq,
+                mean: t.est.mean,
+                chol: cholesky6(&t.est.cov),
+                speed_ball_m_s: 0.0,
+                model_probs: t.est.model_probs.clone(),
+                inv_range_max: -1.0,
+            };
+            let Some(slot) = self.free_slot(None) else {
+                self.twins_without_slot += 1;
+                continue;
+            };
+            let m = mirrored_init(&init, &line.side, slot);
+            self.bank.init_track(&m)?;
+            let mut e = t.est.clone();
+            e.mean = m.mean;
+            log::info!(
+                "track {}: at {cone:.1}° from the array's axis its side is open again",
+                t.id
+            );
+            let t = &mut self.tracks[i];
+            t.twin = Some(Twin::new(slot, e, self.heading_deg));
+            t.side_decided = false;
+            r.mirror = Some(crate::track::report::mirror_across(&r.position, &line.axis));
+            r.mirror_prob = Some(0.5);
+        }
+        Ok(())
     }
 
     /// Report `r` of track `i`: its mirror point (a turning line array's twin, while
