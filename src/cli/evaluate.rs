@@ -53,7 +53,11 @@ pub fn run(a: Args) -> Result<()> {
     let frames = read_stream(&a.tracks, a.estimate.into())?;
     let (mut cfg, wav, scene_truth) = inputs(&a)?;
     let truth = match (&a.truth, scene_truth) {
-        (Some(p), _) => Truth::load(p)?,
+        (Some(p), _) => match &cfg {
+            // (A turning array's reports are in its own frame.)
+            Some(c) => replay::truth_for(c, Truth::load(p)?)?,
+            None => Truth::load(p)?,
+        },
         (None, Some(t)) => t,
         (None, None) => {
             return Err(Error::Usage(

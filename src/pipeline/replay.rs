@@ -188,7 +188,7 @@ fn heading_table(cfg: &Config) -> Result<Option<HeadingTable>> {
 
 /// The truth as the array's reports see it: in a turning array's own frame (the truth of a
 /// scene is in the scene's frame).
-fn truth_for(cfg: &Config, truth: Truth) -> Result<Truth> {
+pub fn truth_for(cfg: &Config, truth: Truth) -> Result<Truth> {
     Ok(match heading_table(cfg)? {
         Some(h) => truth.in_array_frame(
             &h,
