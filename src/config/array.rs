@@ -48,7 +48,9 @@ pub struct ArrayConfig {
     pub origin: Option<Origin>,
     /// A turning array (a towed line, an array on a vessel): where its heading comes from, frame
     /// by frame. The heading is that of the array frame's +y axis, degrees clockwise from north
-    /// (as `origin.heading_deg`, which it replaces while a heading comes in).
+    /// (as `origin.heading_deg`, which it replaces while a heading comes in). The array turns
+    /// about the vertical through its centroid (direction and line modes) or its frame's origin
+    /// (3-D); its movement is not known, so a source's motion is tracked relative to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heading_input: Option<HeadingInput>,
 }
