@@ -145,15 +145,10 @@ pub fn parse_nmea_heading(line: &str) -> Option<f64> {
     (-360.0..=720.0).contains(&h).then(|| wrap_deg(h))
 }
 
-/// The latest heading received over UDP, with when it came.
-#[derive(Debug, Default)]
-struct Latest {
-    heading: Option<(f64, Instant)>,
-}
-
 /// Live NMEA heading sentences over UDP, received on a thread of their own.
 pub struct HeadingListener {
-    latest: Arc<Mutex<Latest>>,
+    /// The latest heading received, with when it came.
+    latest: Arc<Mutex<Option<(f64, Instant)>>>,
     /// Datagram lines that held no usable heading sentence.
     pub malformed: Arc<AtomicU64>,
     pub received: Arc<AtomicU64>,
@@ -173,7 +168,7 @@ impl HeadingListener {
             ))
         })?;
         let bound = sock.local_addr().at(Path::new(addr))?;
-        let latest = Arc::new(Mutex::new(Latest::default()));
+        let latest = Arc::new(Mutex::new(None));
         let malformed = Arc::new(AtomicU64::new(0));
         let received = Arc::new(AtomicU64::new(0));
         let (l, m, r) = (latest.clone(), malformed.clone(), received.clone());
@@ -201,8 +196,7 @@ impl HeadingListener {
         // A poisoned lock only means the receiving thread panicked mid-store; its value is
         // still a plain number.
         let g = self.latest.lock().unwrap_or_else(|e| e.into_inner());
-        g.heading
-            .filter(|(_, at)| at.elapsed() <= self.stale)
+        g.filter(|(_, at)| at.elapsed() <= self.stale)
             .map(|(h, _)| h)
     }
 }
@@ -211,7 +205,7 @@ impl HeadingListener {
 /// fails for good.
 fn receive(
     sock: UdpSocket,
-    latest: Arc<Mutex<Latest>>,
+    latest: Arc<Mutex<Option<(f64, Instant)>>>,
     malformed: Arc<AtomicU64>,
     received: Arc<AtomicU64>,
 ) {
@@ -231,7 +225,7 @@ fn receive(
                 Some(h) => {
                     received.fetch_add(1, Ordering::Relaxed);
                     let mut g = latest.lock().unwrap_or_else(|e| e.into_inner());
-                    g.heading = Some((h, Instant::now()));
+                    *g = Some((h, Instant::now()));
                 }
                 None => {
                     if malformed.fetch_add(1, Ordering::Relaxed) == 0 {

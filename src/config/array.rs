@@ -78,6 +78,17 @@ fn default_heading_stale_s() -> f64 {
     2.0
 }
 
+impl HeadingInput {
+    /// Headings from a `time_s,heading_deg` file (a replay), with the default staleness.
+    pub fn from_file(file: std::path::PathBuf) -> Self {
+        Self {
+            file: Some(file),
+            udp_listen: None,
+            stale_s: default_heading_stale_s(),
+        }
+    }
+}
+
 /// Most sensors an array may have (the filters size stack arrays by it).
 pub const MAX_SENSORS: usize = crate::track::likelihood::MAX_SENSORS;
 /// Largest sensor coordinate, m (positions are relative to a point near the array).

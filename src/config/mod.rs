@@ -109,11 +109,7 @@ impl Config {
             cfg.array.bounds_max_m = spec.bounds_max_m;
         } else {
             // (The search volume is the scene's; the array turns within it.)
-            cfg.array.heading_input = Some(crate::config::HeadingInput {
-                file: Some("heading.csv".into()),
-                udp_listen: None,
-                stale_s: 2.0,
-            });
+            cfg.array.heading_input = Some(HeadingInput::from_file("heading.csv".into()));
         }
         cfg.array.plane_normal = spec.plane_normal();
         if cfg.geometry().span() != Span::Volume {

@@ -190,13 +190,18 @@ fn heading_table(cfg: &Config) -> Result<Option<HeadingTable>> {
 /// scene is in the scene's frame).
 pub fn truth_for(cfg: &Config, truth: Truth) -> Result<Truth> {
     Ok(match heading_table(cfg)? {
-        Some(h) => truth.in_array_frame(
-            &h,
-            &cfg.geometry().centroid().into(),
-            cfg.array.speed_of_sound_m_s,
-        ),
+        Some(h) => truth_turned(cfg, &truth, &h),
         None => truth,
     })
+}
+
+/// `truth` in the frame of `cfg`'s array as it turns by `headings`.
+pub fn truth_turned(cfg: &Config, truth: &Truth, headings: &HeadingTable) -> Truth {
+    truth.in_array_frame(
+        headings,
+        &cfg.geometry().centroid().into(),
+        cfg.array.speed_of_sound_m_s,
+    )
 }
 
 /// Replay `wav` with `cfg`. The configuration is checked against the file before any audio is

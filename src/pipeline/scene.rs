@@ -208,11 +208,7 @@ impl Scene {
         // A turning array's heading, frame by frame.
         let heading_path = dir.join("heading.csv");
         if heading_path.exists() {
-            config.array.heading_input = Some(crate::config::HeadingInput {
-                file: Some(heading_path),
-                udp_listen: None,
-                stale_s: 2.0,
-            });
+            config.array.heading_input = Some(crate::config::HeadingInput::from_file(heading_path));
             config
                 .validate(&array_path.display().to_string())
                 .map_err(|e| Error::Config(in_array_json_words(e)))?;

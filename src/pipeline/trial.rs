@@ -198,11 +198,7 @@ pub fn run_scene(
     let mut truth = Truth::from_rows(&sim.truth());
     if let Some(h) = &headings {
         // Scored in the turning array's frame, as it reports.
-        truth = truth.in_array_frame(
-            h,
-            &cfg.geometry().centroid().into(),
-            cfg.array.speed_of_sound_m_s,
-        );
+        truth = crate::pipeline::replay::truth_turned(&cfg, &truth, h);
     }
     let opts = ReplayOptions {
         backend: o.backend.unwrap_or(cfg.tracker.backend),

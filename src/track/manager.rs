@@ -74,6 +74,59 @@ fn birth_inputs<'a>(
     }
 }
 
+/// How to start a slot's particles again from estimate `e` (mean, covariance and model
+/// probabilities), keyed by `frame`.
+fn restart(slot: u32, frame: u64, e: &Estimate) -> TrackInit {
+    TrackInit {
+        slot,
+        frame,
+        mean: e.mean,
+        chol: cholesky6(&e.cov),
+        speed_ball_m_s: 0.0,
+        model_probs: e.model_probs.clone(),
+        // Each particle keeps the inverse range it draws from the estimate.
+        inv_range_max: -1.0,
+    }
+}
+
+/// A track's step, and its mirror twin's beside it (the same step in the twin's slot).
+fn with_twin(step: TrackStep, twin: Option<&Twin>) -> Vec<TrackStep> {
+    let mut steps = vec![step];
+    steps.extend(twin.map(|w| TrackStep {
+        slot: w.slot,
+        ..step
+    }));
+    steps
+}
+
+/// Step a track into `est` on `view`, with its twin (if any) in the same call, so that a device
+/// steps both in one launch; `meanwhile` runs while a device computes (see
+/// [`ParticleFilter::step_overlapped`]).
+fn step_track(
+    bank: &mut dyn ParticleFilter,
+    view: &TdoaMeasurement,
+    step: TrackStep,
+    est: &mut Estimate,
+    twin: Option<&mut Twin>,
+    meanwhile: &mut dyn FnMut(),
+) -> Result<(), BackendError> {
+    let steps = with_twin(step, twin.as_deref());
+    let Some(w) = twin else {
+        return bank
+            .step_overlapped(view, &steps, std::slice::from_mut(est), meanwhile)
+            .map(|_| ());
+    };
+    // (Moved out and back: an empty estimate holds no allocation.)
+    let mut out = [
+        std::mem::replace(est, Estimate::new(0)),
+        std::mem::replace(&mut w.est, Estimate::new(0)),
+    ];
+    let stepped = bank.step_overlapped(view, &steps, &mut out, meanwhile);
+    let [a, b] = out;
+    (*est, w.est) = (a, b);
+    stepped.map(|_| ())
+}
+
 /// The z-score midpoint for a pair whose physical bound is `max_lag_samples`: [`QUALITY_MID`],
 /// or [`PROMINENCE_SHARE`] of the largest z-score its lags allow (a single spike among n lags
 /// scores (n - 1) / sqrt(n)), whichever is lower.
@@ -349,25 +402,10 @@ impl TrackManager {
     /// (mean, covariance and model probabilities). Used when the GPU fails mid-run.
     pub fn replace_bank(&mut self, mut bank: Box<dyn ParticleFilter>) -> Result<(), BackendError> {
         for t in &self.tracks {
-            let init = TrackInit {
-                slot: t.slot,
-                frame: t.born_seq ^ 0x5EED_0000_0000,
-                mean: t.est.mean,
-                chol: cholesky6(&t.est.cov),
-                speed_ball_m_s: 0.0,
-                model_probs: t.est.model_probs.clone(),
-                // Each particle keeps the inverse range it draws from the estimate.
-                inv_range_max: -1.0,
-            };
-            bank.init_track(&init)?;
+            let frame = t.born_seq ^ 0x5EED_0000_0000;
+            bank.init_track(&restart(t.slot, frame, &t.est))?;
             if let Some(w) = &t.twin {
-                bank.init_track(&TrackInit {
-                    slot: w.slot,
-                    mean: w.est.mean,
-                    chol: cholesky6(&w.est.cov),
-                    model_probs: w.est.model_probs.clone(),
-                    ..init
-                })?;
+                bank.init_track(&restart(w.slot, frame, &w.est))?;
             }
         }
         self.bank = bank;
@@ -511,9 +549,8 @@ impl TrackManager {
                 .collect(),
             pair_ok: pair_ok.to_vec(),
         });
-        let took = self
-            .bank
-            .prepare_step(&self.meas, &self.steps, source.as_ref());
+        let steps = with_twin(self.steps[0], self.tracks[0].twin.as_ref());
+        let took = self.bank.prepare_step(&self.meas, &steps, source.as_ref());
         if let Ok(true) = took {
             self.prepared_steps += 1;
             self.device_built_steps += u64::from(source.is_some());
@@ -608,19 +645,27 @@ impl TrackManager {
                 &explained,
             );
             let mut meanwhile = || fix = Some(birth_fix(&inputs));
-            if !self.steps.is_empty() {
-                self.bank.step_overlapped(
+            if let (Some(step), Some(t)) = (self.steps.first(), self.tracks.first_mut()) {
+                step_track(
+                    self.bank.as_mut(),
                     &self.meas,
-                    &self.steps,
-                    &mut self.est,
+                    *step,
+                    &mut self.est[0],
+                    t.twin.as_mut(),
                     &mut meanwhile,
                 )?;
             }
         } else {
             for i in 0..self.tracks.len() {
                 self.fill_view(i);
-                self.bank
-                    .step(&self.view, &self.steps[i..=i], &mut self.est[i..=i])?;
+                step_track(
+                    self.bank.as_mut(),
+                    &self.view,
+                    self.steps[i],
+                    &mut self.est[i],
+                    self.tracks[i].twin.as_mut(),
+                    &mut || {},
+                )?;
             }
         }
         self.filter_wall += start.elapsed();
@@ -671,7 +716,6 @@ impl TrackManager {
         self.predict_gates();
         self.assign();
         let fix = self.step_filters()?;
-        self.step_twins()?;
         self.weigh_twins(t_centre_s);
         let mut reports = Vec::with_capacity(self.tracks.len() + 1);
         let mut dead = Vec::new();
@@ -758,36 +802,6 @@ impl TrackManager {
 
     /// The share of the informative pairs whose gates hold a peak assigned to track `i` (None
     /// when no pair was informative).
-    /// Step each mirror twin on its track's view of the frame (the same step, its own slot).
-    fn step_twins(&mut self) -> Result<(), BackendError> {
-        let start = std::time::Instant::now();
-        for i in 0..self.tracks.len() {
-            let Some(slot) = self.tracks[i].twin.as_ref().map(|w| w.slot) else {
-                continue;
-            };
-            if self.tracks.len() > 1 {
-                self.fill_view(i);
-            } else {
-                self.view.clone_from(&self.meas);
-            }
-            let step = TrackStep {
-                slot,
-                ..self.steps[i]
-            };
-            let mut out = [self.tracks[i]
-                .twin
-                .as_ref()
-                .map_or_else(|| Estimate::new(self.params.n_models()), |w| w.est.clone())];
-            self.bank.step(&self.view, &[step], &mut out)?;
-            if let Some(w) = self.tracks[i].twin.as_mut() {
-                let [e] = out;
-                w.est = e;
-            }
-        }
-        self.filter_wall += start.elapsed();
-        Ok(())
-    }
-
     /// Weigh each twin's evidence against its track's this frame; where the margin is
     /// reached, the winner keeps the track (and its ID) and the loser's slot is freed.
     fn weigh_twins(&mut self, t_centre_s: f64) {
@@ -846,29 +860,13 @@ impl TrackManager {
             if cone.min(180.0 - cone) > ENDFIRE_DEG.max(3.0 * sd) {
                 continue;
             }
-            let init = TrackInit {
-                slot: t.slot,
-                frame: seq,
-                mean: t.est.mean,
-                chol: cholesky6(&t.est.cov),
-                speed_ball_m_s: 0.0,
-                model_probs: t.est.model_probs.clone(),
-                inv_range_max: -1.0,
-            };
-            let Some(slot) = self.free_slot(None) else {
-                self.twins_without_slot += 1;
+            let (id, init, est) = (t.id, restart(t.slot, seq, &t.est), t.est.clone());
+            let Some(twin) = self.mirror_twin(&init, &est, &line.side)? else {
                 continue;
             };
-            let m = mirrored_init(&init, &line.side, slot);
-            self.bank.init_track(&m)?;
-            let mut e = t.est.clone();
-            e.mean = m.mean;
-            log::info!(
-                "track {}: at {cone:.1}° from the array's axis its side is open again",
-                t.id
-            );
+            log::info!("track {id}: at {cone:.1}° from the array's axis its side is open again");
             let t = &mut self.tracks[i];
-            t.twin = Some(Twin::new(slot, e, self.heading_deg));
+            t.twin = Some(twin);
             t.side_decided = false;
             r.mirror = Some(crate::track::report::mirror_across(&r.position, &line.axis));
             r.mirror_prob = Some(0.5);
@@ -1297,15 +1295,27 @@ impl TrackManager {
         init: &TrackInit,
         est: &Estimate,
     ) -> Result<Option<Twin>, BackendError> {
-        let Some(line) = self.params.line.filter(|l| l.plane && l.keep_side) else {
-            return Ok(None);
-        };
-        // (The track's own slot is not yet in `tracks`.)
+        match self.params.line.filter(|l| l.plane && l.keep_side) {
+            Some(line) => self.mirror_twin(init, est, &line.side),
+            None => Ok(None),
+        }
+    }
+
+    /// A twin for the track started by `init` with estimate `est`: the mirror of both across
+    /// the axis (`side` perpendicular to it, in the sources' plane), in a free slot (None, and
+    /// counted, when there is none).
+    fn mirror_twin(
+        &mut self,
+        init: &TrackInit,
+        est: &Estimate,
+        side: &[f32; 3],
+    ) -> Result<Option<Twin>, BackendError> {
+        // (At a birth the track's own slot is not yet in `tracks`.)
         let Some(slot) = self.free_slot(Some(init.slot)) else {
             self.twins_without_slot += 1;
             return Ok(None);
         };
-        let m = mirrored_init(init, &line.side, slot);
+        let m = mirrored_init(init, side, slot);
         self.bank.init_track(&m)?;
         let mut e = est.clone();
         e.mean = m.mean;

@@ -525,6 +525,7 @@ impl CpuParticleFilter {
         let offset = self.log_norm[slot];
         let p = &self.params;
         let mut best = (f64::INFINITY, 0u32);
+        let turn = t.turn();
         for (mi, model) in p.models.iter().enumerate() {
             let sums: Vec<(f64, Vec<f64>)> = (0..self.particles.div_ceil(CHUNK))
                 .into_par_iter()
@@ -541,7 +542,7 @@ impl CpuParticleFilter {
                             i as u32,
                             Stream::Predict,
                         ));
-                        if let Some(turn) = t.turn() {
+                        if let Some(turn) = turn {
                             models::turn_about_z(&mut s, turn);
                         }
                         predict(model, Kinematics::of(p), t.dt_s, &mut s, z);
