@@ -529,7 +529,8 @@ impl TrackManager {
         peaks: Option<crate::dsp::gcc::DevicePeaks>,
         pair_ok: &[bool],
     ) -> Result<bool, BackendError> {
-        if self.tracks.len() != 1 {
+        // (A lone track with a mirror twin steps beside it, in the frame's own step.)
+        if self.tracks.len() != 1 || self.tracks[0].twin.is_some() {
             return Ok(false);
         }
         let start = std::time::Instant::now();
@@ -549,8 +550,9 @@ impl TrackManager {
                 .collect(),
             pair_ok: pair_ok.to_vec(),
         });
-        let steps = with_twin(self.steps[0], self.tracks[0].twin.as_ref());
-        let took = self.bank.prepare_step(&self.meas, &steps, source.as_ref());
+        let took = self
+            .bank
+            .prepare_step(&self.meas, &self.steps, source.as_ref());
         if let Ok(true) = took {
             self.prepared_steps += 1;
             self.device_built_steps += u64::from(source.is_some());
