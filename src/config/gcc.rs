@@ -52,6 +52,10 @@ pub struct GccConfig {
     /// Two kept peaks of one pair are at least this far apart, in samples.
     #[serde(default = "default_sep")]
     pub min_peak_separation_samples: f64,
+    /// Crosstalk check (`dsp::crosstalk`): a pair with a clear peak fixed at lag zero in most
+    /// frames of this window (s) is flagged and its zero-lag peaks are masked. 0 turns it off.
+    #[serde(default = "default_crosstalk_window")]
+    pub crosstalk_window_s: f64,
 }
 
 /// Most pairs `gcc.max_pairs` allows: every pair of 64 sensors.
@@ -78,6 +82,9 @@ fn default_max_pairs() -> usize {
 fn default_sep() -> f64 {
     3.0
 }
+fn default_crosstalk_window() -> f64 {
+    10.0
+}
 
 impl Default for GccConfig {
     fn default() -> Self {
@@ -96,6 +103,7 @@ impl Default for GccConfig {
             zero_pad: false,
             band_taper: true,
             min_peak_separation_samples: default_sep(),
+            crosstalk_window_s: default_crosstalk_window(),
         }
     }
 }
@@ -139,6 +147,14 @@ impl Config {
                 "gcc.max_pairs",
                 format!("{} pairs for {n} sensors", g.max_pairs),
                 "use at least one fewer than the sensors (every sensor needs a pair) and at most 2016",
+            );
+        }
+        let w = g.crosstalk_window_s;
+        if !(w == 0.0 || (1.0..=3600.0).contains(&w)) {
+            return err(
+                "gcc.crosstalk_window_s",
+                format!("{w} s"),
+                "use 1 to 3600 s (10 s is the default), or 0 to turn the crosstalk check off",
             );
         }
         let frame = self.frame_samples();

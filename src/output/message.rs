@@ -383,6 +383,10 @@ pub struct StatusMessage {
     /// A turning array: frames that came without a (fresh) heading and kept the last one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heading_missing_frames: Option<u64>,
+    /// Channel pairs flagged as crosstalk now (a peak fixed at lag zero; their zero-lag peaks
+    /// are ignored), as [a, b]; omitted when none.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub crosstalk_pairs: Vec<[usize; 2]>,
 }
 
 /// What a message says.

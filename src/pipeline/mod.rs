@@ -18,6 +18,7 @@ use crate::audio::assembler::FrameAssembler;
 use crate::audio::frame::Frame;
 use crate::audio::{AudioSource, ReadResult};
 use crate::config::Config;
+use crate::dsp::crosstalk::CrosstalkMonitor;
 use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame};
 use crate::dsp::health::{FrameHealth, inspect};
 use crate::error::{BackendError, Result};
@@ -122,6 +123,10 @@ pub struct Pipeline {
     pub proc_time: crate::output::LatencyHistogram,
     /// A turning array: where each frame's heading comes from.
     heading: Option<crate::audio::heading::HeadingFeed>,
+    /// Pairs with a peak fixed at lag zero (`gcc.crosstalk_window_s`; None: off), and the
+    /// pairs it has flagged at any time.
+    crosstalk: Option<CrosstalkMonitor>,
+    pub crosstalk_seen: Vec<bool>,
 }
 
 impl Pipeline {
@@ -131,6 +136,26 @@ impl Pipeline {
         let tracker = TrackManager::new(cfg.manager_settings(), backends.filter);
         let n_ch = cfg.array.sensors_m.len();
         let models = tracker.params().models.clone();
+        let crosstalk = (cfg.gcc.crosstalk_window_s > 0.0).then(|| {
+            let fs = cfg.sample_rate_hz();
+            let geo_pairs = params
+                .pairs
+                .iter()
+                .map(|p| crate::dsp::geometry::Pair {
+                    a: p.a,
+                    b: p.b,
+                    max_tdoa_s: f64::from(p.max_lag_samples) / fs,
+                })
+                .collect();
+            CrosstalkMonitor::new(
+                cfg.geometry(),
+                geo_pairs,
+                fs,
+                fs / cfg.hop_samples() as f64,
+                cfg.gcc.crosstalk_window_s,
+                crate::dsp::gcc::phat_noise_level(&params),
+            )
+        });
         let mut smoothers = Vec::new();
         if opts.smooth_interval {
             smoothers.push(TrackSmoother::new(SmoothMode::Interval, &models));
@@ -156,6 +181,8 @@ impl Pipeline {
             frame_ready: None,
             proc_time: crate::output::LatencyHistogram::default(),
             heading: None,
+            crosstalk,
+            crosstalk_seen: vec![false; pairs.len()],
             cfg: cfg.clone(),
             opts,
             correlator: Some(backends.correlator),
@@ -407,6 +434,7 @@ impl Pipeline {
                 self.counters.frames_without_pairs += 1;
             }
             let t_centre = frame.centre_time_s();
+            self.watch_crosstalk(gcc, t_centre);
             if let Some(feed) = &self.heading {
                 self.tracker.set_heading(feed.at(t_centre));
             }
@@ -465,6 +493,50 @@ impl Pipeline {
         }
         Ok((total, outside))
     }
+    /// Count a frame's zero-lag peaks; when that flags or frees a pair, tell the tracker and
+    /// log which channels.
+    fn watch_crosstalk(&mut self, gcc: &GccFrame, t_s: f64) {
+        let k = self.cfg.gcc.peaks_per_pair;
+        let Some(m) = self.crosstalk.as_mut() else {
+            return;
+        };
+        let before: Vec<bool> = m.flagged().to_vec();
+        if !m.observe(gcc, k, &self.pair_ok) {
+            return;
+        }
+        self.tracker.set_zero_masked(m.flagged());
+        for (p, (&was, &now)) in before.iter().zip(m.flagged()).enumerate() {
+            let (a, b) = self.pairs[p];
+            if now && !was {
+                self.crosstalk_seen[p] = true;
+                log::warn!(
+                    "t = {t_s:.1} s: channels {a} and {b} share a peak fixed at lag zero in {:.0} % of the last {} s (crosstalk, or a common ground or supply noise): their pair's peaks at lag zero are ignored until it goes; check the wiring and grounding of the device",
+                    100.0 * m.share()[p],
+                    self.cfg.gcc.crosstalk_window_s
+                );
+            } else if was && !now {
+                log::info!("t = {t_s:.1} s: channels {a} and {b}: the zero-lag peak has gone");
+            }
+        }
+    }
+
+    /// Each pair's channels, in the correlator's order.
+    pub fn pair_channels(&self) -> &[(usize, usize)] {
+        &self.pairs
+    }
+
+    /// The channel pairs flagged as crosstalk now.
+    pub fn crosstalk_pairs(&self) -> Vec<[usize; 2]> {
+        self.crosstalk.as_ref().map_or_else(Vec::new, |m| {
+            self.pairs
+                .iter()
+                .zip(m.flagged())
+                .filter(|(_, f)| **f)
+                .map(|(&(a, b), _)| [a, b])
+                .collect()
+        })
+    }
+
     /// Send one frame's messages: each track's report, then each track that ended.
     fn send_frame(
         &mut self,
@@ -556,6 +628,7 @@ impl Pipeline {
                 .heading
                 .as_ref()
                 .map(|_| self.tracker.heading_missing_frames),
+            crosstalk_pairs: self.crosstalk_pairs(),
         }
     }
 

@@ -385,6 +385,19 @@ pub fn replay_source(
     if pipe.counters.frames_in == 0 {
         warnings.extend(shorter_than_a_frame(cfg, total));
     }
+    let crosstalk: Vec<String> = pipe
+        .crosstalk_seen
+        .iter()
+        .zip(pipe.pair_channels())
+        .filter(|(seen, _)| **seen)
+        .map(|(_, (a, b))| format!("{a}-{b}"))
+        .collect();
+    if !crosstalk.is_empty() {
+        warnings.push(format!(
+            "crosstalk: channel pairs {} held a peak fixed at lag zero (see gcc.crosstalk_window_s); their zero-lag peaks were ignored while it lasted. Check the wiring and grounding of the recording device",
+            crosstalk.join(", ")
+        ));
+    }
     Ok(ReplaySummary {
         input: src.describe(),
         backend: pipe.backend().to_string(),

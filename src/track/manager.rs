@@ -24,7 +24,8 @@ use std::collections::BTreeMap;
 use nalgebra::Vector3;
 
 use crate::dsp::coherence::{coherence_of_peak, overlap_table};
-use crate::dsp::gcc::GccFrame;
+use crate::dsp::crosstalk;
+use crate::dsp::gcc::{GccFrame, Peak};
 use crate::dsp::geometry::{ArrayGeometry, Pair};
 use crate::dsp::multilat::{Obs, refine};
 use crate::error::BackendError;
@@ -291,6 +292,9 @@ pub struct TrackManager {
     pub mirrors_kept: u64,
     pub mirrors_taken: u64,
     pub twins_without_slot: u64,
+    /// Per pair: flagged as crosstalk, its peaks at lag zero ignored (see
+    /// [`crate::dsp::crosstalk`]).
+    zero_masked: Vec<bool>,
 }
 
 /// Gaussian peak density (noise `sigma_s`) over the clutter density 1 / (2 max_tdoa).
@@ -358,6 +362,7 @@ impl TrackManager {
             filter_wall: std::time::Duration::ZERO,
             heading_deg: None,
             heading_missing_frames: 0,
+            zero_masked: Vec::new(),
             mirrors_kept: 0,
             mirrors_taken: 0,
             twins_without_slot: 0,
@@ -387,6 +392,13 @@ impl TrackManager {
     /// The TDOA noise currently assumed, seconds.
     pub fn sigma_s(&self) -> f32 {
         self.sigma_s
+    }
+
+    /// Per pair: whether its peaks at lag zero are crosstalk, to be ignored from the next frame
+    /// on.
+    pub fn set_zero_masked(&mut self, masked: &[bool]) {
+        self.zero_masked.clear();
+        self.zero_masked.extend_from_slice(masked);
     }
 
     /// A turning array: the heading of the frame about to be stepped (degrees; None when
@@ -425,7 +437,19 @@ impl TrackManager {
         self.peak_value.resize(m.amp.len(), (0.0, 0.0));
         let mut informative = 0;
         for (pi, pair) in self.s.pairs.iter().enumerate() {
+            // A pair flagged as crosstalk loses its peaks at lag zero (the rest move up).
+            let mut kept = [Peak::NONE; crate::dsp::gcc::MAX_PEAKS];
             let peaks = gcc.pair_peaks(pi, k);
+            let peaks = if self.zero_masked.get(pi).copied().unwrap_or(false) {
+                let mut n = 0;
+                for pk in peaks.iter().filter(|pk| !crosstalk::masked(pk.lag_samples)) {
+                    kept[n] = *pk;
+                    n += 1;
+                }
+                &kept[..k]
+            } else {
+                peaks
+            };
             let base = pi * k;
             m.amp[base..base + k].fill(0.0);
             m.floor[pi] = 1.0;
@@ -538,6 +562,9 @@ impl TrackManager {
         // What `build_measurement` will set: the frame and the noise.
         self.meas.frame = seq;
         self.meas.sigma_s = self.sigma_s;
+        // (A device builds the measurement from the correlator's peaks as they come, which
+        // knows no masked pairs: with crosstalk flagged, the host supplies it.)
+        let peaks = peaks.filter(|_| !self.zero_masked.contains(&true));
         let source = peaks.map(|peaks| crate::track::LiveSource {
             peaks,
             sample_rate_hz: self.s.sample_rate_hz as f32,

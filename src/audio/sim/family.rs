@@ -252,6 +252,15 @@ pub struct FaultDraw {
     pub sensor_error_m: Draw,
     #[serde(default = "zero")]
     pub sound_speed_error: Draw,
+    /// Channels per recording device whose channels cross-talk (0: no crosstalk); the shared
+    /// noise's level over each channel's own (dB) and each channel's leak from the one before
+    /// it in its device (dB; none: no leak). See [`faults::Crosstalk`].
+    #[serde(default)]
+    pub crosstalk_group: usize,
+    #[serde(default = "zero")]
+    pub crosstalk_db: Draw,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crosstalk_leak_db: Option<Draw>,
 }
 
 fn clip_gain() -> Draw {
@@ -610,6 +619,12 @@ impl FamilySpec {
             clipping,
             sensor_error_m: f.sensor_error_m.sample(rng),
             sound_speed_error: f.sound_speed_error.sample(rng),
+            // (Drawn last, and only when asked for, so families without it draw as before.)
+            crosstalk: (f.crosstalk_group > 0).then(|| faults::Crosstalk {
+                group: f.crosstalk_group.min(channels.max(2)),
+                level_db: f.crosstalk_db.sample(rng),
+                leak_db: f.crosstalk_leak_db.as_ref().map(|d| d.sample(rng)),
+            }),
         }
     }
 }

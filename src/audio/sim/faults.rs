@@ -1,6 +1,7 @@
 //! Faults and events a scene can carry besides its sources: clicks (transients from random
-//! points, or on one channel only), dead channels, clipping after a gain glitch, and an array
-//! description that is off (sensor positions, speed of sound). The clicks are drawn from the
+//! points, or on one channel only), dead channels, clipping after a gain glitch, crosstalk
+//! between the channels of one recording device, and an array description that is off (sensor
+//! positions, speed of sound). The clicks are drawn from the
 //! scene's seed, so a scene is the same every time.
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,20 @@ pub struct Clipping {
     pub gain: f64,
 }
 
+/// Crosstalk between the channels of one recording device: the channels come in devices of
+/// `group` consecutive channels; the channels of a device share an electrical noise (ground
+/// or supply noise, the same on each: a peak fixed at lag zero in every pair of the device) at
+/// `level_db` relative to each channel's own noise, and each channel after the first of its
+/// device picks up the one before it at `leak_db` (default: no leak).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Crosstalk {
+    pub group: usize,
+    pub level_db: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leak_db: Option<f64>,
+}
+
 /// Faults and events of a scene (`[faults]` in a scene file). Every field defaults to none.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,6 +79,9 @@ pub struct FaultSpec {
     /// Relative error of the speed of sound the tracker is told: 0.01 tells it 1 % too fast.
     #[serde(default)]
     pub sound_speed_error: f64,
+    /// Crosstalk within recording devices (`[faults.crosstalk]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crosstalk: Option<Crosstalk>,
 }
 
 impl FaultSpec {
@@ -117,7 +135,54 @@ impl FaultSpec {
                 self.sound_speed_error
             ));
         }
+        if let Some(x) = &self.crosstalk {
+            if !(2..=channels.max(2)).contains(&x.group) {
+                return Some(format!(
+                    "crosstalk group = {}: use 2 to the scene's {channels} channels",
+                    x.group
+                ));
+            }
+            if !(x.level_db.is_finite() && x.level_db <= 40.0) {
+                return Some(format!(
+                    "crosstalk level_db = {}: use a finite level of at most 40 dB",
+                    x.level_db
+                ));
+            }
+            if let Some(l) = x.leak_db.filter(|l| !(l.is_finite() && *l <= 0.0)) {
+                return Some(format!(
+                    "crosstalk leak_db = {l}: use a finite level of at most 0 dB"
+                ));
+            }
+        }
         None
+    }
+}
+
+/// Crosstalk laid out for the output: device size, the shared noise's standard deviation in
+/// output units, the leak's gain, and the noise's own stream.
+struct CrosstalkNoise {
+    group: usize,
+    std: f64,
+    leak: f64,
+    rng: PhiloxStream,
+    /// The row before the leak (each channel picks up its neighbour's own signal).
+    before: Vec<f32>,
+}
+
+impl CrosstalkNoise {
+    fn apply(&mut self, row: &mut [f32]) {
+        self.before.clear();
+        self.before.extend_from_slice(row);
+        for (d, dev) in row.chunks_mut(self.group).enumerate() {
+            let shared = (self.rng.normal_f64() * self.std) as f32;
+            let first = d * self.group;
+            for (i, v) in dev.iter_mut().enumerate() {
+                *v += shared;
+                if i > 0 {
+                    *v += (self.leak * f64::from(self.before[first + i - 1])) as f32;
+                }
+            }
+        }
     }
 }
 
@@ -143,6 +208,7 @@ pub struct Faults {
     next_click: usize,
     dead: Vec<(usize, u64, u64)>,
     clipping: Vec<(u64, u64, f64)>,
+    crosstalk: Option<CrosstalkNoise>,
     kernel: SincKernel,
     sensors: Vec<[f64; 3]>,
     c: f64,
@@ -154,7 +220,9 @@ const CLICK_HALF: usize = 8;
 
 impl Faults {
     /// Lay out `spec`'s faults for a scene of `duration_s` with `sensors` at speed of sound `c`;
-    /// point clicks come from anywhere in the box `volume` (lower and upper corners).
+    /// point clicks come from anywhere in the box `volume` (lower and upper corners);
+    /// `noise_std` is each channel's own noise in output units (crosstalk's reference).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         spec: &FaultSpec,
         sensors: &[[f64; 3]],
@@ -163,6 +231,7 @@ impl Faults {
         duration_s: f64,
         volume: ([f64; 3], [f64; 3]),
         seed: u64,
+        noise_std: f64,
     ) -> Self {
         let mut rng = PhiloxStream::new(seed, 3000, Stream::Simulate);
         let rate = spec.clicks_per_min / 60.0;
@@ -219,6 +288,13 @@ impl Faults {
                     )
                 })
                 .collect(),
+            crosstalk: spec.crosstalk.as_ref().map(|x| CrosstalkNoise {
+                group: x.group.max(1),
+                std: noise_std * 10f64.powf(x.level_db / 20.0),
+                leak: x.leak_db.map_or(0.0, |l| 10f64.powf(l / 20.0)),
+                rng: PhiloxStream::new(seed, 5000, Stream::Simulate),
+                before: Vec::with_capacity(sensors.len()),
+            }),
             kernel: SincKernel::new(CLICK_HALF, 8.0),
             sensors: sensors.to_vec(),
             c,
@@ -234,6 +310,9 @@ impl Faults {
     /// Apply every fault to output sample `n` (one value per channel, full-scale units).
     pub fn apply(&mut self, n: u64, row: &mut [f32]) {
         self.add_clicks(n, row);
+        if let Some(x) = self.crosstalk.as_mut() {
+            x.apply(row);
+        }
         for &(ch, a, b) in &self.dead {
             if n >= a && n < b {
                 row[ch] = 0.0;

@@ -529,6 +529,7 @@ impl SimSource {
                 spec.duration_s,
                 spec.click_volume(),
                 spec.seed,
+                noise_std * gain,
             )
         });
         Self {
