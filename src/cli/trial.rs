@@ -12,7 +12,7 @@ use sonotrack::pipeline::trial::{TrialOptions, run_scene, run_trial, scene_confi
 #[derive(clap::Args)]
 pub struct Args {
     /// A built-in family (pass-through, manoeuvre, faults, crossing, noise-only, compact-ring,
-    /// distributed-room, weak-source) or a family file (TOML).
+    /// distributed-room, line-room, soundbar, towed-line, weak-source) or a family file (TOML).
     #[arg(long, default_value = "pass-through")]
     pub family: String,
     /// Scenes to draw.

@@ -126,6 +126,21 @@ impl Config {
             c / fs,
             pairs.iter().map(|p| p.max_tdoa_s).fold(0.0, f64::max) * fs
         );
+        let _ = if self.gcc.crosstalk_window_s > 0.0 {
+            let judged = pairs
+                .iter()
+                .filter(|p| p.max_tdoa_s * fs >= crate::dsp::crosstalk::MIN_JUDGED_LAG_SAMPLES)
+                .count();
+            writeln!(
+                s,
+                "  crosstalk check over {} s: {judged} of {} pairs long enough to judge alone (largest lag {} samples or more); the shorter ones are flagged only with their device's",
+                self.gcc.crosstalk_window_s,
+                pairs.len(),
+                crate::dsp::crosstalk::MIN_JUDGED_LAG_SAMPLES
+            )
+        } else {
+            writeln!(s, "  crosstalk check off (gcc.crosstalk_window_s = 0)")
+        };
         let t = &self.tracker;
         let names: Vec<_> = t
             .models

@@ -17,7 +17,14 @@
 //! inside each device of a line of several is told from such a source. Crosstalk inside one
 //! compact group of channels only (one device of several, or two channels of a flat array) is
 //! not: a source close in front of that group, or on the two channels' bisecting plane, would
-//! look the same in the lags. The tracker then ignores a
+//! look the same in the lags.
+//!
+//! Pairs shorter than [`MIN_JUDGED_LAG_SAMPLES`] are not judged: a room's diffuse sound (its
+//! reverberation, or noise from everywhere) correlates two channels over lags within the
+//! pair's bound, and where that bound is within the peak's own width the result is a peak at
+//! zero. Measured on the line-room and compact-ring families (3-5 cm spacing, RT60 0.2-0.5 s):
+//! their shortest pairs held one in 35-40 % of frames with no crosstalk at all. A short pair
+//! whose channels are joined by flagged pairs (one device) is flagged with them. The tracker then ignores a
 //! flagged pair's peaks within [`MASK_SAMPLES`] of zero and keeps the rest of its curve.
 
 use nalgebra::{Matrix3, Vector3};
@@ -30,6 +37,8 @@ use crate::dsp::geometry::{ArrayGeometry, Pair};
 pub const ZERO_TOL_SAMPLES: f32 = 0.25;
 /// Frames seen before anything is flagged, at least.
 pub const MIN_FRAMES: u64 = 10;
+/// Pairs whose largest lag (samples) is below this are not judged by themselves.
+pub const MIN_JUDGED_LAG_SAMPLES: f64 = 2.5;
 /// A flagged pair's peaks this close to zero (samples) are masked.
 pub const MASK_SAMPLES: f32 = 0.5;
 /// Share of frames with a zero-lag peak that makes a pair a suspect.
@@ -59,6 +68,8 @@ pub struct CrosstalkMonitor {
     warmup_frames: u64,
     noise_level: Option<f32>,
     share: Vec<f32>,
+    /// Per pair: long enough to be judged by itself.
+    judged: Vec<bool>,
     suspect: Vec<bool>,
     flagged: Vec<bool>,
 }
@@ -76,7 +87,12 @@ impl CrosstalkMonitor {
     ) -> Self {
         let frames = (window_s * frame_rate_hz).max(1.0);
         let n = pairs.len();
+        let judged = pairs
+            .iter()
+            .map(|p| p.max_tdoa_s * sample_rate_hz >= MIN_JUDGED_LAG_SAMPLES)
+            .collect();
         Self {
+            judged,
             geo,
             pairs,
             sample_rate_hz,
@@ -101,16 +117,18 @@ impl CrosstalkMonitor {
             if !pair_ok.get(p).copied().unwrap_or(false) || gcc.peaks.len() < (p + 1) * k {
                 continue;
             }
+            let judged = self.judged[p];
             let hit = gcc
                 .pair_peaks(p, k)
                 .iter()
                 .any(|pk| at_zero(pk) && clear(pk, self.noise_level));
             *share += alpha * (f32::from(u8::from(hit)) - *share);
-            let now = if *sus {
-                *share >= CLEAR_SHARE
-            } else {
-                warm && *share >= FLAG_SHARE
-            };
+            let now = judged
+                && if *sus {
+                    *share >= CLEAR_SHARE
+                } else {
+                    warm && *share >= FLAG_SHARE
+                };
             changed |= now != *sus;
             *sus = now;
         }
@@ -118,9 +136,19 @@ impl CrosstalkMonitor {
             return false;
         }
         let flag = self.suspect.contains(&true)
-            && !explainable(&self.geo, &self.pairs, &self.suspect, self.sample_rate_hz);
+            && !explainable(
+                &self.geo,
+                &self.pairs,
+                &self.suspect,
+                &self.judged,
+                self.sample_rate_hz,
+            );
         let before = std::mem::take(&mut self.flagged);
-        self.flagged = self.suspect.iter().map(|&s| s && flag).collect();
+        self.flagged = if flag {
+            with_devices(&self.pairs, &self.suspect, self.geo.len())
+        } else {
+            vec![false; self.pairs.len()]
+        };
         before != self.flagged
     }
 
@@ -140,14 +168,45 @@ impl CrosstalkMonitor {
     }
 }
 
+/// `flagged`, and every other pair whose two channels are joined by a chain of flagged pairs
+/// (one device's channels) among `n` channels.
+fn with_devices(pairs: &[Pair], flagged: &[bool], n: usize) -> Vec<bool> {
+    let mut root: Vec<usize> = (0..n).collect();
+    fn find(root: &mut [usize], mut i: usize) -> usize {
+        while root[i] != i {
+            root[i] = root[root[i]];
+            i = root[i];
+        }
+        i
+    }
+    for (p, _) in pairs.iter().zip(flagged).filter(|(_, f)| **f) {
+        if p.a < n && p.b < n {
+            let (ra, rb) = (find(&mut root, p.a), find(&mut root, p.b));
+            root[ra] = rb;
+        }
+    }
+    pairs
+        .iter()
+        .zip(flagged)
+        .map(|(p, &f)| f || (p.a < n && p.b < n && find(&mut root, p.a) == find(&mut root, p.b)))
+        .collect()
+}
+
 /// Whether one source position puts every pair of `zero` at lag zero (within
-/// [`EXPLAIN_SAMPLES`]) and no other pair of `pairs` within [`OTHER_ZERO_SAMPLES`] of it.
+/// [`EXPLAIN_SAMPLES`]) and no other `judged` pair of `pairs` within [`OTHER_ZERO_SAMPLES`] of
+/// it (pairs not judged count for neither).
 ///
 /// A pair's lag is zero on its bisecting plane. The candidates: the point nearest every
 /// suspect's plane (least squares, drawn to the array's centre), then from it along every
 /// direction the suspects' baselines leave free (none, one, or a circle of them) at ranges
 /// from a quarter of the aperture out to 10⁵ apertures, and the far field in those directions.
-pub fn explainable(geo: &ArrayGeometry, pairs: &[Pair], zero: &[bool], fs: f64) -> bool {
+pub fn explainable(
+    geo: &ArrayGeometry,
+    pairs: &[Pair],
+    zero: &[bool],
+    judged: &[bool],
+    fs: f64,
+) -> bool {
     let c = geo.speed_of_sound_m_s;
     let centre = geo.centroid();
     let aperture = geo.aperture_m().max(1e-3);
@@ -171,9 +230,11 @@ pub fn explainable(geo: &ArrayGeometry, pairs: &[Pair], zero: &[bool], fs: f64) 
         .map(|i| eig.eigenvectors.column(i).into_owned())
         .collect();
     let fits = |lag: &dyn Fn(&Pair) -> f64| {
-        pairs.iter().zip(zero).all(|(p, &z)| {
+        pairs.iter().zip(zero).zip(judged).all(|((p, &z), &j)| {
             let l = (lag(p) * fs).abs();
-            if z {
+            if !j {
+                true
+            } else if z {
                 l <= EXPLAIN_SAMPLES
             } else {
                 l > OTHER_ZERO_SAMPLES
@@ -328,6 +389,14 @@ mod tests {
         assert!(masked(-0.5) && masked(0.2) && !masked(0.6));
     }
 
+    /// Pairs judged by themselves.
+    fn judged(pairs: &[Pair]) -> Vec<bool> {
+        pairs
+            .iter()
+            .map(|p| p.max_tdoa_s * FS >= MIN_JUDGED_LAG_SAMPLES)
+            .collect()
+    }
+
     /// Lags (samples) of every pair for a source at `x`.
     fn lags(geo: &ArrayGeometry, pairs: &[Pair], x: [f64; 3]) -> Vec<f64> {
         let x = Vector3::from(x);
@@ -347,15 +416,26 @@ mod tests {
                 .map(|l| l.abs() <= f64::from(ZERO_TOL_SAMPLES))
                 .collect();
             assert!(zero.contains(&true));
-            assert!(explainable(&geo, &pairs, &zero, FS), "{x:?}");
+            assert!(
+                explainable(&geo, &pairs, &zero, &judged(&pairs), FS),
+                "{x:?}"
+            );
         }
-        let devices: Vec<bool> = pairs.iter().map(|p| p.a / 4 == p.b / 4).collect();
-        assert!(!explainable(&geo, &pairs, &devices, FS));
+        let devices: Vec<bool> = pairs
+            .iter()
+            .zip(judged(&pairs))
+            .map(|(p, j)| j && p.a / 4 == p.b / 4)
+            .collect();
+        assert!(!explainable(&geo, &pairs, &devices, &judged(&pairs), FS));
         // One device alone is explained by a talker 0.2-1.5 m in front of its middle (its
         // pairs within a third of a sample of zero, the others' lags at least 0.1): the limit
         // of what lags can tell.
-        let first: Vec<bool> = pairs.iter().map(|p| p.b < 4).collect();
-        assert!(explainable(&geo, &pairs, &first, FS));
+        let first: Vec<bool> = pairs
+            .iter()
+            .zip(judged(&pairs))
+            .map(|(p, j)| j && p.b < 4)
+            .collect();
+        assert!(explainable(&geo, &pairs, &first, &judged(&pairs), FS));
 
         // A ring of eight, 5 cm radius, and its centre.
         let mut ring: Vec<[f64; 3]> = (0..8)
@@ -371,8 +451,11 @@ mod tests {
             .iter()
             .map(|l| l.abs() <= f64::from(ZERO_TOL_SAMPLES))
             .collect();
-        assert!(explainable(&geo, &pairs, &zero, FS));
-        let device: Vec<bool> = pairs.iter().map(|p| p.b < 3).collect();
-        assert!(!explainable(&geo, &pairs, &device, FS));
+        assert!(explainable(&geo, &pairs, &zero, &judged(&pairs), FS));
+        // Four channels of the ring on one device: of its pairs, those long enough to judge.
+        let j = judged(&pairs);
+        let device: Vec<bool> = pairs.iter().zip(&j).map(|(p, &j)| j && p.b < 4).collect();
+        assert_eq!(device.iter().filter(|&&d| d).count(), 3);
+        assert!(!explainable(&geo, &pairs, &device, &j, FS));
     }
 }

@@ -441,10 +441,9 @@ impl TrackManager {
             let mut kept = [Peak::NONE; crate::dsp::gcc::MAX_PEAKS];
             let peaks = gcc.pair_peaks(pi, k);
             let peaks = if self.zero_masked.get(pi).copied().unwrap_or(false) {
-                let mut n = 0;
-                for pk in peaks.iter().filter(|pk| !crosstalk::masked(pk.lag_samples)) {
-                    kept[n] = *pk;
-                    n += 1;
+                let unmasked = peaks.iter().filter(|pk| !crosstalk::masked(pk.lag_samples));
+                for (slot, pk) in kept.iter_mut().zip(unmasked) {
+                    *slot = *pk;
                 }
                 &kept[..k]
             } else {

@@ -42,7 +42,7 @@ pub struct Clipping {
 }
 
 /// Crosstalk between the channels of one recording device: the channels come in devices of
-/// `group` consecutive channels; the channels of a device share an electrical noise (ground
+/// `group` consecutive channels (a last device of one channel has none); the channels of a device share an electrical noise (ground
 /// or supply noise, the same on each: a peak fixed at lag zero in every pair of the device) at
 /// `level_db` relative to each channel's own noise, and each channel after the first of its
 /// device picks up the one before it at `leak_db` (default: no leak).
@@ -175,6 +175,10 @@ impl CrosstalkNoise {
         self.before.extend_from_slice(row);
         for (d, dev) in row.chunks_mut(self.group).enumerate() {
             let shared = (self.rng.normal_f64() * self.std) as f32;
+            if dev.len() < 2 {
+                // (A last device of one channel shares its noise with nothing.)
+                continue;
+            }
             let first = d * self.group;
             for (i, v) in dev.iter_mut().enumerate() {
                 *v += shared;

@@ -84,16 +84,40 @@ pub fn update(
     p: &DMatrix<f64>,
     z: &DVector<f64>,
 ) -> Option<(DVector<f64>, DMatrix<f64>)> {
+    update_with_innovation(m, x, p, z).map(|u| (u.x, u.p))
+}
+
+/// What an update gives: the new state and covariance, the innovation, and the Cholesky
+/// factor of its covariance S (for the measurement's likelihood).
+pub struct Updated {
+    pub x: DVector<f64>,
+    pub p: DMatrix<f64>,
+    pub innovation: DVector<f64>,
+    pub s_chol: nalgebra::linalg::Cholesky<f64, nalgebra::Dyn>,
+}
+
+/// [`update`], keeping the innovation and its covariance's factor.
+pub fn update_with_innovation(
+    m: &LinearModel,
+    x: &DVector<f64>,
+    p: &DMatrix<f64>,
+    z: &DVector<f64>,
+) -> Option<Updated> {
     let innovation = z - &m.h * x;
     let s = &m.h * p * m.h.transpose() + &m.r;
     let chol = s.cholesky()?;
     // W = P Hᵀ S⁻¹, by solving S Wᵀ = H P.
     let w = chol.solve(&(&m.h * p)).transpose();
-    let x = x + &w * innovation;
+    let x = x + &w * &innovation;
     let n = p.nrows();
     let i_wh = DMatrix::identity(n, n) - &w * &m.h;
     let p = &i_wh * p * i_wh.transpose() + &w * &m.r * w.transpose();
-    Some((x, symmetric(p)))
+    Some(Updated {
+        x,
+        p: symmetric(p),
+        innovation,
+        s_chol: chol,
+    })
 }
 
 /// (P + Pᵀ) / 2.
