@@ -8,7 +8,7 @@ use sonotrack::error::{Error, Result};
 /// The arguments of `sonotrack bench`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Which stages: gcc, pf, kf (the batched Kalman bank), live (one frame through GCC-PHAT and a small filter, as capture
+    /// Which stages: gcc, pf, kf (the batched Kalman bank and the IMM), live (one frame through GCC-PHAT and a small filter, as capture
     /// runs it, and the same frames replayed), all, or none (with --replay).
     #[arg(long, default_value = "all")]
     pub what: String,
