@@ -508,6 +508,30 @@ fn max_pairs_checks() {
     }
 }
 
+/// `gcc.crosstalk_window_s`: 0 (off) or 1-3600 s; `check` says which.
+#[test]
+fn crosstalk_window_checks() {
+    let line = "[array]\nsensors_m = [[0,0,1],[0.05,0,1],[0.1,0,1],[0.15,0,1],[0.2,0,1]]\nspeed_of_sound_m_s = 343\n[audio]\nsample_rate_hz = 16000\n";
+    let c = Config::parse_str(line, "t.toml").unwrap();
+    assert_eq!(c.gcc.crosstalk_window_s, 10.0);
+    assert!(
+        c.explain().contains("crosstalk check over 10 s"),
+        "{}",
+        c.explain()
+    );
+    let off =
+        Config::parse_str(&format!("{line}[gcc]\ncrosstalk_window_s = 0\n"), "t.toml").unwrap();
+    assert!(off.explain().contains("crosstalk check off"));
+    for bad in ["0.5", "-1", "4000", "nan"] {
+        let e = Config::parse_str(
+            &format!("{line}[gcc]\ncrosstalk_window_s = {bad}\n"),
+            "t.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "gcc.crosstalk_window_s", "{bad}: {e}");
+    }
+}
+
 /// `[array.heading_input]`: a source is needed, the UDP address must parse, the staleness be
 /// positive, and a turning line array must know the plane its sources lie in; a good one makes
 /// the filters keep each particle's side and the manager twin its tracks.
