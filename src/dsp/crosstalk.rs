@@ -78,6 +78,8 @@ pub struct CrosstalkMonitor {
     judged: Vec<bool>,
     suspect: Vec<bool>,
     flagged: Vec<bool>,
+    /// `flagged` before the last change.
+    flagged_before: Vec<bool>,
 }
 
 impl CrosstalkMonitor {
@@ -109,6 +111,7 @@ impl CrosstalkMonitor {
             share: vec![0.0; n],
             suspect: vec![false; n],
             flagged: vec![false; n],
+            flagged_before: vec![false; n],
         }
     }
 
@@ -149,13 +152,16 @@ impl CrosstalkMonitor {
                 &self.evidence(),
                 self.sample_rate_hz,
             );
-        let before = std::mem::take(&mut self.flagged);
-        self.flagged = if flag {
+        let now = if flag {
             with_devices(&self.pairs, &self.suspect, self.geo.len())
         } else {
             vec![false; self.pairs.len()]
         };
-        before != self.flagged
+        if now == self.flagged {
+            return false;
+        }
+        self.flagged_before = std::mem::replace(&mut self.flagged, now);
+        true
     }
 
     /// Per pair: whether a source putting its lag at zero would be ruled out by it (judged,
@@ -166,6 +172,12 @@ impl CrosstalkMonitor {
             .zip(&self.share)
             .map(|(&j, &s)| j && s < OTHER_SHARE_MAX)
             .collect()
+    }
+
+    /// Per pair: flagged as crosstalk before the last call of [`Self::observe`] that changed
+    /// it (to tell which pairs it flagged or freed).
+    pub fn flagged_before(&self) -> &[bool] {
+        &self.flagged_before
     }
 
     /// Per pair: flagged as crosstalk.

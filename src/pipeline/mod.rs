@@ -138,18 +138,10 @@ impl Pipeline {
         let models = tracker.params().models.clone();
         let crosstalk = (cfg.gcc.crosstalk_window_s > 0.0).then(|| {
             let fs = cfg.sample_rate_hz();
-            let geo_pairs = params
-                .pairs
-                .iter()
-                .map(|p| crate::dsp::geometry::Pair {
-                    a: p.a,
-                    b: p.b,
-                    max_tdoa_s: f64::from(p.max_lag_samples) / fs,
-                })
-                .collect();
+            // (The correlator's pairs, in its order: `gcc_params` takes them from `pairs()`.)
             CrosstalkMonitor::new(
                 cfg.geometry(),
-                geo_pairs,
+                cfg.pairs(),
                 fs,
                 fs / cfg.hop_samples() as f64,
                 cfg.gcc.crosstalk_window_s,
@@ -500,12 +492,11 @@ impl Pipeline {
         let Some(m) = self.crosstalk.as_mut() else {
             return;
         };
-        let before: Vec<bool> = m.flagged().to_vec();
         if !m.observe(gcc, k, &self.pair_ok) {
             return;
         }
         self.tracker.set_zero_masked(m.flagged());
-        for (p, (&was, &now)) in before.iter().zip(m.flagged()).enumerate() {
+        for (p, (&was, &now)) in m.flagged_before().iter().zip(m.flagged()).enumerate() {
             let (a, b) = self.pairs[p];
             if now && !was {
                 self.crosstalk_seen[p] = true;
