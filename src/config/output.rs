@@ -109,6 +109,11 @@ impl Config {
                         "use the receiver's baud rate, e.g. 115200",
                     );
                 }
+                SinkConfig::Mqtt(m) => {
+                    if let Some((key, problem, fix)) = m.problem() {
+                        return err(&format!("output.sink[{i}].{key}"), problem, fix);
+                    }
+                }
                 SinkConfig::Jsonl { path, .. } if path.is_empty() => {
                     return err(
                         &format!("output.sink[{i}].path"),

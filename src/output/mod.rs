@@ -9,9 +9,11 @@
 //! [`message`] is the schema, [`runner`] the queues and threads, [`sink_config`] what the
 //! configuration says an output is; one file per kind of sink.
 
+pub mod broker;
 pub mod jsonl;
 pub mod latency;
 pub mod message;
+pub mod mqtt;
 pub mod nmea;
 pub mod runner;
 pub mod serial;

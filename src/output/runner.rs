@@ -15,7 +15,7 @@ use crate::output::latency::LatencyHistogram;
 use crate::output::message::{Message, MessageKind};
 use crate::output::nmea::{NmeaEncoder, NmeaSettings};
 use crate::output::sink_config::SinkConfig;
-use crate::output::{jsonl, serial, udp};
+use crate::output::{jsonl, mqtt, serial, udp};
 
 /// A destination for messages. Implementations may reconnect internally; errors are counted by
 /// the runner, never fatal.
@@ -30,6 +30,11 @@ pub trait Sink: Send {
     fn lost_by(&mut self, _e: &std::io::Error) -> u64 {
         1
     }
+    /// A counter of messages the sink lost after accepting them (an MQTT broker that forgot
+    /// its session), which the runner adds to its drops.
+    fn late_drops(&self) -> Option<Arc<AtomicU64>> {
+        None
+    }
 }
 
 /// Counters one sink's runner keeps.
@@ -43,11 +48,17 @@ pub struct SinkStats {
     pub rate_limited: AtomicU64,
     /// Frame-complete to message-sent latency of track messages (live only).
     pub latency: LatencyHistogram,
+    /// Lost after the sink accepted them (see [`Sink::late_drops`]).
+    pub late_drops: Option<Arc<AtomicU64>>,
 }
 
 impl SinkStats {
     pub fn drops(&self) -> u64 {
-        self.queue_drops.load(Ordering::Relaxed) + self.write_errors.load(Ordering::Relaxed)
+        let late = self
+            .late_drops
+            .as_ref()
+            .map_or(0, |l| l.load(Ordering::Relaxed));
+        self.queue_drops.load(Ordering::Relaxed) + self.write_errors.load(Ordering::Relaxed) + late
     }
 }
 
@@ -82,7 +93,10 @@ impl SinkRunner {
         max_rate_hz: Option<f64>,
     ) -> Self {
         let (tx, rx): (SyncSender<Cmd>, Receiver<Cmd>) = sync_channel(QUEUE_CAPACITY);
-        let stats = Arc::new(SinkStats::default());
+        let stats = Arc::new(SinkStats {
+            late_drops: sink.late_drops(),
+            ..SinkStats::default()
+        });
         let st = stats.clone();
         let thread_name = format!("sink {name}");
         let log_name = name.clone();
@@ -256,6 +270,7 @@ impl SinkSet {
                         false,
                     )
                 }
+                SinkConfig::Mqtt(m) => (Box::new(mqtt::MqttSink::open(m)?), false),
             };
             let rate = match c {
                 SinkConfig::Serial { baud, format, .. } => c.max_rate_hz().or_else(|| {

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::output::mqtt::MqttSinkConfig;
 use crate::output::nmea::SentenceKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -65,6 +66,9 @@ pub enum SinkConfig {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_rate_hz: Option<f64>,
     },
+    /// The stream published to an MQTT broker under `<prefix>/<site>/<node>/…` (QoS 1,
+    /// persistent session, last will, bounded offline queue).
+    Mqtt(MqttSinkConfig),
 }
 
 fn default_baud() -> u32 {
@@ -78,6 +82,7 @@ impl SinkConfig {
             SinkConfig::Jsonl { path, .. } => format!("jsonl:{path}"),
             SinkConfig::Udp { address, .. } => format!("udp:{address}"),
             SinkConfig::Serial { port, .. } => format!("serial:{port}"),
+            SinkConfig::Mqtt(m) => format!("mqtt:{}", m.broker.address),
         }
     }
 
@@ -103,6 +108,7 @@ impl SinkConfig {
             SinkConfig::Jsonl { max_rate_hz, .. }
             | SinkConfig::Udp { max_rate_hz, .. }
             | SinkConfig::Serial { max_rate_hz, .. } => *max_rate_hz,
+            SinkConfig::Mqtt(m) => m.max_rate_hz,
         }
     }
 }
