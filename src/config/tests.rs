@@ -584,3 +584,53 @@ fn heading_input_checks() {
     let c = Config::parse_str(&format!("{line}{plane}{tail}"), "t.toml").unwrap();
     assert!(!c.turning() && c.filter_params().line.is_some_and(|l| !l.keep_side));
 }
+
+/// `kind = "mqtt"` outputs: the broker table and topic levels are checked, keys named.
+#[test]
+fn mqtt_sink_checks() {
+    let sink = |extra: &str| {
+        format!(
+            "{GOOD}\n[[output.sink]]\nkind = \"mqtt\"\nsite = \"harbour\"\nnode = \"north\"\n{extra}\n"
+        )
+    };
+    let c = Config::parse_str(&sink("broker = { address = \"127.0.0.1:1883\" }"), "t").unwrap();
+    assert_eq!(c.output.sinks[0].name(), "mqtt:127.0.0.1:1883");
+    let SinkConfig::Mqtt(m) = &c.output.sinks[0] else {
+        panic!("an mqtt sink")
+    };
+    assert_eq!(m.topics().tracks, "sonotrack/harbour/north/tracks");
+    assert_eq!((m.queue, m.broker.keep_alive_s), (10_000, 5.0));
+    for (extra, key) in [
+        (
+            "broker = { address = \"nohost\" }",
+            "output.sink[0].broker.address",
+        ),
+        (
+            "broker = { address = \"h:1\", password = \"x\" }",
+            "output.sink[0].broker.username",
+        ),
+        (
+            "broker = { address = \"h:1\" }\nprefix = \"a/+\"",
+            "output.sink[0].prefix",
+        ),
+        (
+            "broker = { address = \"h:1\" }\nqueue = 0",
+            "output.sink[0].queue",
+        ),
+    ] {
+        let e = Config::parse_str(&sink(extra), "t").unwrap_err();
+        assert_eq!(e.key, key, "{extra}: {e}");
+    }
+    let e = Config::parse_str(
+        &sink("broker = { address = \"h:1\", pasword = \"x\" }"),
+        "t",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("pasword"), "{e}");
+    let e = Config::parse_str(
+        &format!("{GOOD}\n[[output.sink]]\nkind = \"mqtt\"\nsite = \"a b\"\nnode = \"n\"\nbroker = {{ address = \"h:1\" }}\n"),
+        "t",
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "output.sink[0].site", "{e}");
+}

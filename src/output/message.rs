@@ -82,6 +82,16 @@ pub struct GeoFix {
     pub speed_m_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub course_deg: Option<f64>,
+    /// East, north and up of the array origin, metres (absent in direction mode without a
+    /// range).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enu_m: Option<[f64; 3]>,
+    /// 3-D mode: the velocity in east-north-up (m/s) and the position covariance turned into
+    /// east-north-up, upper triangle ee, en, eu, nn, nu, uu (m²): what a fusion service needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enu_vel_m_s: Option<[f64; 3]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enu_cov: Option<[f64; 6]>,
 }
 
 impl GeoFix {
@@ -108,6 +118,10 @@ impl GeoFix {
             }),
             speed_m_s: moving.then(|| round(ve.hypot(vn), 3)),
             course_deg: moving.then(|| round(bearing_deg(ve, vn), 2)),
+            enu_m: point.map(|p| origin.enu(p).map(|v| round(v, 4))),
+            enu_vel_m_s: moving.then(|| origin.enu(r.velocity).map(|v| round(v, 4))),
+            enu_cov: moving
+                .then(|| upper_triangle(&origin.enu_cov(&r.pos_cov)).map(|v| round(v, 8))),
         }
     }
 }

@@ -15,9 +15,9 @@
 //! stops, are counted too. Nothing here ever waits for the network: the pipeline's side is a
 //! `try_publish`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -312,6 +312,36 @@ impl Drop for MqttSink {
     }
 }
 
+/// Client ids with a connection thread in this process. A reload (SIGHUP) opens the new
+/// outputs before the old ones close; with the same client id both would connect and the
+/// broker would drop one for the other, so a new connection waits for the old one's goodbye.
+static ACTIVE_IDS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Longest a new connection waits for an old one of the same client id to close.
+const HANDOVER_WAIT: Duration = Duration::from_secs(10);
+
+/// Wait until no connection of this process uses client id `id`, then claim it.
+fn claim_id(id: &str) {
+    let start = Instant::now();
+    loop {
+        if let Ok(mut ids) = ACTIVE_IDS.lock() {
+            if !ids.iter().any(|i| i == id) || start.elapsed() > HANDOVER_WAIT {
+                ids.push(id.to_string());
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn release_id(id: &str) {
+    if let Ok(mut ids) = ACTIVE_IDS.lock() {
+        if let Some(k) = ids.iter().position(|i| i == id) {
+            ids.remove(k);
+        }
+    }
+}
+
 /// The connection thread: polls the client's event loop (which reconnects), counts
 /// acknowledgements, republishes the online state on every connection, and backs off while
 /// the broker is away.
@@ -323,9 +353,11 @@ fn spawn_driver(
     (state_topic, online): (String, String),
 ) -> std::io::Result<(JoinHandle<()>, Receiver<()>)> {
     let (done_tx, done_rx) = sync_channel(1);
+    let id = conn.eventloop.mqtt_options.client_id();
     let handle = std::thread::Builder::new()
         .name(format!("{name} connection"))
         .spawn(move || {
+            claim_id(&id);
             let mut backoff = Backoff::default();
             let mut failing = false;
             loop {
@@ -391,6 +423,7 @@ fn spawn_driver(
                     }
                 }
             }
+            release_id(&id);
             let _ = done_tx.send(());
         })?;
     Ok((handle, done_rx))

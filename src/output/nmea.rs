@@ -505,6 +505,9 @@ mod tests {
             range_m: Some(range),
             speed_m_s: Some(speed),
             course_deg: Some(course),
+            enu_m: None,
+            enu_vel_m_s: None,
+            enu_cov: None,
         }
     }
 
@@ -566,6 +569,9 @@ mod tests {
             range_m: Some(1e12),
             speed_m_s: Some(1e9),
             course_deg: Some(359.9),
+            enu_m: None,
+            enu_vel_m_s: None,
+            enu_cov: None,
         };
         let t = ttm(&s, 99, u64::MAX, &big, 'T', "235959.99");
         assert!(verify(&t) && t.len() <= MAX_SENTENCE, "{t}");

@@ -68,7 +68,7 @@ pub enum SinkConfig {
     },
     /// The stream published to an MQTT broker under `<prefix>/<site>/<node>/…` (QoS 1,
     /// persistent session, last will, bounded offline queue).
-    Mqtt(MqttSinkConfig),
+    Mqtt(Box<MqttSinkConfig>),
 }
 
 fn default_baud() -> u32 {

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod mqtt;
+
 use std::path::{Path, PathBuf};
 
 /// A scene from `../shared/scenes`, or None (with a message) when the directory is not there.
