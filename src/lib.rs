@@ -27,6 +27,7 @@ pub mod bench;
 pub mod config;
 pub mod dsp;
 pub mod error;
+pub mod fusion;
 pub mod gpu;
 pub mod math;
 pub mod output;

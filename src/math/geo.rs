@@ -82,6 +82,26 @@ impl Origin {
         }
     }
 
+    /// The array-frame coordinates (m) of geodetic point `g`: the inverse of [`Self::geodetic`].
+    pub fn local(&self, g: &Geodetic) -> [f64; 3] {
+        let (lat0, lon0) = (
+            self.latitude_deg.to_radians(),
+            self.longitude_deg.to_radians(),
+        );
+        let o = ecef(lat0, lon0, -self.depth_m);
+        let p = ecef(
+            g.latitude_deg.to_radians(),
+            g.longitude_deg.to_radians(),
+            -g.depth_m,
+        );
+        let d = [p[0] - o[0], p[1] - o[1], p[2] - o[2]];
+        let r = ecef_to_enu(lat0, lon0);
+        let enu = [0, 1, 2].map(|i| (0..3).map(|k| r[i][k] * d[k]).sum::<f64>());
+        // East-north-up into the array frame (the inverse turn of [`Self::enu`]).
+        let (s, c) = self.heading_deg.to_radians().sin_cos();
+        [enu[0] * c - enu[1] * s, enu[0] * s + enu[1] * c, enu[2]]
+    }
+
     /// The problem with this origin's values, if any (for the configuration's check).
     pub fn problem(&self) -> Option<String> {
         let o = self;
@@ -121,6 +141,34 @@ pub fn wrap_deg(h: f64) -> f64 {
 pub fn turn_deg(a: f64, b: f64) -> f64 {
     let d = (b - a).rem_euclid(360.0);
     if d > 180.0 { d - 360.0 } else { d }
+}
+
+/// The rotation from east-north-up at geodetic (`lat_deg`, `lon_deg`) `from` to east-north-up
+/// at `to`: the two tangent planes differ by the angle the Earth's curvature puts between them
+/// (about 9″ a kilometre apart), which vectors and covariances of one node must be turned by to
+/// join another's.
+pub fn enu_turn(from: (f64, f64), to: (f64, f64)) -> [[f64; 3]; 3] {
+    let a = ecef_to_enu(from.0.to_radians(), from.1.to_radians());
+    let b = ecef_to_enu(to.0.to_radians(), to.1.to_radians());
+    // b · aᵀ
+    let mut out = [[0.0; 3]; 3];
+    for i in 0..3 {
+        for j in 0..3 {
+            out[i][j] = (0..3).map(|k| b[i][k] * a[j][k]).sum();
+        }
+    }
+    out
+}
+
+/// The rows of east, north and up in ECEF at latitude and longitude (radians).
+fn ecef_to_enu(lat: f64, lon: f64) -> [[f64; 3]; 3] {
+    let (sl, cl) = lat.sin_cos();
+    let (so, co) = lon.sin_cos();
+    [
+        [-so, co, 0.0],
+        [-sl * co, -sl * so, cl],
+        [cl * co, cl * so, sl],
+    ]
 }
 
 /// Earth-centred, Earth-fixed coordinates of a geodetic point (radians, metres).
@@ -208,6 +256,34 @@ mod tests {
         let c = o.enu_cov(&[[4.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 9.0]]);
         assert!((c[0][0] - 1.0).abs() < 1e-12 && (c[1][1] - 4.0).abs() < 1e-12);
         assert!((c[2][2] - 9.0).abs() < 1e-12 && c[0][1].abs() < 1e-12);
+    }
+
+    /// `local` undoes `geodetic` (a point 2 km away, heading 30°); `enu_turn` maps a node's
+    /// east-north-up to another's as ECEF does.
+    #[test]
+    fn local_inverts_geodetic_and_tangent_planes_turn() {
+        let o = origin(53.5, 9.9, 30.0);
+        let p = [1200.0, -1600.0, -7.0];
+        let back = o.local(&o.geodetic(p));
+        for k in 0..3 {
+            assert!((back[k] - p[k]).abs() < 1e-6, "{back:?}");
+        }
+        let other = origin(53.52, 9.95, 0.0);
+        let turn = enu_turn((53.5, 9.9), (53.52, 9.95));
+        // The same displacement, 10 m east of the first node, seen from the second.
+        let a = o.geodetic([0.0; 3]);
+        let b = Origin {
+            heading_deg: 0.0,
+            ..o
+        }
+        .geodetic([10.0, 0.0, 0.0]);
+        let (la, lb) = (other.local(&a), other.local(&b));
+        let d = [lb[0] - la[0], lb[1] - la[1], lb[2] - la[2]];
+        let t = [0, 1, 2].map(|i| turn[i][0] * 10.0);
+        for k in 0..3 {
+            assert!((d[k] - t[k]).abs() < 1e-6, "{d:?} {t:?}");
+        }
+        assert!(t[1].abs() > 1e-5, "the planes differ measurably");
     }
 
     #[test]

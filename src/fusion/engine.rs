@@ -1,0 +1,384 @@
+//! Track-to-track fusion across nodes: each node's latest track states, brought to one time,
+//! associated into fused tracks and fused by covariance intersection.
+//!
+//! Association keeps history: a node track stays linked to its fused track while it gates
+//! against the fused estimate of the track's other members; it is unlinked only after
+//! `unlink_after` consecutive misses. Unlinked node tracks join fused tracks by GNN (the
+//! project's Hungarian solver on χ² distances, gated, one track per node per fused track), node
+//! by node; those that join none start a fused track. Two fused tracks whose node sets are
+//! disjoint and whose estimates gate for `merge_after` consecutive steps are one source: the
+//! younger merges into the older, whose id stays. So a fused id outlives any one node's track
+//! and any one node.
+//!
+//! Clock skew between nodes: a report is predicted (constant velocity) from its own
+//! sample-clock time to the fusion time, and its position covariance grows by τ² v vᵀ for the
+//! configured skew tolerance τ, the position error a clock off by τ would make.
+
+use std::collections::BTreeMap;
+
+use nalgebra::{Matrix3, Matrix6, Vector6};
+
+use crate::fusion::ci::{Estimate, covariance_intersection, mahalanobis2};
+use crate::fusion::report::NodeTrack;
+use crate::math::assign::hungarian_rect;
+
+/// Association and timing parameters (`[fusion]` of fuse.toml).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FuseParams {
+    /// χ² gate on position (3 degrees of freedom).
+    pub gate_chi2: f64,
+    /// A node track not heard from for this long is dropped (s).
+    pub max_age_s: f64,
+    /// Clock skew tolerated between nodes (s).
+    pub skew_s: f64,
+    /// Georeferencing error of each array (m, one sigma per axis), added to every node
+    /// track's position covariance: two arrays' surveys never agree exactly.
+    pub survey_std_m: f64,
+    pub unlink_after: u32,
+    pub merge_after: u32,
+    /// Fuse tentative node tracks too (default: confirmed and coasting only).
+    pub tentative: bool,
+}
+
+impl Default for FuseParams {
+    fn default() -> Self {
+        Self {
+            // χ²(3) at 0.999.
+            gate_chi2: 16.27,
+            max_age_s: 2.0,
+            skew_s: 0.5,
+            survey_std_m: 0.1,
+            unlink_after: 5,
+            merge_after: 5,
+            tentative: false,
+        }
+    }
+}
+
+/// A node track's key: (node, the node's track id).
+pub type Key = (String, u64);
+
+/// One fused track's output at a step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FusedEstimate {
+    pub id: u64,
+    pub x: Vector6<f64>,
+    pub p: Matrix6<f64>,
+    /// The node tracks it fuses, in the order they joined.
+    pub members: Vec<Key>,
+    /// Steps since the fused track began.
+    pub age: u64,
+}
+
+/// Why a fused track ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FusedEnd {
+    /// Its last node track ended, went stale or its node went offline.
+    Lost,
+    /// Found to be the same source as the fused track `into`.
+    Merged { into: u64 },
+}
+
+#[derive(Debug, Default)]
+struct Fused {
+    /// In the order they joined.
+    members: Vec<Key>,
+    /// Consecutive gate misses of each member against the others.
+    misses: BTreeMap<Key, u32>,
+    /// Consecutive steps gating with each younger fused track (for merging).
+    close: BTreeMap<u64, u32>,
+    age: u64,
+}
+
+/// The fusion state.
+#[derive(Debug, Default)]
+pub struct Fuser {
+    params: FuseParams,
+    latest: BTreeMap<Key, NodeTrack>,
+    fused: BTreeMap<u64, Fused>,
+    link: BTreeMap<Key, u64>,
+    next_id: u64,
+}
+
+/// What one step gives.
+#[derive(Debug, Default)]
+pub struct StepOutput {
+    pub tracks: Vec<FusedEstimate>,
+    pub ended: Vec<(u64, FusedEnd)>,
+}
+
+impl Fuser {
+    pub fn new(params: FuseParams) -> Self {
+        Self {
+            params,
+            next_id: 1,
+            ..Self::default()
+        }
+    }
+
+    /// A node's track state (an older state than the one held is ignored).
+    pub fn report(&mut self, t: NodeTrack) {
+        if !(t.confirmed || self.params.tentative) {
+            return;
+        }
+        let key = (t.node.clone(), t.id);
+        if self.latest.get(&key).is_some_and(|old| old.t > t.t) {
+            return;
+        }
+        self.latest.insert(key, t);
+    }
+
+    /// Node `node` ended its track `id`.
+    pub fn ended(&mut self, node: &str, id: u64) {
+        self.forget(&(node.to_string(), id));
+    }
+
+    /// Node `node` went offline (its last will, or a clean goodbye): all its tracks end.
+    pub fn node_gone(&mut self, node: &str) {
+        let keys: Vec<Key> = self
+            .latest
+            .keys()
+            .filter(|k| k.0 == node)
+            .cloned()
+            .collect();
+        for k in keys {
+            self.forget(&k);
+        }
+    }
+
+    /// Node tracks held now.
+    pub fn node_tracks(&self) -> usize {
+        self.latest.len()
+    }
+
+    fn forget(&mut self, key: &Key) {
+        self.latest.remove(key);
+        if let Some(f) = self.link.remove(key) {
+            if let Some(fused) = self.fused.get_mut(&f) {
+                fused.members.retain(|k| k != key);
+                fused.misses.remove(key);
+            }
+        }
+    }
+
+    /// Fuse at time `now` (UTC seconds).
+    pub fn step(&mut self, now: f64) -> StepOutput {
+        let stale: Vec<Key> = self
+            .latest
+            .iter()
+            .filter(|(_, t)| now - t.t > self.params.max_age_s)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &stale {
+            self.forget(k);
+        }
+        let predicted: BTreeMap<Key, Estimate> = self
+            .latest
+            .iter()
+            .map(|(k, t)| (k.clone(), self.predict(t, now)))
+            .collect();
+        self.check_links(&predicted);
+        self.assign_unlinked(&predicted);
+        let mut out = StepOutput::default();
+        self.merge_duplicates(&predicted, &mut out);
+        let empty: Vec<u64> = self
+            .fused
+            .iter()
+            .filter(|(_, f)| f.members.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in empty {
+            self.fused.remove(&id);
+            out.ended.push((id, FusedEnd::Lost));
+        }
+        for (id, f) in &mut self.fused {
+            f.age += 1;
+            if let Some((x, p)) = estimate_of(&f.members, &predicted) {
+                out.tracks.push(FusedEstimate {
+                    id: *id,
+                    x,
+                    p,
+                    members: f.members.clone(),
+                    age: f.age,
+                });
+            }
+        }
+        out
+    }
+
+    /// A node track at time `now`: constant velocity from its own time, plus the skew and
+    /// survey terms.
+    fn predict(&self, t: &NodeTrack, now: f64) -> Estimate {
+        let dt = now - t.t;
+        let mut f = Matrix6::identity();
+        for k in 0..3 {
+            f[(k, k + 3)] = dt;
+        }
+        let x = f * t.x;
+        let mut p = f * t.p * f.transpose();
+        let v = t.x.fixed_rows::<3>(3);
+        let skew = v * v.transpose() * self.params.skew_s.powi(2);
+        let survey = Matrix3::identity() * self.params.survey_std_m.powi(2);
+        let mut pos = p.fixed_view_mut::<3, 3>(0, 0);
+        pos += skew + survey;
+        (x, p)
+    }
+
+    /// Unlink members that no longer gate against the rest of their fused track.
+    fn check_links(&mut self, pred: &BTreeMap<Key, Estimate>) {
+        let gate = self.params.gate_chi2;
+        let limit = self.params.unlink_after;
+        let mut unlinked = Vec::new();
+        for f in self.fused.values_mut() {
+            if f.members.len() < 2 {
+                continue;
+            }
+            let members = f.members.clone();
+            for k in &members {
+                let others: Vec<Key> = members.iter().filter(|o| *o != k).cloned().collect();
+                let (Some(me), Some(rest)) = (pred.get(k), estimate_of(&others, pred)) else {
+                    continue;
+                };
+                let s = sum_pos(&me.1, &rest.1);
+                let ok = mahalanobis2(&me.0, &rest.0, &s).is_some_and(|d| d <= gate);
+                let m = f.misses.entry(k.clone()).or_default();
+                *m = if ok { 0 } else { *m + 1 };
+            }
+            // At most one a step, the one that joined last: with two members both miss
+            // together, and the older link is the one to keep.
+            if let Some(k) = members
+                .iter()
+                .rev()
+                .find(|k| f.misses.get(*k).is_some_and(|m| *m >= limit))
+            {
+                f.members.retain(|m| m != k);
+                f.misses.remove(k);
+                unlinked.push(k.clone());
+            }
+        }
+        for k in unlinked {
+            log::info!("fusion: {}:{} no longer fits its fused track", k.0, k.1);
+            self.link.remove(&k);
+        }
+    }
+
+    /// GNN, node by node, of the unlinked node tracks to fused tracks without a track of that
+    /// node; the rest start fused tracks.
+    fn assign_unlinked(&mut self, pred: &BTreeMap<Key, Estimate>) {
+        let mut by_node: BTreeMap<String, Vec<Key>> = BTreeMap::new();
+        for k in pred.keys().filter(|k| !self.link.contains_key(*k)) {
+            by_node.entry(k.0.clone()).or_default().push(k.clone());
+        }
+        for (node, keys) in by_node {
+            let candidates: Vec<(u64, Estimate)> = self
+                .fused
+                .iter()
+                .filter(|(_, f)| !f.members.is_empty() && !f.members.iter().any(|m| m.0 == node))
+                .filter_map(|(id, f)| estimate_of(&f.members, pred).map(|e| (*id, e)))
+                .collect();
+            let gate = self.params.gate_chi2;
+            let cols = candidates.len() + keys.len();
+            let cost: Vec<Vec<f64>> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    let me = &pred[k];
+                    let mut row: Vec<f64> = candidates
+                        .iter()
+                        .map(|(_, e)| {
+                            let s = sum_pos(&me.1, &e.1);
+                            mahalanobis2(&me.0, &e.0, &s)
+                                .filter(|d| *d <= gate)
+                                .unwrap_or(f64::INFINITY)
+                        })
+                        .collect();
+                    // One "new track" column per row, at the gate's cost.
+                    row.extend((0..keys.len()).map(|j| if j == i { gate } else { f64::INFINITY }));
+                    row
+                })
+                .collect();
+            let cols_of = hungarian_rect(&cost, cols);
+            for (i, k) in keys.iter().enumerate() {
+                let j = cols_of[i];
+                let id = if j < candidates.len() && cost[i][j].is_finite() {
+                    candidates[j].0
+                } else {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    self.fused.insert(id, Fused::default());
+                    id
+                };
+                if let Some(f) = self.fused.get_mut(&id) {
+                    f.members.push(k.clone());
+                }
+                self.link.insert(k.clone(), id);
+            }
+        }
+    }
+
+    /// Merge fused tracks that are one source (disjoint nodes, gating for `merge_after`
+    /// steps): the younger (larger id) into the older.
+    fn merge_duplicates(&mut self, pred: &BTreeMap<Key, Estimate>, out: &mut StepOutput) {
+        let est: Vec<(u64, Vec<String>, Estimate)> = self
+            .fused
+            .iter()
+            .filter_map(|(id, f)| {
+                let nodes = f.members.iter().map(|m| m.0.clone()).collect();
+                estimate_of(&f.members, pred).map(|e| (*id, nodes, e))
+            })
+            .collect();
+        let mut merges = Vec::new();
+        for (i, (a, na, ea)) in est.iter().enumerate() {
+            for (b, nb, eb) in &est[i + 1..] {
+                let disjoint = !na.iter().any(|n| nb.contains(n));
+                let s = sum_pos(&ea.1, &eb.1);
+                let close = disjoint
+                    && mahalanobis2(&ea.0, &eb.0, &s).is_some_and(|d| d <= self.params.gate_chi2);
+                let Some(f) = self.fused.get_mut(a) else {
+                    continue;
+                };
+                let streak = f.close.entry(*b).or_default();
+                *streak = if close { *streak + 1 } else { 0 };
+                if *streak >= self.params.merge_after {
+                    merges.push((*a, *b));
+                }
+            }
+        }
+        for (keep, gone) in merges {
+            if !self.fused.contains_key(&keep) {
+                continue;
+            }
+            let Some(g) = self.fused.remove(&gone) else {
+                continue;
+            };
+            for k in &g.members {
+                self.link.insert(k.clone(), keep);
+            }
+            if let Some(f) = self.fused.get_mut(&keep) {
+                f.members.extend(g.members);
+                f.close.remove(&gone);
+            }
+            log::info!("fusion: fused track {gone} is track {keep}; merged");
+            out.ended.push((gone, FusedEnd::Merged { into: keep }));
+        }
+    }
+}
+
+/// The position block of the sum of two covariances.
+fn sum_pos(a: &Matrix6<f64>, b: &Matrix6<f64>) -> Matrix3<f64> {
+    a.fixed_view::<3, 3>(0, 0) + b.fixed_view::<3, 3>(0, 0)
+}
+
+/// The covariance intersection of the predicted states of `members`.
+fn estimate_of(members: &[Key], pred: &BTreeMap<Key, Estimate>) -> Option<Estimate> {
+    let items: Vec<Estimate> = members
+        .iter()
+        .filter_map(|k| pred.get(k))
+        .copied()
+        .collect();
+    covariance_intersection(&items)
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;
