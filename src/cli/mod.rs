@@ -6,6 +6,7 @@ mod check;
 mod demo;
 mod devices;
 mod evaluate;
+mod fuse;
 mod plan;
 mod replay;
 mod run;
@@ -76,6 +77,9 @@ pub enum Cmd {
     /// in memory and score it: accuracy, OSPA, ID switches, time to the first track, false
     /// tracks, consistency, per scene and over the family.
     Trial(trial::Args),
+    /// Fuse the tracks of several arrays (nodes publishing to an MQTT broker) into one
+    /// georeferenced picture, and publish it like a node.
+    Fuse(fuse::Args),
 }
 
 /// `--backend`: which compute backend.
@@ -167,6 +171,7 @@ pub fn dispatch(cmd: Cmd) -> Result<()> {
         Cmd::Bench(a) => bench::run(a),
         Cmd::Check(a) => check::run(a),
         Cmd::Trial(a) => trial::run(a),
+        Cmd::Fuse(a) => fuse::run(a),
     }
 }
 

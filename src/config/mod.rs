@@ -14,6 +14,7 @@ mod audio;
 mod board;
 mod errors;
 mod explain;
+pub mod fuse;
 mod gcc;
 mod load;
 mod output;

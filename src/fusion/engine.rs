@@ -151,6 +151,16 @@ impl Fuser {
         self.latest.len()
     }
 
+    /// Fused tracks held now.
+    pub fn fused_tracks(&self) -> usize {
+        self.fused.len()
+    }
+
+    /// Node tracks of `node` held now.
+    pub fn tracks_of(&self, node: &str) -> usize {
+        self.latest.keys().filter(|k| k.0 == node).count()
+    }
+
     fn forget(&mut self, key: &Key) {
         self.latest.remove(key);
         if let Some(f) = self.link.remove(key) {

@@ -5,3 +5,4 @@
 pub mod ci;
 pub mod engine;
 pub mod report;
+pub mod service;

@@ -20,7 +20,8 @@ pub struct NodeTrack {
     pub confirmed: bool,
     /// Sample-clock UTC of the state, seconds since 1970.
     pub t: f64,
-    /// Position (m) and velocity (m/s), east-north-up of the fusion origin.
+    /// Position (m) and velocity (m/s) in the fusion origin's frame (east-north-up turned by its
+    /// heading).
     pub x: Vector6<f64>,
     pub p: Matrix6<f64>,
 }
@@ -42,6 +43,10 @@ struct Wire {
     id: Option<u64>,
     status: Option<String>,
     wall: Option<String>,
+    /// Emission time and frame time (s of the node's stream): the state is `t_frame - t`
+    /// older than the frame's wall time (the sound's travel).
+    t: Option<f64>,
+    t_frame: Option<f64>,
     vel_std: Option<[f64; 3]>,
     geo: Option<WireGeo>,
 }
@@ -55,7 +60,7 @@ struct WireGeo {
     enu_cov: Option<[f64; 6]>,
 }
 
-/// Read a payload of node `node` into the frame of `origin` (heading 0: east-north-up).
+/// Read a payload of node `node` into the frame of `origin` (east-north-up when its heading is 0).
 pub fn parse(node: &str, payload: &[u8], origin: &Origin) -> Payload {
     if payload.len() > MAX_PAYLOAD {
         return Payload::Ignored("oversized");
@@ -75,9 +80,14 @@ fn track(node: &str, w: &Wire, origin: &Origin) -> Payload {
     let Some(id) = w.id else {
         return Payload::Ignored("malformed");
     };
-    let Some(t) = w.wall.as_deref().and_then(parse_rfc3339) else {
+    let Some(wall) = w.wall.as_deref().and_then(parse_rfc3339) else {
         return Payload::Ignored("no_wall_time");
     };
+    let travel = match (w.t, w.t_frame) {
+        (Some(t), Some(f)) if (0.0..60.0).contains(&(f - t)) => f - t,
+        _ => 0.0,
+    };
+    let t = wall - travel;
     let Some(g) = &w.geo else {
         return Payload::Ignored("no_georeference");
     };
@@ -103,11 +113,14 @@ fn track(node: &str, w: &Wire, origin: &Origin) -> Payload {
     // The node's east-north-up is the tangent plane near the track (within the array's reach
     // of its origin, which the message does not carry): turn it into the fusion's.
     // (nalgebra reads nested arrays as columns: transpose to get the rows.)
-    let r = Matrix3::from(enu_turn(
+    let turn = Matrix3::from(enu_turn(
         (lat, lon),
         (origin.latitude_deg, origin.longitude_deg),
     ))
     .transpose();
+    // East-north-up into the origin's frame (its +y axis heading `heading_deg`), as `local`.
+    let (sh, ch) = origin.heading_deg.to_radians().sin_cos();
+    let r = Matrix3::new(ch, -sh, 0.0, sh, ch, 0.0, 0.0, 0.0, 1.0) * turn;
     let cov = Matrix3::new(c[0], c[1], c[2], c[1], c[3], c[4], c[2], c[4], c[5]);
     let cov = r * cov * r.transpose();
     let vel = r * nalgebra::Vector3::from(v);
@@ -200,7 +213,7 @@ mod tests {
 
     fn message(extra: &str) -> String {
         format!(
-            r#"{{"type":"track","id":7,"status":"confirmed","wall":"2026-11-28T07:00:01.500Z","vel_std":[0.1,0.1,0.1],"geo":{{"lat_deg":53.5001,"lon_deg":9.9001,"depth_m":4.0,"bearing_deg":30,"enu_vel_m_s":[1.0,0.5,0.0],"enu_cov":[0.04,0.01,0,0.09,0,0.25]{extra}}}}}"#
+            r#"{{"type":"track","t":9.96,"t_frame":10.0,"id":7,"status":"confirmed","wall":"2026-11-28T07:00:01.500Z","vel_std":[0.1,0.1,0.1],"geo":{{"lat_deg":53.5001,"lon_deg":9.9001,"depth_m":4.0,"bearing_deg":30,"enu_vel_m_s":[1.0,0.5,0.0],"enu_cov":[0.04,0.01,0,0.09,0,0.25]{extra}}}}}"#
         )
     }
 
@@ -220,7 +233,7 @@ mod tests {
         assert!((t.x[3] - 1.0).abs() < 1e-4 && (t.p[(1, 1)] - 0.09).abs() < 1e-6);
         assert!((t.p[(3, 3)] - 0.01).abs() < 1e-12);
         let day = parse_rfc3339("2026-11-28T07:00:00Z").unwrap();
-        assert!((t.t - day - 1.5).abs() < 1e-9);
+        assert!((t.t - day - 1.46).abs() < 1e-6, "the emission time");
     }
 
     #[test]

@@ -211,6 +211,16 @@ pub struct TrackMessage {
     /// With `array.origin`: latitude, longitude, depth, bearing, range, speed and course.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub geo: Option<GeoFix>,
+    /// A fused track (`sonotrack fuse`): the node tracks it joins now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fused_from: Vec<FusedSource>,
+}
+
+/// One node track behind a fused track.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FusedSource {
+    pub node: String,
+    pub id: u64,
 }
 
 impl TrackMessage {
@@ -291,6 +301,7 @@ impl TrackMessage {
                 };
                 GeoFix::of(r, &o)
             }),
+            fused_from: Vec::new(),
         }
     }
 }

@@ -50,6 +50,19 @@ pub struct Leg {
 pub const MAX_LEGS: usize = 10_000;
 
 impl PathSpec {
+    /// The same path moved by `d` (m): what an array whose origin sits at `-d` hears.
+    pub fn shifted(&self, d: [f64; 3]) -> PathSpec {
+        let add = |p: &[f64; 3]| [p[0] + d[0], p[1] + d[1], p[2] + d[2]];
+        let mut out = self.clone();
+        match &mut out {
+            PathSpec::Static { position_m } => *position_m = add(position_m),
+            PathSpec::Line { start_m, .. }
+            | PathSpec::Turn { start_m, .. }
+            | PathSpec::Legs { start_m, .. } => *start_m = add(start_m),
+        }
+        out
+    }
+
     pub fn position(&self, t: f64) -> [f64; 3] {
         match self {
             PathSpec::Static { position_m } => *position_m,
