@@ -1,5 +1,5 @@
-//! Track-to-track fusion across nodes: each node's latest track states, brought to one time,
-//! associated into fused tracks and fused by covariance intersection.
+//! Track-to-track fusion across nodes: each node's track state nearest the fusion time,
+//! brought to that time, associated into fused tracks and fused by covariance intersection.
 //!
 //! Association keeps history: a node track stays linked to its fused track while it gates
 //! against the fused estimate of the track's other members; it is unlinked only after
@@ -11,10 +11,12 @@
 //! and any one node.
 //!
 //! Clock skew between nodes: a report is predicted (constant velocity) from its own
-//! sample-clock time to the fusion time, and its position covariance grows by τ² v vᵀ for the
-//! configured skew tolerance τ, the position error a clock off by τ would make.
+//! sample-clock time to the fusion time; gating compares two estimates under the sum of their
+//! covariances plus τ² v vᵀ for the configured skew tolerance τ, the position difference a
+//! clock off by τ would make. (Only the gate: a covariance that large along the track would
+//! flatten the fusion's weights.)
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use nalgebra::{Matrix3, Matrix6, Vector6};
 
@@ -55,6 +57,10 @@ impl Default for FuseParams {
     }
 }
 
+/// States held per node track: the fusion time trails the reports by `delay_s`, and the state
+/// nearest that time beats one extrapolated back from the newest.
+const HISTORY: usize = 128;
+
 /// A node track's key: (node, the node's track id).
 pub type Key = (String, u64);
 
@@ -94,7 +100,9 @@ struct Fused {
 #[derive(Debug, Default)]
 pub struct Fuser {
     params: FuseParams,
-    latest: BTreeMap<Key, NodeTrack>,
+    /// Each node track's recent states, oldest first (at most [`HISTORY`], none older than
+    /// `max_age_s` before the newest).
+    latest: BTreeMap<Key, VecDeque<NodeTrack>>,
     fused: BTreeMap<u64, Fused>,
     link: BTreeMap<Key, u64>,
     next_id: u64,
@@ -122,10 +130,18 @@ impl Fuser {
             return;
         }
         let key = (t.node.clone(), t.id);
-        if self.latest.get(&key).is_some_and(|old| old.t > t.t) {
+        let h = self.latest.entry(key).or_default();
+        if h.back().is_some_and(|old| old.t >= t.t) {
             return;
         }
-        self.latest.insert(key, t);
+        let newest = t.t;
+        h.push_back(t);
+        while h.len() > HISTORY
+            || h.front()
+                .is_some_and(|o| newest - o.t > self.params.max_age_s)
+        {
+            h.pop_front();
+        }
     }
 
     /// Node `node` ended its track `id`.
@@ -176,7 +192,7 @@ impl Fuser {
         let stale: Vec<Key> = self
             .latest
             .iter()
-            .filter(|(_, t)| now - t.t > self.params.max_age_s)
+            .filter(|(_, h)| h.back().is_none_or(|t| now - t.t > self.params.max_age_s))
             .map(|(k, _)| k.clone())
             .collect();
         for k in &stale {
@@ -185,7 +201,12 @@ impl Fuser {
         let predicted: BTreeMap<Key, Estimate> = self
             .latest
             .iter()
-            .map(|(k, t)| (k.clone(), self.predict(t, now)))
+            .filter_map(|(k, h)| {
+                let t = h
+                    .iter()
+                    .min_by(|a, b| (a.t - now).abs().total_cmp(&(b.t - now).abs()))?;
+                Some((k.clone(), self.predict(t, now)))
+            })
             .collect();
         self.check_links(&predicted);
         self.assign_unlinked(&predicted);
@@ -216,8 +237,7 @@ impl Fuser {
         out
     }
 
-    /// A node track at time `now`: constant velocity from its own time, plus the skew and
-    /// survey terms.
+    /// A node track at time `now`: constant velocity from its own time, plus the survey term.
     fn predict(&self, t: &NodeTrack, now: f64) -> Estimate {
         let dt = now - t.t;
         let mut f = Matrix6::identity();
@@ -226,11 +246,9 @@ impl Fuser {
         }
         let x = f * t.x;
         let mut p = f * t.p * f.transpose();
-        let v = t.x.fixed_rows::<3>(3);
-        let skew = v * v.transpose() * self.params.skew_s.powi(2);
         let survey = Matrix3::identity() * self.params.survey_std_m.powi(2);
         let mut pos = p.fixed_view_mut::<3, 3>(0, 0);
-        pos += skew + survey;
+        pos += survey;
         (x, p)
     }
 
@@ -238,6 +256,7 @@ impl Fuser {
     fn check_links(&mut self, pred: &BTreeMap<Key, Estimate>) {
         let gate = self.params.gate_chi2;
         let limit = self.params.unlink_after;
+        let skew = self.params.skew_s;
         let mut unlinked = Vec::new();
         for f in self.fused.values_mut() {
             if f.members.len() < 2 {
@@ -249,7 +268,7 @@ impl Fuser {
                 let (Some(me), Some(rest)) = (pred.get(k), estimate_of(&others, pred)) else {
                     continue;
                 };
-                let s = sum_pos(&me.1, &rest.1);
+                let s = gate_cov(skew, me, &rest);
                 let ok = mahalanobis2(&me.0, &rest.0, &s).is_some_and(|d| d <= gate);
                 let m = f.misses.entry(k.clone()).or_default();
                 *m = if ok { 0 } else { *m + 1 };
@@ -286,7 +305,7 @@ impl Fuser {
                 .filter(|(_, f)| !f.members.is_empty() && !f.members.iter().any(|m| m.0 == node))
                 .filter_map(|(id, f)| estimate_of(&f.members, pred).map(|e| (*id, e)))
                 .collect();
-            let gate = self.params.gate_chi2;
+            let (gate, skew) = (self.params.gate_chi2, self.params.skew_s);
             let cols = candidates.len() + keys.len();
             let cost: Vec<Vec<f64>> = keys
                 .iter()
@@ -296,7 +315,7 @@ impl Fuser {
                     let mut row: Vec<f64> = candidates
                         .iter()
                         .map(|(_, e)| {
-                            let s = sum_pos(&me.1, &e.1);
+                            let s = gate_cov(skew, me, e);
                             mahalanobis2(&me.0, &e.0, &s)
                                 .filter(|d| *d <= gate)
                                 .unwrap_or(f64::INFINITY)
@@ -337,11 +356,12 @@ impl Fuser {
                 estimate_of(&f.members, pred).map(|e| (*id, nodes, e))
             })
             .collect();
+        let skew = self.params.skew_s;
         let mut merges = Vec::new();
         for (i, (a, na, ea)) in est.iter().enumerate() {
             for (b, nb, eb) in &est[i + 1..] {
                 let disjoint = !na.iter().any(|n| nb.contains(n));
-                let s = sum_pos(&ea.1, &eb.1);
+                let s = gate_cov(skew, ea, eb);
                 let close = disjoint
                     && mahalanobis2(&ea.0, &eb.0, &s).is_some_and(|d| d <= self.params.gate_chi2);
                 let Some(f) = self.fused.get_mut(a) else {
@@ -374,9 +394,11 @@ impl Fuser {
     }
 }
 
-/// The position block of the sum of two covariances.
-fn sum_pos(a: &Matrix6<f64>, b: &Matrix6<f64>) -> Matrix3<f64> {
-    a.fixed_view::<3, 3>(0, 0) + b.fixed_view::<3, 3>(0, 0)
+/// The covariance two estimates' positions are compared under: the sum of theirs, plus
+/// τ² v vᵀ for a relative clock error up to τ = `skew` s.
+fn gate_cov(skew: f64, a: &Estimate, b: &Estimate) -> Matrix3<f64> {
+    let v = (a.0.fixed_rows::<3>(3) + b.0.fixed_rows::<3>(3)) * 0.5;
+    a.1.fixed_view::<3, 3>(0, 0) + b.1.fixed_view::<3, 3>(0, 0) + v * v.transpose() * skew.powi(2)
 }
 
 /// The covariance intersection of the predicted states of `members`.
