@@ -1,5 +1,5 @@
 //! The fuzz harness: one target per parser (WAV header and data, array.json, configuration with
-//! includes, truth.csv, the JSON Lines stream, simulate specs), each fed structured mutations of
+//! includes, truth.csv, the JSON Lines stream, simulate specs, MQTT payloads), each fed structured mutations of
 //! the seeds in `fuzz/corpus/<target>/` (the engine is `sonotrack::testing::fuzz`; the command
 //! line's options are a target in the binary's own tests).
 //!
@@ -298,6 +298,41 @@ fn fuzz_stream() {
             }
             Err(_) => false,
         }
+    });
+}
+
+/// What a fusion service reads from a broker: track messages, deletions and node states, each
+/// payload tried as all three, into the fuser.
+#[test]
+fn fuzz_mqtt_payload() {
+    use sonotrack::fusion::engine::{FuseParams, Fuser};
+    use sonotrack::fusion::report::{Payload, parse};
+    use sonotrack::math::geo::Origin;
+    use sonotrack::output::mqtt::NodeState;
+    let origin = Origin {
+        latitude_deg: 53.5,
+        longitude_deg: 9.9,
+        depth_m: 0.0,
+        heading_deg: 0.0,
+    };
+    let mut fuser = Fuser::new(FuseParams::default());
+    let mut now = 0.0;
+    fuzz("mqtt_payload", true, |d| {
+        let state = serde_json::from_slice::<NodeState>(d).is_ok();
+        let used = match parse("node", d, &origin) {
+            Payload::Track(t) => {
+                now = t.t;
+                fuser.report(*t);
+                true
+            }
+            Payload::Deleted(id) => {
+                fuser.ended("node", id);
+                true
+            }
+            Payload::Ignored(_) => false,
+        };
+        let _ = fuser.step(now);
+        used || state
     });
 }
 
