@@ -6,13 +6,16 @@ use sonotrack::analysis::trial::scene_table;
 use sonotrack::audio::sim::family::{BUILT_IN, FamilySpec};
 use sonotrack::audio::sim::write_scene;
 use sonotrack::error::Result;
+use sonotrack::pipeline::fuse_trial::run_two_array_trial;
 use sonotrack::pipeline::trial::{TrialOptions, run_scene, run_trial, scene_config, unit_of};
 
 /// The arguments of `sonotrack trial`.
 #[derive(clap::Args)]
 pub struct Args {
     /// A built-in family (pass-through, manoeuvre, faults, crossing, noise-only, compact-ring,
-    /// distributed-room, line-room, soundbar, towed-line, weak-source) or a family file (TOML).
+    /// distributed-room, line-room, soundbar, towed-line, weak-source, two-array) or a family
+    /// file (TOML). A family with a `[second_array]` (two-array) scores each array alone and
+    /// the fusion of the two.
     #[arg(long, default_value = "pass-through")]
     pub family: String,
     /// Scenes to draw.
@@ -124,6 +127,19 @@ pub fn run(a: Args) -> Result<()> {
         log::set_max_level(log::LevelFilter::Warn);
     }
     let start = std::time::Instant::now();
+    if family.second_array.is_some() {
+        let report = run_two_array_trial(&family, &opts);
+        log::set_max_level(level);
+        let report = report?;
+        if !super::quiet() {
+            println!("{report}");
+            println!("({:.1} s)", start.elapsed().as_secs_f64());
+        }
+        if let Some(path) = a.json {
+            super::write_json(&path, &report)?;
+        }
+        return Ok(());
+    }
     let report = run_trial(&family, &opts);
     log::set_max_level(level);
     let report = report?;

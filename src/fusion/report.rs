@@ -60,8 +60,23 @@ struct WireGeo {
     enu_cov: Option<[f64; 6]>,
 }
 
-/// Read a payload of node `node` into the frame of `origin` (east-north-up when its heading is 0).
+/// Which clock a report's time is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeBase {
+    /// `wall`, the node's sample-clock UTC (live nodes: what the service uses).
+    Wall,
+    /// `t_frame`, seconds of the node's stream (replays that started together: trials).
+    Stream,
+}
+
+/// Read a payload of node `node` into the frame of `origin` (east-north-up when its heading is
+/// 0), timed by its wall clock.
 pub fn parse(node: &str, payload: &[u8], origin: &Origin) -> Payload {
+    parse_timed(node, payload, origin, TimeBase::Wall)
+}
+
+/// [`parse`], with the time read from `base`.
+pub fn parse_timed(node: &str, payload: &[u8], origin: &Origin, base: TimeBase) -> Payload {
     if payload.len() > MAX_PAYLOAD {
         return Payload::Ignored("oversized");
     }
@@ -70,17 +85,21 @@ pub fn parse(node: &str, payload: &[u8], origin: &Origin) -> Payload {
     };
     match w.kind.as_str() {
         "deleted" => w.id.map_or(Payload::Ignored("malformed"), Payload::Deleted),
-        "track" => track(node, &w, origin),
+        "track" => track(node, &w, origin, base),
         "smoothed" => Payload::Ignored("smoothed"),
         _ => Payload::Ignored("unknown_type"),
     }
 }
 
-fn track(node: &str, w: &Wire, origin: &Origin) -> Payload {
+fn track(node: &str, w: &Wire, origin: &Origin, base: TimeBase) -> Payload {
     let Some(id) = w.id else {
         return Payload::Ignored("malformed");
     };
-    let Some(wall) = w.wall.as_deref().and_then(parse_rfc3339) else {
+    let clock = match base {
+        TimeBase::Wall => w.wall.as_deref().and_then(parse_rfc3339),
+        TimeBase::Stream => w.t_frame.filter(|t| t.is_finite()),
+    };
+    let Some(wall) = clock else {
         return Payload::Ignored("no_wall_time");
     };
     let travel = match (w.t, w.t_frame) {

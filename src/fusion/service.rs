@@ -339,7 +339,7 @@ fn route(
 }
 
 /// A fused estimate as a node's track message, in the fusion origin's frame.
-fn fused_message(
+pub fn fused_message(
     e: &FusedEstimate,
     seq: u64,
     t_s: f64,
@@ -403,7 +403,8 @@ fn fused_message(
     m
 }
 
-fn fused_end(id: u64, why: FusedEnd) -> TrackEnd {
+/// A fused track's end as a node's track end.
+pub fn fused_end(id: u64, why: FusedEnd) -> TrackEnd {
     match why {
         FusedEnd::Lost => TrackEnd {
             id,

@@ -151,7 +151,7 @@ pub fn scene_config(family: &FamilySpec, o: &TrialOptions, index: u32) -> Result
 }
 
 /// How a family's scenes are scored, for a configuration's array.
-fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScoring {
+pub(crate) fn scoring_of(family: &FamilySpec, cfg: &Config, directions: bool) -> TrialScoring {
     let sc = &family.scoring;
     TrialScoring {
         directions,

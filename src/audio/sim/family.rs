@@ -21,6 +21,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../../families/pass-through.toml"),
     ),
     (
+        "two-array",
+        include_str!("../../../families/two-array.toml"),
+    ),
+    (
         "manoeuvre",
         include_str!("../../../families/manoeuvre.toml"),
     ),
@@ -332,6 +336,18 @@ pub struct FamilySpec {
     pub scoring: ScoringSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnDraw>,
+    /// A second array hearing the same scene (`sonotrack trial` then fuses the two; see
+    /// [`FamilySpec::draw_second_array`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub second_array: Option<SecondArrayDraw>,
+}
+
+/// `[second_array]`: another array of the same layout, its centre `distance_m` from the first
+/// array's centre at a random bearing, in the same water (its own noise).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecondArrayDraw {
+    pub distance_m: Draw,
 }
 
 impl FamilySpec {
@@ -509,6 +525,43 @@ impl FamilySpec {
             faults,
             array_turn,
         }
+    }
+
+    /// Scene `index` heard by the second array (None without `[second_array]`): its spec in
+    /// its own frame and where that frame's origin is in `first`'s (m). The sources, bounds
+    /// and length are `first`'s, moved into the second frame; its sensors are a fresh draw of
+    /// the family's layout; faults stay with the first array.
+    pub fn draw_second_array(
+        &self,
+        seed: u64,
+        index: u32,
+        first: &SceneSpec,
+    ) -> Option<(SceneSpec, [f64; 3])> {
+        let d = self.second_array.as_ref()?;
+        let mut rng = PhiloxStream::new(seed ^ 0x5EC0_A44A, index, Stream::Simulate);
+        let sensors = draw_array(&self.array, None, &mut rng);
+        let own = centroid(&sensors);
+        let first_centre = centroid(&first.sensors_m);
+        let dist = d.distance_m.sample(&mut rng);
+        let (s, c) = (std::f64::consts::TAU * rng.uniform_f64()).sin_cos();
+        let at = [
+            first_centre[0] + dist * c - own[0],
+            first_centre[1] + dist * s - own[1],
+            0.0,
+        ];
+        let back = [-at[0], -at[1], 0.0];
+        let shift = |b: Option<[f64; 3]>| b.map(|b| [b[0] + back[0], b[1] + back[1], b[2]]);
+        let mut spec = first.clone();
+        spec.description = format!("{} (second array)", first.description);
+        spec.sensors_m = sensors;
+        spec.seed = first.seed ^ 0xB0B0_B0B0;
+        spec.faults = FaultSpec::default();
+        spec.bounds_min_m = shift(first.bounds_min_m);
+        spec.bounds_max_m = shift(first.bounds_max_m);
+        for src in &mut spec.sources {
+            src.path = src.path.shifted(back);
+        }
+        Some((spec, at))
     }
 
     /// The farthest any source starts from the array (m).

@@ -1,0 +1,280 @@
+//! `sonotrack trial` of a two-array family: each scene is heard by two arrays, each replayed
+//! in memory as a node would run it (georeferenced, its own stream), and the two streams are
+//! fused by the fusion service's own parser and [`Fuser`] at 10 Hz of stream time. Each
+//! array alone and the fusion are scored against the same truth.
+
+use serde::Serialize;
+
+use crate::analysis::stream::parse_stream;
+use crate::analysis::trial::{FamilySummary, SceneScore, score_scene, summarise};
+use crate::analysis::truth::Truth;
+use crate::audio::sim::family::FamilySpec;
+use crate::audio::sim::{SceneSpec, SimSource};
+use crate::config::Config;
+use crate::error::{Error, IoContext, Result};
+use crate::fusion::engine::{FuseParams, Fuser};
+use crate::fusion::report::{Payload, TimeBase, parse_timed};
+use crate::fusion::service::{fused_end, fused_message};
+use crate::gpu::BackendChoice;
+use crate::math::geo::Origin;
+use crate::output::{DeletedMessage, FrameStamp};
+use crate::pipeline::replay::{ReplayOptions, replay_source};
+use crate::pipeline::trial::{TrialOptions, scoring_of};
+
+/// Where the first array is on the Earth (any place serves: the scene is local).
+const FIRST: Origin = Origin {
+    latitude_deg: 53.5,
+    longitude_deg: 9.9,
+    depth_m: 0.0,
+    heading_deg: 0.0,
+};
+
+/// Fused estimates per second of stream time.
+const FUSE_RATE_HZ: f64 = 10.0;
+
+/// One scene: each array alone and fused.
+#[derive(Debug, Clone, Serialize)]
+pub struct TwoArrayScene {
+    pub index: u32,
+    /// Where the second array's origin is in the first's frame (m).
+    pub second_at_m: [f64; 3],
+    pub first: SceneScore,
+    pub second: SceneScore,
+    pub fused: SceneScore,
+}
+
+/// The trial's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct TwoArrayReport {
+    pub family: String,
+    pub seed: u64,
+    pub runs: u32,
+    pub sets: Vec<String>,
+    pub first: FamilySummary,
+    pub second: FamilySummary,
+    pub fused: FamilySummary,
+    /// Per scene: fused RMSE over the better array's (None where a stream had no track).
+    pub fused_over_better: Vec<Option<f64>>,
+    pub scenes: Vec<TwoArrayScene>,
+}
+
+impl std::fmt::Display for TwoArrayReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "family {} ({} scenes, seed {}): each array alone and fused",
+            self.family, self.runs, self.seed
+        )?;
+        writeln!(
+            f,
+            "scene  second array at (m)   RMSE first  second  fused   fused/better  ids first second fused"
+        )?;
+        for (s, r) in self.scenes.iter().zip(&self.fused_over_better) {
+            writeln!(
+                f,
+                "{:>5}  ({:>6.1}, {:>6.1})     {:>10}  {:>6}  {:>6}  {:>12}  {:>9} {:>6} {:>5}",
+                s.index,
+                s.second_at_m[0],
+                s.second_at_m[1],
+                opt(s.first.rmse, 3),
+                opt(s.second.rmse, 3),
+                opt(s.fused.rmse, 3),
+                opt(*r, 2),
+                s.first.id_switches,
+                s.second.id_switches,
+                s.fused.id_switches
+            )?;
+        }
+        writeln!(f, "first array:  {}", self.first)?;
+        writeln!(f, "second array: {}", self.second)?;
+        writeln!(f, "fused:        {}", self.fused)?;
+        let mut r: Vec<f64> = self.fused_over_better.iter().flatten().copied().collect();
+        r.sort_by(f64::total_cmp);
+        if let (Some(best), Some(worst)) = (r.first(), r.last()) {
+            let mean = r.iter().sum::<f64>() / r.len() as f64;
+            write!(
+                f,
+                "fused RMSE / the better array's: mean {mean:.2}, median {:.2}, best {best:.2}, worst {worst:.2}",
+                r[r.len() / 2]
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `x` with `decimals`, or "-".
+fn opt(x: Option<f64>, decimals: usize) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:.decimals$}"))
+}
+
+/// Run `o.runs` scenes of a family with a `[second_array]`.
+pub fn run_two_array_trial(family: &FamilySpec, o: &TrialOptions) -> Result<TwoArrayReport> {
+    use rayon::prelude::*;
+    if o.runs == 0 {
+        return Err(Error::Usage("--runs must be at least 1".into()));
+    }
+    let scenes: Vec<Result<TwoArrayScene>> = (0..o.runs)
+        .into_par_iter()
+        .map(|i| run_two_array_scene(family, o, i))
+        .collect();
+    let scenes = scenes.into_iter().collect::<Result<Vec<_>>>()?;
+    let first_cfg = node_config(&family.draw(o.seed, 0), &FIRST, o)?;
+    let scoring = scoring_of(family, &first_cfg, false);
+    let pick = |f: fn(&TwoArrayScene) -> &SceneScore| {
+        summarise(&scenes.iter().map(|s| f(s).clone()).collect::<Vec<_>>(), &scoring)
+    };
+    Ok(TwoArrayReport {
+        family: family.name.clone(),
+        seed: o.seed,
+        runs: o.runs,
+        sets: o.sets.clone(),
+        first: pick(|s| &s.first),
+        second: pick(|s| &s.second),
+        fused: pick(|s| &s.fused),
+        fused_over_better: scenes
+            .iter()
+            .map(|s| {
+                let better = match (s.first.rmse, s.second.rmse) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                Some(s.fused.rmse? / better?)
+            })
+            .collect(),
+        scenes,
+    })
+}
+
+/// A node's configuration for `spec`, georeferenced at `origin`, with the trial's settings.
+fn node_config(spec: &SceneSpec, origin: &Origin, o: &TrialOptions) -> Result<Config> {
+    let mut cfg = Config::for_scene(spec).with_overrides(&o.sets)?;
+    cfg.array.origin = Some(*origin);
+    cfg.validate(&spec.description)?;
+    Ok(cfg)
+}
+
+/// One array's replay of its scene: its score (in its own frame) and its stream.
+fn run_node(
+    spec: SceneSpec,
+    origin: &Origin,
+    family: &FamilySpec,
+    o: &TrialOptions,
+    index: u32,
+    name: &str,
+) -> Result<(SceneScore, String)> {
+    let cfg = node_config(&spec, origin, o)?;
+    let mut sim = SimSource::new(spec)?;
+    let truth = Truth::from_rows(&sim.truth());
+    let path = std::env::temp_dir().join(format!(
+        "sonotrack-fuse-trial-{}-{index}-{name}.jsonl",
+        std::process::id()
+    ));
+    let opts = ReplayOptions {
+        backend: o.backend.unwrap_or(BackendChoice::Cpu),
+        progress: false,
+        bound: false,
+        warmup_s: family.scoring.warmup_s,
+        out: Some(path.display().to_string()),
+        ..ReplayOptions::default()
+    };
+    let summary = replay_source(&cfg, &mut sim, 0, Some(&truth), &opts)?;
+    let text = std::fs::read_to_string(&path).at(&path)?;
+    let _ = std::fs::remove_file(&path);
+    let scoring = scoring_of(family, &cfg, false);
+    let score = score_scene(index, &summary.frames, &truth, &scoring, summary.load());
+    Ok((score, text))
+}
+
+/// Simulate scene `index` for both arrays, replay each, fuse and score.
+pub fn run_two_array_scene(
+    family: &FamilySpec,
+    o: &TrialOptions,
+    index: u32,
+) -> Result<TwoArrayScene> {
+    let spec = family.draw(o.seed, index);
+    let Some((second, at)) = family.draw_second_array(o.seed, index, &spec) else {
+        return Err(Error::Usage(format!(
+            "family {} has no [second_array]: fusion trials need one",
+            family.name
+        )));
+    };
+    let second_origin = FIRST.geodetic(at);
+    let second_origin = Origin {
+        latitude_deg: second_origin.latitude_deg,
+        longitude_deg: second_origin.longitude_deg,
+        depth_m: second_origin.depth_m,
+        heading_deg: 0.0,
+    };
+    let truth = Truth::from_rows(&SimSource::new(spec.clone())?.truth());
+    let (first, text_a) = run_node(spec, &FIRST, family, o, index, "a")?;
+    let (second, text_b) = run_node(second, &second_origin, family, o, index, "b")?;
+    let fused_text = fuse_streams(&[("a", &text_a), ("b", &text_b)], family.duration_s);
+    let frames = parse_stream(&fused_text)
+        .map_err(|(line, e)| Error::Usage(format!("fused stream line {line}: {e}")))?;
+    let cfg = node_config(&family.draw(o.seed, index), &FIRST, o)?;
+    let scoring = scoring_of(family, &cfg, false);
+    let fused = score_scene(index, &frames, &truth, &scoring, 0.0);
+    Ok(TwoArrayScene {
+        index,
+        second_at_m: at,
+        first,
+        second,
+        fused,
+    })
+}
+
+/// Fuse node streams (JSON Lines, stream time) at [`FUSE_RATE_HZ`] into a fused stream in the
+/// first array's frame, as `sonotrack fuse` would publish it.
+fn fuse_streams(nodes: &[(&str, &str)], duration_s: f64) -> String {
+    let mut reports: Vec<(f64, String, Payload)> = Vec::new();
+    for (name, text) in nodes {
+        for line in text.lines() {
+            let p = parse_timed(name, line.as_bytes(), &FIRST, TimeBase::Stream);
+            let t = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v["t_frame"].as_f64().or(v["t"].as_f64()))
+                .unwrap_or(0.0);
+            reports.push((t, (*name).to_string(), p));
+        }
+    }
+    reports.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut fuser = Fuser::new(FuseParams {
+        // (The simulated arrays are placed exactly.)
+        survey_std_m: 0.0,
+        ..FuseParams::default()
+    });
+    let mut out = String::new();
+    let mut next = reports.into_iter().peekable();
+    let steps = (duration_s * FUSE_RATE_HZ).floor() as u64;
+    for seq in 0..=steps {
+        let t = seq as f64 / FUSE_RATE_HZ;
+        // Everything heard up to the fusion time (a live service trails by `delay_s` for it).
+        while let Some((_, node, p)) = next.next_if(|r| r.0 <= t + 1e-9) {
+            match p {
+                Payload::Track(nt) => fuser.report(*nt),
+                Payload::Deleted(id) => fuser.ended(&node, id),
+                Payload::Ignored(_) => {}
+            }
+        }
+        let step = fuser.step(t);
+        let stamp = FrameStamp {
+            wall: None,
+            power: None,
+            reports: step.tracks.len(),
+            origin: Some(&FIRST),
+        };
+        for e in &step.tracks {
+            let m = fused_message(e, seq, t, &FIRST, &stamp);
+            out.push_str(&serde_json::to_string(&m).unwrap_or_default());
+            out.push('\n');
+        }
+        for (id, why) in &step.ended {
+            let m = DeletedMessage::new(&fused_end(*id, *why), seq, t, None);
+            out.push_str(&serde_json::to_string(&m).unwrap_or_default());
+            out.push('\n');
+        }
+    }
+    // (How many steps there were, so that the steps without a fused track count as misses.)
+    out.push_str(&format!("{{\"type\":\"status\",\"frames_in\":{}}}\n", steps + 1));
+    out
+}
