@@ -121,7 +121,10 @@ pub fn run_two_array_trial(family: &FamilySpec, o: &TrialOptions) -> Result<TwoA
     let first_cfg = node_config(&family.draw(o.seed, 0), &FIRST, o)?;
     let scoring = scoring_of(family, &first_cfg, false);
     let pick = |f: fn(&TwoArrayScene) -> &SceneScore| {
-        summarise(&scenes.iter().map(|s| f(s).clone()).collect::<Vec<_>>(), &scoring)
+        summarise(
+            &scenes.iter().map(|s| f(s).clone()).collect::<Vec<_>>(),
+            &scoring,
+        )
     };
     Ok(TwoArrayReport {
         family: family.name.clone(),
@@ -275,6 +278,72 @@ fn fuse_streams(nodes: &[(&str, &str)], duration_s: f64) -> String {
         }
     }
     // (How many steps there were, so that the steps without a fused track count as misses.)
-    out.push_str(&format!("{{\"type\":\"status\",\"frames_in\":{}}}\n", steps + 1));
+    out.push_str(&format!(
+        "{{\"type\":\"status\",\"frames_in\":{}}}\n",
+        steps + 1
+    ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::track::report::EstimateKind;
+
+    fn options() -> TrialOptions {
+        TrialOptions {
+            runs: 1,
+            seed: 3,
+            sets: Vec::new(),
+            backend: Some(BackendChoice::Cpu),
+            progress: false,
+            estimate: EstimateKind::Filtered,
+        }
+    }
+
+    /// The second array hears the same source: its truth, moved by where it sits, is the
+    /// first array's, and it sits 30-80 m from the first array's centre.
+    #[test]
+    fn the_second_array_hears_the_same_source() {
+        let family = FamilySpec::find("two-array").unwrap();
+        for index in 0..5 {
+            let first = family.draw(7, index);
+            let (second, at) = family.draw_second_array(7, index, &first).unwrap();
+            let ta = Truth::from_rows(&SimSource::new(first.clone()).unwrap().truth());
+            let tb = Truth::from_rows(&SimSource::new(second.clone()).unwrap().truth());
+            for t in [0.0, 17.5, 59.0] {
+                let (a, b) = (ta.at(0, t).unwrap(), tb.at(0, t).unwrap());
+                for k in 0..3 {
+                    assert!((b[k] + at[k] - a[k]).abs() < 1e-9, "scene {index} t {t}");
+                }
+            }
+            let c = |s: &[[f64; 3]]| {
+                let n = s.len() as f64;
+                [0, 1].map(|k| s.iter().map(|p| p[k]).sum::<f64>() / n)
+            };
+            let (ca, cb) = (c(&first.sensors_m), c(&second.sensors_m));
+            let d = (cb[0] + at[0] - ca[0]).hypot(cb[1] + at[1] - ca[1]);
+            assert!((30.0..=80.0).contains(&d), "scene {index}: {d} m apart");
+        }
+    }
+
+    /// One short scene end to end: both arrays track, the fusion holds one id, and its error
+    /// is no worse than the worse array's.
+    #[test]
+    fn a_short_two_array_scene_fuses() {
+        let family = FamilySpec::find("two-array")
+            .unwrap()
+            .with_duration(12.0)
+            .unwrap();
+        let s = run_two_array_scene(&family, &options(), 0).unwrap();
+        let (a, b, f) = (
+            s.first.rmse.unwrap(),
+            s.second.rmse.unwrap(),
+            s.fused.rmse.unwrap(),
+        );
+        assert!(f <= a.max(b), "fused {f} against {a} and {b}");
+        assert_eq!(s.fused.id_switches, 0);
+        let within = s.fused.within_pct.unwrap();
+        assert!(within > 90.0, "{within}");
+    }
 }
