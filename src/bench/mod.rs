@@ -2,9 +2,10 @@
 //! through the same traits the pipeline uses. CPU stages are timed with the wall clock; GPU
 //! stages report device-event times (see `Correlator::last_device_time_s`). Medians are quoted.
 //!
-//! One file per stage: [`gcc`], [`pf`], [`kf`] (the Kalman bank), [`live`] (the live path and its replay); [`jetson`]
+//! One file per stage: [`gcc`], [`pf`], [`kf`] (the Kalman bank), [`live`] (the live path and its replay), [`fusion`] (the fusion service through a broker); [`jetson`]
 //! projects the CUDA figures to the boards.
 
+pub mod fusion;
 mod gcc;
 pub mod jetson;
 mod kf;

@@ -9,7 +9,8 @@ use sonotrack::error::{Error, Result};
 #[derive(clap::Args)]
 pub struct Args {
     /// Which stages: gcc, pf, kf (the batched Kalman bank and the IMM), live (one frame through GCC-PHAT and a small filter, as capture
-    /// runs it, and the same frames replayed), all, or none (with --replay).
+    /// runs it, and the same frames replayed), all, or none (with --replay); or fusion (the
+    /// fusion service under simulated nodes through the broker of --broker; not part of all).
     #[arg(long, default_value = "all")]
     pub what: String,
     /// Backends to time: auto (every one available), cpu or cuda.
@@ -46,9 +47,40 @@ pub struct Args {
     /// `tetra` preset's own rate, searches twice the lags).
     #[arg(long, default_value_t = 48_000, value_parser = super::values::sample_rate)]
     pub live_rate: u32,
+    /// --what fusion: the broker (host:port) the simulated nodes and the service meet at.
+    #[arg(long)]
+    pub broker: Option<String>,
+    /// --what fusion: simulated nodes, tracks per node, reports a second and seconds of load.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub nodes: u16,
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub tracks: u16,
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=200))]
+    pub rate: u16,
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(2..=3600))]
+    pub seconds: u16,
 }
 pub fn run(a: Args) -> Result<()> {
     let what = a.what.as_str();
+    if what == "fusion" {
+        let broker = a.broker.as_deref().ok_or_else(|| {
+            Error::Usage(
+                "--what fusion needs --broker HOST:PORT (a running broker, e.g. mosquitto)".into(),
+            )
+        })?;
+        let load = bench::fusion::FusionLoad {
+            nodes: a.nodes.into(),
+            tracks: a.tracks.into(),
+            rate_hz: a.rate.into(),
+            seconds: a.seconds.into(),
+        };
+        let r = bench::fusion::run(broker, &load)?;
+        println!("{r}");
+        if let Some(path) = a.json {
+            super::write_json(&path, &r)?;
+        }
+        return Ok(());
+    }
     let opts = BenchOptions {
         backend: a.backend.into(),
         gcc: what == "all" || what == "gcc",
