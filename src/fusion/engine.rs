@@ -93,6 +93,8 @@ struct Fused {
     misses: BTreeMap<Key, u32>,
     /// Consecutive steps gating with each younger fused track (for merging).
     close: BTreeMap<u64, u32>,
+    /// Its last fused estimate and that estimate's time.
+    last: Option<(f64, Estimate)>,
     age: u64,
 }
 
@@ -208,7 +210,7 @@ impl Fuser {
                 Some((k.clone(), self.predict(t, now)))
             })
             .collect();
-        self.check_links(&predicted);
+        self.check_links(&predicted, now);
         self.assign_unlinked(&predicted);
         let mut out = StepOutput::default();
         self.merge_duplicates(&predicted, &mut out);
@@ -225,6 +227,7 @@ impl Fuser {
         for (id, f) in &mut self.fused {
             f.age += 1;
             if let Some((x, p)) = estimate_of(&f.members, &predicted) {
+                f.last = Some((now, (x, p)));
                 out.tracks.push(FusedEstimate {
                     id: *id,
                     x,
@@ -239,13 +242,7 @@ impl Fuser {
 
     /// A node track at time `now`: constant velocity from its own time, plus the survey term.
     fn predict(&self, t: &NodeTrack, now: f64) -> Estimate {
-        let dt = now - t.t;
-        let mut f = Matrix6::identity();
-        for k in 0..3 {
-            f[(k, k + 3)] = dt;
-        }
-        let x = f * t.x;
-        let mut p = f * t.p * f.transpose();
+        let (x, mut p) = constant_velocity(&(t.x, t.p), now - t.t);
         let survey = Matrix3::identity() * self.params.survey_std_m.powi(2);
         let mut pos = p.fixed_view_mut::<3, 3>(0, 0);
         pos += survey;
@@ -253,7 +250,7 @@ impl Fuser {
     }
 
     /// Unlink members that no longer gate against the rest of their fused track.
-    fn check_links(&mut self, pred: &BTreeMap<Key, Estimate>) {
+    fn check_links(&mut self, pred: &BTreeMap<Key, Estimate>, now: f64) {
         let gate = self.params.gate_chi2;
         let limit = self.params.unlink_after;
         let skew = self.params.skew_s;
@@ -273,13 +270,30 @@ impl Fuser {
                 let m = f.misses.entry(k.clone()).or_default();
                 *m = if ok { 0 } else { *m + 1 };
             }
-            // At most one a step, the one that joined last: with two members both miss
-            // together, and the older link is the one to keep.
-            if let Some(k) = members
+            // At most one a step (with two members both miss together): the one farthest
+            // from where the fused track itself was heading, so that the fused id stays with
+            // the member it has been following; without that, the one that joined last.
+            let over: Vec<&Key> = members
+                .iter()
+                .filter(|k| f.misses.get(*k).is_some_and(|m| *m >= limit))
+                .collect();
+            let course = f
+                .last
+                .as_ref()
+                .map(|(t, e)| (constant_velocity(e, now - t), e));
+            let drift = |k: &Key| -> f64 {
+                let (Some((x, _)), Some(me)) = (course, pred.get(k)) else {
+                    return 0.0;
+                };
+                mahalanobis2(&me.0, &x.0, &me.1.fixed_view::<3, 3>(0, 0).into_owned())
+                    .unwrap_or(f64::INFINITY)
+            };
+            let leaving = over
                 .iter()
                 .rev()
-                .find(|k| f.misses.get(*k).is_some_and(|m| *m >= limit))
-            {
+                .copied()
+                .max_by(|a, b| drift(a).total_cmp(&drift(b)));
+            if let Some(k) = leaving {
                 f.members.retain(|m| m != k);
                 f.misses.remove(k);
                 unlinked.push(k.clone());
@@ -392,6 +406,15 @@ impl Fuser {
             out.ended.push((gone, FusedEnd::Merged { into: keep }));
         }
     }
+}
+
+/// `e` moved `dt` seconds at its velocity.
+fn constant_velocity(e: &Estimate, dt: f64) -> Estimate {
+    let mut f = Matrix6::identity();
+    for k in 0..3 {
+        f[(k, k + 3)] = dt;
+    }
+    (f * e.0, f * e.1 * f.transpose())
 }
 
 /// The covariance two estimates' positions are compared under: the sum of theirs, plus
