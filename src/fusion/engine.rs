@@ -277,15 +277,14 @@ impl Fuser {
                 .iter()
                 .filter(|k| f.misses.get(*k).is_some_and(|m| *m >= limit))
                 .collect();
-            let course = f
-                .last
-                .as_ref()
-                .map(|(t, e)| (constant_velocity(e, now - t), e));
+            let course = f.last.as_ref().map(|(t, e)| constant_velocity(e, now - t));
             let drift = |k: &Key| -> f64 {
-                let (Some((x, _)), Some(me)) = (course, pred.get(k)) else {
+                let (Some(x), Some(me)) = (&course, pred.get(k)) else {
                     return 0.0;
                 };
-                mahalanobis2(&me.0, &x.0, &me.1.fixed_view::<3, 3>(0, 0).into_owned())
+                // (In the course's own metric: a member's wide covariance must not make it
+                // look near.)
+                mahalanobis2(&me.0, &x.0, &x.1.fixed_view::<3, 3>(0, 0).into_owned())
                     .unwrap_or(f64::INFINITY)
             };
             let leaving = over
