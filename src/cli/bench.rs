@@ -50,13 +50,16 @@ pub struct Args {
     /// --what fusion: the broker (host:port) the simulated nodes and the service meet at.
     #[arg(long)]
     pub broker: Option<String>,
-    /// --what fusion: simulated nodes, tracks per node, reports a second and seconds of load.
+    /// --what fusion: simulated nodes (1-256).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub nodes: u16,
+    /// --what fusion: tracks per node (1-64).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub tracks: u16,
+    /// --what fusion: reports a second per track (1-200).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=200))]
     pub rate: u16,
+    /// --what fusion: seconds of load (2-3600).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(2..=3600))]
     pub seconds: u16,
 }
