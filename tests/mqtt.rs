@@ -1,6 +1,6 @@
 //! The MQTT output against a real broker (Mosquitto on loopback): the topic tree and payloads
 //! a node publishes, a broker restart mid-run (nothing lost beyond what is counted), a node
-//! killed (its last will marks it offline), and a broker that demands credentials.
+//! killed (its last will marks it offline), a broker that demands credentials, and TLS.
 
 mod common;
 
@@ -341,4 +341,97 @@ fn a_reloaded_output_takes_over_the_session() {
         "{states:?}"
     );
     drop(fresh);
+}
+
+/// `openssl` with `args`, in `dir`; panics with its output when it fails.
+fn openssl(dir: &Path, args: &str) {
+    let out = std::process::Command::new("openssl")
+        .args(args.split_whitespace())
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl {args}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// TLS (`broker.ca_file`): a broker whose certificate chains to the configured authority gets
+/// every message; one that the node cannot verify (another authority) gets none, and every
+/// message is counted.
+#[test]
+fn tls_verifies_the_broker() {
+    if !mosquitto_available() {
+        return;
+    }
+    let dir = common::tmp_dir("mqtt-tls");
+    let subj = |cn: &str| format!("-subj /CN={cn}");
+    for ca in ["ca", "other"] {
+        openssl(
+            &dir,
+            &format!(
+                "req -x509 -newkey rsa:2048 -nodes -days 2 -keyout {ca}.key -out {ca}.pem {}",
+                subj(ca)
+            ),
+        );
+    }
+    // The broker's certificate: an end entity (not a CA) for 127.0.0.1, signed by `ca`.
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        &dir,
+        &format!(
+            "req -new -newkey rsa:2048 -nodes -keyout server.key -out server.csr {}",
+            subj("127.0.0.1")
+        ),
+    );
+    openssl(
+        &dir,
+        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out server.pem -extfile server.ext",
+    );
+    // (Run as root, Mosquitto drops to its own user: let it read these throwaway keys.)
+    use std::os::unix::fs::PermissionsExt;
+    for f in ["server.key", "server.pem", "ca.pem"] {
+        std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    // TLS on the broker's port; a plain listener beside it for the test's subscriber.
+    let plain = common::mqtt::free_port();
+    let d = dir.display();
+    let broker = Broker::start(
+        &dir,
+        &format!(
+            "cafile {d}/ca.pem\ncertfile {d}/server.pem\nkeyfile {d}/server.key\nlistener {plain} 127.0.0.1\n"
+        ),
+    );
+    let sub = Subscriber::start(
+        &format!("127.0.0.1:{plain}"),
+        "sonotrack/test/#",
+        "it-sub-tls",
+    );
+    for (node, ca) in [("trusted", "ca.pem"), ("untrusted", "other.pem")] {
+        let mut c = sink_config(&broker.address(), node);
+        c.broker.ca_file = Some(format!("{d}/{ca}"));
+        let mut sink = MqttSink::open(&c).unwrap();
+        let lost = sink.late_drops().unwrap();
+        for i in 0..50 {
+            sink.send(&numbered(i)).unwrap();
+        }
+        sink.flush().unwrap();
+        drop(sink);
+        if node == "trusted" {
+            assert!(sub.wait_for(Duration::from_secs(5), |g| g.len() >= 50));
+        }
+        let got = numbers(&sub, node).len() as u64;
+        let lost = lost.load(Ordering::Relaxed);
+        if node == "trusted" {
+            assert_eq!((got, lost), (50, 0), "{node}");
+        } else {
+            assert_eq!(got, 0, "{node}: nothing reaches a broker it cannot verify");
+            assert!(lost >= 50, "{node}: every message counted ({lost})");
+        }
+    }
 }
