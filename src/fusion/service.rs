@@ -110,9 +110,8 @@ pub fn run(cfg: &FuseConfig, opts: &FuseOptions) -> Result<FuseSummary> {
         })?;
     }
     let mut sinks = SinkSet::open(&cfg.output.sinks, &cfg.output.nmea, 99, false)?;
-    let queue_full = Arc::new(AtomicU64::new(0));
-    let bad_topic = Arc::new(AtomicU64::new(0));
-    let (rx, client) = subscribe(cfg, queue_full.clone(), bad_topic.clone(), stop.clone())?;
+    let inbox = Arc::new(InboxCounts::default());
+    let (rx, client) = subscribe(cfg, inbox.clone(), stop.clone())?;
     let mut fuser = Fuser::new(cfg.params());
     let mut nodes: BTreeMap<String, NodeInfo> = BTreeMap::new();
     let mut summary = FuseSummary::default();
@@ -169,12 +168,7 @@ pub fn run(cfg: &FuseConfig, opts: &FuseOptions) -> Result<FuseSummary> {
         seq += 1;
         if last_status.elapsed().as_secs_f64() >= cfg.status_interval_s {
             last_status = Instant::now();
-            summary
-                .ignored
-                .insert("queue_full".into(), queue_full.load(Ordering::Relaxed));
-            summary
-                .ignored
-                .insert("bad_topic".into(), bad_topic.load(Ordering::Relaxed));
+            inbox.add_to(&mut summary);
             let s = status(&fuser, &nodes, &summary, &sinks, t_s, wall);
             let json = serde_json::to_string(&s).unwrap_or_default();
             sinks.send(Message::json_only(MessageKind::Status, None, t_s, json));
@@ -183,12 +177,7 @@ pub fn run(cfg: &FuseConfig, opts: &FuseOptions) -> Result<FuseSummary> {
     stop.store(true, Ordering::Relaxed);
     let _ = client.try_disconnect();
     sinks.flush(Duration::from_secs(5));
-    summary
-        .ignored
-        .insert("queue_full".into(), queue_full.load(Ordering::Relaxed));
-    summary
-        .ignored
-        .insert("bad_topic".into(), bad_topic.load(Ordering::Relaxed));
+    inbox.add_to(&mut summary);
     summary.ignored.retain(|_, n| *n > 0);
     Ok(summary)
 }
@@ -235,8 +224,7 @@ fn drain(
 /// Connect, subscribe to the site's nodes (again on every connection) and feed the inbox.
 fn subscribe(
     cfg: &FuseConfig,
-    queue_full: Arc<AtomicU64>,
-    bad_topic: Arc<AtomicU64>,
+    inbox: Arc<InboxCounts>,
     stop: Arc<AtomicBool>,
 ) -> Result<(Receiver<Inbound>, Client)> {
     let name = format!("fuse:{}", cfg.broker.address);
@@ -274,7 +262,7 @@ fn subscribe(
                         }
                     }
                     Ok(Event::Incoming(Packet::Publish(p))) => {
-                        route(&p.topic, &p.payload, &base, &tx, &queue_full, &bad_topic);
+                        route(&p.topic, &p.payload, &base, &tx, &inbox);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -302,14 +290,7 @@ fn subscribe(
 }
 
 /// Hand one publish to the inbox: the node from the topic `<base><node>/<leaf>`, checked.
-fn route(
-    topic: &str,
-    payload: &[u8],
-    base: &str,
-    tx: &SyncSender<Inbound>,
-    queue_full: &AtomicU64,
-    bad_topic: &AtomicU64,
-) {
+fn route(topic: &str, payload: &[u8], base: &str, tx: &SyncSender<Inbound>, counts: &InboxCounts) {
     let parsed = topic.strip_prefix(base).and_then(|rest| {
         let (node, leaf) = rest.split_once('/')?;
         let leaf = match leaf {
@@ -320,21 +301,43 @@ fn route(
         topic_level_ok(node).then(|| (node.to_string(), leaf))
     });
     let Some((node, leaf)) = parsed else {
-        bad_topic.fetch_add(1, Ordering::Relaxed);
+        counts.bad_topic.fetch_add(1, Ordering::Relaxed);
         return;
     };
-    // (Oversized payloads are refused by the parser; keep none of their bytes.)
-    let payload = if payload.len() > MAX_PAYLOAD {
-        vec![0; MAX_PAYLOAD + 1]
-    } else {
-        payload.to_vec()
-    };
+    if payload.len() > MAX_PAYLOAD {
+        counts.oversized.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     if let Err(TrySendError::Full(_)) = tx.try_send(Inbound {
         node,
         leaf,
-        payload,
+        payload: payload.to_vec(),
     }) {
-        queue_full.fetch_add(1, Ordering::Relaxed);
+        counts.queue_full.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What the subscriber thread drops before the inbox, by reason.
+#[derive(Debug, Default)]
+struct InboxCounts {
+    queue_full: AtomicU64,
+    bad_topic: AtomicU64,
+    oversized: AtomicU64,
+}
+
+impl InboxCounts {
+    /// Copy the counts into the summary's `ignored`.
+    fn add_to(&self, summary: &mut FuseSummary) {
+        for (k, v) in [
+            ("queue_full", &self.queue_full),
+            ("bad_topic", &self.bad_topic),
+            ("oversized", &self.oversized),
+        ] {
+            let n = v.load(Ordering::Relaxed);
+            if n > 0 {
+                summary.ignored.insert(k.into(), n);
+            }
+        }
     }
 }
 
@@ -461,45 +464,32 @@ mod tests {
     #[test]
     fn topics_name_their_node_or_are_counted() {
         let (tx, rx) = sync_channel(2);
-        let (full, bad) = (AtomicU64::new(0), AtomicU64::new(0));
+        let c = InboxCounts::default();
         let base = "sonotrack/harbour/";
-        route(
-            "sonotrack/harbour/north/tracks",
-            b"{}",
-            base,
-            &tx,
-            &full,
-            &bad,
+        let big = vec![b' '; MAX_PAYLOAD + 1];
+        let topics: [(&str, &[u8]); 7] = [
+            ("sonotrack/harbour/north/tracks", b"{}"),
+            ("sonotrack/harbour/south/state", b"{}"),
+            ("sonotrack/harbour/x/status", b"{}"),
+            ("sonotrack/other/x/tracks", b"{}"),
+            ("sonotrack/harbour/a b/tracks", b"{}"),
+            ("sonotrack/harbour/west/tracks", &big),
+            ("sonotrack/harbour/east/tracks", b"{}"),
+        ];
+        for (topic, payload) in topics {
+            route(topic, payload, base, &tx, &c);
+        }
+        assert_eq!(c.bad_topic.load(Ordering::Relaxed), 3);
+        assert_eq!(c.oversized.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            c.queue_full.load(Ordering::Relaxed),
+            1,
+            "the inbox holds two"
         );
-        route(
-            "sonotrack/harbour/south/state",
-            b"{}",
-            base,
-            &tx,
-            &full,
-            &bad,
-        );
-        route("sonotrack/harbour/x/status", b"{}", base, &tx, &full, &bad);
-        route("sonotrack/other/x/tracks", b"{}", base, &tx, &full, &bad);
-        route(
-            "sonotrack/harbour/a b/tracks",
-            b"{}",
-            base,
-            &tx,
-            &full,
-            &bad,
-        );
-        route(
-            "sonotrack/harbour/east/tracks",
-            b"{}",
-            base,
-            &tx,
-            &full,
-            &bad,
-        );
-        assert_eq!(bad.load(Ordering::Relaxed), 3);
-        assert_eq!(full.load(Ordering::Relaxed), 1, "the inbox holds two");
         let got: Vec<_> = rx.try_iter().map(|m| m.node).collect();
         assert_eq!(got, ["north", "south"]);
+        let mut summary = FuseSummary::default();
+        c.add_to(&mut summary);
+        assert_eq!(summary.ignored.len(), 3);
     }
 }
