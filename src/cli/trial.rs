@@ -130,25 +130,25 @@ pub fn run(a: Args) -> Result<()> {
     if family.second_array.is_some() {
         let report = run_two_array_trial(&family, &opts);
         log::set_max_level(level);
-        let report = report?;
-        if !super::quiet() {
-            println!("{report}");
-            println!("({:.1} s)", start.elapsed().as_secs_f64());
-        }
-        if let Some(path) = a.json {
-            super::write_json(&path, &report)?;
-        }
-        return Ok(());
+        return show(&report?, start, a.json.as_deref());
     }
     let report = run_trial(&family, &opts);
     log::set_max_level(level);
-    let report = report?;
+    show(&report?, start, a.json.as_deref())
+}
+
+/// Print a trial's report with its run time, and write it as JSON when asked.
+fn show<R: std::fmt::Display + serde::Serialize>(
+    report: &R,
+    start: std::time::Instant,
+    json: Option<&std::path::Path>,
+) -> Result<()> {
     if !super::quiet() {
         println!("{report}");
         println!("({:.1} s)", start.elapsed().as_secs_f64());
     }
-    if let Some(path) = a.json {
-        super::write_json(&path, &report)?;
+    if let Some(path) = json {
+        super::write_json(path, report)?;
     }
     Ok(())
 }
