@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::errors::parse_text;
+use super::output::sink_problem;
 use crate::error::ConfigError;
 use crate::fusion::engine::FuseParams;
 use crate::math::geo::Origin;
@@ -32,41 +33,11 @@ pub struct FuseConfig {
     /// Seconds between fusion status messages.
     #[serde(default = "one")]
     pub status_interval_s: f64,
+    /// `[fusion]`: association and timing.
     #[serde(default)]
-    pub fusion: FusionSection,
+    pub fusion: FuseParams,
     #[serde(default)]
     pub output: FuseOutput,
-}
-
-/// `[fusion]`: association and timing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FusionSection {
-    /// χ² gate on position (3 degrees of freedom; 16.27 is the 0.999 quantile).
-    pub gate_chi2: f64,
-    pub max_age_s: f64,
-    /// Clock skew tolerated between nodes, s.
-    pub skew_s: f64,
-    /// Each array's georeferencing error, m (one sigma per axis).
-    pub survey_std_m: f64,
-    pub unlink_after: u32,
-    pub merge_after: u32,
-    pub tentative: bool,
-}
-
-impl Default for FusionSection {
-    fn default() -> Self {
-        let p = FuseParams::default();
-        Self {
-            gate_chi2: p.gate_chi2,
-            max_age_s: p.max_age_s,
-            skew_s: p.skew_s,
-            survey_std_m: p.survey_std_m,
-            unlink_after: p.unlink_after,
-            merge_after: p.merge_after,
-            tentative: p.tentative,
-        }
-    }
 }
 
 /// `[output]`: the sinks of the fused stream, as a node's.
@@ -108,19 +79,6 @@ impl FuseConfig {
         let cfg: FuseConfig = parse_text(text, file)?;
         cfg.validate(file)?;
         Ok(cfg)
-    }
-
-    pub fn params(&self) -> FuseParams {
-        let f = &self.fusion;
-        FuseParams {
-            gate_chi2: f.gate_chi2,
-            max_age_s: f.max_age_s,
-            skew_s: f.skew_s,
-            survey_std_m: f.survey_std_m,
-            unlink_after: f.unlink_after,
-            merge_after: f.merge_after,
-            tentative: f.tentative,
-        }
     }
 
     fn validate(&self, file: &str) -> Result<(), ConfigError> {
@@ -200,19 +158,9 @@ impl FuseConfig {
             }
         }
         for (i, s) in self.output.sinks.iter().enumerate() {
-            if let SinkConfig::Mqtt(m) = s {
-                if let Some((key, problem, fix)) = m.problem() {
-                    return err(&format!("output.sink[{i}].{key}"), problem, fix);
-                }
-            }
-            if let Some(r) = s.max_rate_hz() {
-                if !(r > 0.0) {
-                    return err(
-                        &format!("output.sink[{i}].max_rate_hz"),
-                        format!("{r}"),
-                        "use a positive rate, or leave it out for no limit",
-                    );
-                }
+            // (The fused stream is always on the Earth: it has an origin.)
+            if let Some((key, problem, fix)) = sink_problem(s, true) {
+                return err(&format!("output.sink[{i}].{key}"), problem, fix);
             }
         }
         Ok(())
@@ -230,7 +178,7 @@ mod tests {
     fn a_minimal_file_takes_the_defaults() {
         let c = FuseConfig::parse_str(GOOD, "fuse.toml").unwrap();
         assert_eq!(c.prefix, "sonotrack");
-        assert_eq!(c.params(), FuseParams::default());
+        assert_eq!(c.fusion, FuseParams::default());
         assert_eq!((c.rate_hz, c.delay_s), (10.0, 0.3));
     }
 

@@ -57,73 +57,76 @@ impl Config {
             );
         }
         for (i, s) in o.sinks.iter().enumerate() {
-            let sentences = s.nmea_sentences();
-            let standard = sentences
-                .iter()
-                .any(|k| matches!(k, SentenceKind::Ttm | SentenceKind::Tll));
-            if standard && self.array.origin.is_none() {
-                return err(
-                    &format!("output.sink[{i}].sentences"),
-                    "TTM and TLL give positions on the Earth, but the array has no origin".into(),
-                    "add [array.origin] with latitude_deg, longitude_deg, depth_m and heading_deg, or keep sentences = [\"psnt\"]",
-                );
-            }
-            let nmea = matches!(
-                s,
-                SinkConfig::Udp {
-                    format: SerialFormat::Nmea,
-                    ..
-                } | SinkConfig::Serial {
-                    format: SerialFormat::Nmea,
-                    ..
-                }
-            );
-            if nmea && sentences.is_empty() {
-                return err(
-                    &format!("output.sink[{i}].sentences"),
-                    "empty".into(),
-                    "name at least one of \"psnt\", \"ttm\", \"tll\"",
-                );
-            }
-            if let Some(r) = s.max_rate_hz() {
-                if !(r > 0.0) {
-                    return err(
-                        &format!("output.sink[{i}].max_rate_hz"),
-                        format!("{r}"),
-                        "use a positive rate, or leave it out for no limit",
-                    );
-                }
-            }
-            match s {
-                SinkConfig::Udp { address, .. } if !address.contains(':') => {
-                    return err(
-                        &format!("output.sink[{i}].address"),
-                        format!("`{address}` has no port"),
-                        "write host:port, e.g. \"192.168.1.20:5005\"",
-                    );
-                }
-                SinkConfig::Serial { baud, .. } if *baud == 0 => {
-                    return err(
-                        &format!("output.sink[{i}].baud"),
-                        "0".into(),
-                        "use the receiver's baud rate, e.g. 115200",
-                    );
-                }
-                SinkConfig::Mqtt(m) => {
-                    if let Some((key, problem, fix)) = m.problem() {
-                        return err(&format!("output.sink[{i}].{key}"), problem, fix);
-                    }
-                }
-                SinkConfig::Jsonl { path, .. } if path.is_empty() => {
-                    return err(
-                        &format!("output.sink[{i}].path"),
-                        "empty".into(),
-                        "give a file path, or \"-\" for standard output",
-                    );
-                }
-                _ => {}
+            if let Some((key, problem, fix)) = sink_problem(s, self.array.origin.is_some()) {
+                return err(&format!("output.sink[{i}].{key}"), problem, fix);
             }
         }
         Ok(())
+    }
+}
+
+/// The first problem with output `s` (its key relative to the sink's table), for a stream whose
+/// positions are on the Earth when `georeferenced`. Shared by a node's `[output]` and
+/// `sonotrack fuse`'s.
+pub(super) fn sink_problem(
+    s: &SinkConfig,
+    georeferenced: bool,
+) -> Option<(String, String, &'static str)> {
+    let problem = |key: &str, what: String, fix: &'static str| Some((key.to_string(), what, fix));
+    let sentences = s.nmea_sentences();
+    let standard = sentences
+        .iter()
+        .any(|k| matches!(k, SentenceKind::Ttm | SentenceKind::Tll));
+    if standard && !georeferenced {
+        return problem(
+            "sentences",
+            "TTM and TLL give positions on the Earth, but the array has no origin".into(),
+            "add [array.origin] with latitude_deg, longitude_deg, depth_m and heading_deg, or keep sentences = [\"psnt\"]",
+        );
+    }
+    let nmea = matches!(
+        s,
+        SinkConfig::Udp {
+            format: SerialFormat::Nmea,
+            ..
+        } | SinkConfig::Serial {
+            format: SerialFormat::Nmea,
+            ..
+        }
+    );
+    if nmea && sentences.is_empty() {
+        return problem(
+            "sentences",
+            "empty".into(),
+            "name at least one of \"psnt\", \"ttm\", \"tll\"",
+        );
+    }
+    if let Some(r) = s.max_rate_hz() {
+        if !(r > 0.0) {
+            return problem(
+                "max_rate_hz",
+                format!("{r}"),
+                "use a positive rate, or leave it out for no limit",
+            );
+        }
+    }
+    match s {
+        SinkConfig::Udp { address, .. } if !address.contains(':') => problem(
+            "address",
+            format!("`{address}` has no port"),
+            "write host:port, e.g. \"192.168.1.20:5005\"",
+        ),
+        SinkConfig::Serial { baud, .. } if *baud == 0 => problem(
+            "baud",
+            "0".into(),
+            "use the receiver's baud rate, e.g. 115200",
+        ),
+        SinkConfig::Mqtt(m) => m.problem(),
+        SinkConfig::Jsonl { path, .. } if path.is_empty() => problem(
+            "path",
+            "empty".into(),
+            "give a file path, or \"-\" for standard output",
+        ),
+        _ => None,
     }
 }

@@ -25,7 +25,8 @@ use crate::fusion::report::NodeTrack;
 use crate::math::assign::hungarian_rect;
 
 /// Association and timing parameters (`[fusion]` of fuse.toml).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct FuseParams {
     /// χ² gate on position (3 degrees of freedom).
     pub gate_chi2: f64,

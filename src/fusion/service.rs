@@ -112,7 +112,7 @@ pub fn run(cfg: &FuseConfig, opts: &FuseOptions) -> Result<FuseSummary> {
     let mut sinks = SinkSet::open(&cfg.output.sinks, &cfg.output.nmea, 99, false)?;
     let inbox = Arc::new(InboxCounts::default());
     let (rx, client) = subscribe(cfg, inbox.clone(), stop.clone())?;
-    let mut fuser = Fuser::new(cfg.params());
+    let mut fuser = Fuser::new(cfg.fusion.clone());
     let mut nodes: BTreeMap<String, NodeInfo> = BTreeMap::new();
     let mut summary = FuseSummary::default();
     let start = SystemTime::now();
