@@ -25,17 +25,9 @@ fn scene_and_config(dir: &Path, seconds: f64, audio: &str, outputs: &str) -> (Pa
     let scene = dir.join("scene");
     write_scene(&scene, &spec, false).unwrap();
     let truth = Truth::load(&scene.join("truth.csv")).unwrap();
-    let sensors: Vec<String> = spec
-        .sensors_m
-        .iter()
-        .map(|s| format!("[{}, {}, {}]", s[0], s[1], s[2]))
-        .collect();
     let cfg = format!(
-        "[array]\nsensors_m = [{}]\nspeed_of_sound_m_s = {}\nbounds_min_m = {:?}\nbounds_max_m = {:?}\n\n[audio]\nsample_rate_hz = {}\n{audio}\n\n[tracker]\nbackend = \"cpu\"\n\n[output]\nstatus_interval_s = 0.5\n{outputs}\n",
-        sensors.join(", "),
-        spec.speed_of_sound_m_s,
-        spec.bounds_min_m.unwrap(),
-        spec.bounds_max_m.unwrap(),
+        "{}\n[audio]\nsample_rate_hz = {}\n{audio}\n\n[tracker]\nbackend = \"cpu\"\n\n[output]\nstatus_interval_s = 0.5\n{outputs}\n",
+        common::array_toml(&spec),
         spec.sample_rate_hz,
     );
     let path = dir.join("run.toml");

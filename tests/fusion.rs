@@ -56,21 +56,12 @@ fn node_scene(
     let scene = dir.join(format!("scene-{name}"));
     write_scene(&scene, &spec, false).unwrap();
     let origin = ORIGIN_A.geodetic(at);
-    let sensors: Vec<String> = spec
-        .sensors_m
-        .iter()
-        .map(|s| format!("[{}, {}, {}]", s[0], s[1], s[2]))
-        .collect();
     let cfg = format!(
-        "[array]\nsensors_m = [{}]\nspeed_of_sound_m_s = {}\nbounds_min_m = {:?}\nbounds_max_m = {:?}\n\n\
-         [array.origin]\nlatitude_deg = {}\nlongitude_deg = {}\ndepth_m = {}\nheading_deg = 0.0\n\n\
+        "{}\n[array.origin]\nlatitude_deg = {}\nlongitude_deg = {}\ndepth_m = {}\nheading_deg = 0.0\n\n\
          [audio]\nsample_rate_hz = {}\n\n[tracker]\nbackend = \"cpu\"\n\n\
          [[output.sink]]\nkind = \"mqtt\"\nsite = \"test\"\nnode = \"{name}\"\n\
          broker = {{ address = \"{broker}\", keep_alive_s = 1 }}\n",
-        sensors.join(", "),
-        spec.speed_of_sound_m_s,
-        spec.bounds_min_m.unwrap(),
-        spec.bounds_max_m.unwrap(),
+        common::array_toml(&spec),
         origin.latitude_deg,
         origin.longitude_deg,
         origin.depth_m,

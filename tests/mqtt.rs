@@ -18,21 +18,12 @@ use sonotrack::output::{Message, MessageKind, Sink};
 /// A configuration for the built-in harbour scene with one MQTT output.
 fn harbour_config(dir: &Path, broker: &str, node: &str, keep_alive_s: f64) -> PathBuf {
     let spec = SceneSpec::preset("harbour").unwrap();
-    let sensors: Vec<String> = spec
-        .sensors_m
-        .iter()
-        .map(|s| format!("[{}, {}, {}]", s[0], s[1], s[2]))
-        .collect();
     let cfg = format!(
-        "[array]\nsensors_m = [{}]\nspeed_of_sound_m_s = {}\nbounds_min_m = {:?}\nbounds_max_m = {:?}\n\n\
-         [array.origin]\nlatitude_deg = 53.5\nlongitude_deg = 9.9\ndepth_m = 5.0\nheading_deg = 30.0\n\n\
+        "{}\n[array.origin]\nlatitude_deg = 53.5\nlongitude_deg = 9.9\ndepth_m = 5.0\nheading_deg = 30.0\n\n\
          [audio]\nsample_rate_hz = {}\n\n[tracker]\nbackend = \"cpu\"\n\n[output]\nstatus_interval_s = 0.5\n\n\
          [[output.sink]]\nkind = \"mqtt\"\nsite = \"test\"\nnode = \"{node}\"\n\
          broker = {{ address = \"{broker}\", keep_alive_s = {keep_alive_s} }}\n",
-        sensors.join(", "),
-        spec.speed_of_sound_m_s,
-        spec.bounds_min_m.unwrap(),
-        spec.bounds_max_m.unwrap(),
+        common::array_toml(&spec),
         spec.sample_rate_hz,
     );
     let path = dir.join(format!("{node}.toml"));

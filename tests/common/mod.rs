@@ -107,3 +107,20 @@ pub fn read_all(path: &Path) -> (Vec<f32>, usize, u32) {
     }
     (out, ch, src.sample_rate_hz())
 }
+
+/// The `[array]` table of a configuration for simulated scene `spec` (its sensors, speed of
+/// sound and search volume), to compose a test's configuration from.
+pub fn array_toml(spec: &sonotrack::audio::sim::SceneSpec) -> String {
+    let sensors: Vec<String> = spec
+        .sensors_m
+        .iter()
+        .map(|s| format!("[{}, {}, {}]", s[0], s[1], s[2]))
+        .collect();
+    format!(
+        "[array]\nsensors_m = [{}]\nspeed_of_sound_m_s = {}\nbounds_min_m = {:?}\nbounds_max_m = {:?}\n",
+        sensors.join(", "),
+        spec.speed_of_sound_m_s,
+        spec.bounds_min_m.expect("a scene with a search volume"),
+        spec.bounds_max_m.expect("a scene with a search volume"),
+    )
+}
