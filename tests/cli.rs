@@ -119,6 +119,92 @@ fn bad_config_exits_2_with_the_key() {
     );
 }
 
+/// A two-array family scene becomes a site directory: a scene directory and a node
+/// configuration per array, and the fusion service's configuration, each accepted by its
+/// command; each array's replay is georeferenced, and the two put the source at one place on
+/// the Earth.
+#[test]
+fn simulate_writes_a_site_of_several_arrays() {
+    let dir = common::tmp_dir("cli-site");
+    let site = dir.join("site");
+    let out = sonotrack()
+        .args([
+            "simulate",
+            "--family",
+            "two-array",
+            "--index",
+            "1",
+            "--duration",
+            "6",
+            "--out",
+        ])
+        .arg(&site)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("2 arrays: a, b") && err.contains("b/node.toml"),
+        "{err}"
+    );
+    for node in ["a", "b"] {
+        let check = sonotrack()
+            .args(["-q", "check"])
+            .arg(site.join(node).join("node.toml"))
+            .arg("--wav")
+            .arg(site.join(node).join("audio.wav"))
+            .output()
+            .unwrap();
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+    let fuse = sonotrack()
+        .args(["-q", "fuse", "--check", "--config"])
+        .arg(site.join("fuse.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        fuse.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fuse.stderr)
+    );
+    // Each array alone, from its own directory: the source's last position on the Earth.
+    let last_fix = |node: &str| -> [f64; 2] {
+        let tracks = dir.join(format!("{node}.jsonl"));
+        let out = sonotrack()
+            .args(["-q", "replay", "--no-progress", "--backend", "cpu", "--out"])
+            .arg(&tracks)
+            .arg(site.join(node))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&tracks).unwrap();
+        let v = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["type"] == "track" && v["status"] == "confirmed")
+            .last()
+            .expect("a confirmed track");
+        [
+            v["geo"]["lat_deg"].as_f64().unwrap(),
+            v["geo"]["lon_deg"].as_f64().unwrap(),
+        ]
+    };
+    let (a, b) = (last_fix("a"), last_fix("b"));
+    // Within about 2 m (1e-5 degrees of latitude is 1.1 m).
+    assert!(
+        (a[0] - b[0]).abs() < 2e-5 && (a[1] - b[1]).abs() < 3e-5,
+        "{a:?} against {b:?}"
+    );
+}
+
 #[test]
 fn simulate_then_replay_from_the_command_line() {
     let dir = common::tmp_dir("cli-sim");

@@ -36,6 +36,7 @@ fn node_scene(
     seed: u64,
     broker: &str,
     only_here: bool,
+    clock_offset_s: f64,
 ) -> (PathBuf, PathBuf) {
     let mut spec = SceneSpec::preset("harbour").unwrap();
     spec.duration_s = 14.0;
@@ -58,7 +59,7 @@ fn node_scene(
     let origin = ORIGIN_A.geodetic(at);
     let cfg = format!(
         "{}\n[array.origin]\nlatitude_deg = {}\nlongitude_deg = {}\ndepth_m = {}\nheading_deg = 0.0\n\n\
-         [audio]\nsample_rate_hz = {}\n\n[tracker]\nbackend = \"cpu\"\n\n\
+         [audio]\nsample_rate_hz = {}\nclock_offset_s = {clock_offset_s:?}\n\n[tracker]\nbackend = \"cpu\"\n\n\
          [[output.sink]]\nkind = \"mqtt\"\nsite = \"test\"\nnode = \"{name}\"\n\
          broker = {{ address = \"{broker}\", keep_alive_s = 1 }}\n",
         common::array_toml(&spec),
@@ -147,8 +148,8 @@ fn two_arrays_fuse_into_one_track() {
     let broker = Broker::start(&dir, "");
     let addr = broker.address();
     let sub = Subscriber::start(&addr, "sonotrack/test/+/tracks", "it-sub-fusion");
-    let (cfg_a, scene_a) = node_scene(&dir, "a", [0.0; 3], 7, &addr, true);
-    let (cfg_b, scene_b) = node_scene(&dir, "b", B_AT, 8, &addr, false);
+    let (cfg_a, scene_a) = node_scene(&dir, "a", [0.0; 3], 7, &addr, true, 0.0);
+    let (cfg_b, scene_b) = node_scene(&dir, "b", B_AT, 8, &addr, false, 0.0);
     let truth = Truth::load(&scene_a.join("truth.csv")).unwrap();
     let mut fuse = common::sonotrack()
         .args(["fuse", "--config"])
@@ -256,4 +257,80 @@ fn two_arrays_fuse_into_one_track() {
         .find(|l| l.contains("fusion_status"))
         .expect("a fusion status");
     assert!(status.contains("\"b\":{\"online\":false"), "{status}");
+}
+
+/// Node b's clock runs 0.5 s ahead of a's (its messages stamped 0.5 s late): the boat still has
+/// one fused id joining both nodes, and the fused track is no worse than the skewed node alone.
+#[test]
+fn a_skewed_node_still_fuses() {
+    if !mosquitto_available() {
+        return;
+    }
+    let dir = common::tmp_dir("fusion-skew");
+    let broker = Broker::start(&dir, "");
+    let addr = broker.address();
+    let sub = Subscriber::start(&addr, "sonotrack/test/+/tracks", "it-sub-skew");
+    let (cfg_a, scene_a) = node_scene(&dir, "a", [0.0; 3], 7, &addr, false, 0.0);
+    let (cfg_b, scene_b) = node_scene(&dir, "b", B_AT, 8, &addr, false, 0.5);
+    let truth = Truth::load(&scene_a.join("truth.csv")).unwrap();
+    let mut fuse = common::sonotrack()
+        .args(["fuse", "--config"])
+        .arg(fuse_config(&dir, &addr))
+        .args(["--seconds", "15"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut a = start_node(&cfg_a, &scene_a);
+    let mut b = start_node(&cfg_b, &scene_b);
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+    assert!(fuse.wait().unwrap().success());
+
+    let t0 = sub.on("/a/tracks").iter().find_map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l).ok()?;
+        Some(parse_rfc3339(v["wall"].as_str()?)? - v["t_frame"].as_f64()?)
+    });
+    let t0 = t0.expect("node a published");
+    let near = |p: Vec<(f64, [f64; 3], u64)>| -> Vec<(f64, [f64; 3], u64)> {
+        p.into_iter()
+            .filter(|(t, x, _)| {
+                truth
+                    .at(0, t - t0)
+                    .is_some_and(|q| (0..3).map(|i| (x[i] - q[i]).powi(2)).sum::<f64>() < 25.0)
+            })
+            .collect()
+    };
+    let pa = near(positions(&sub.on("/a/tracks")));
+    let pb = near(positions(&sub.on("/b/tracks")));
+    let text = std::fs::read_to_string(dir.join("fused.jsonl")).unwrap();
+    let lines: Vec<String> = text.lines().map(String::from).collect();
+    let pf = near(positions(&lines));
+    let (ra, na) = rmse(&pa, &truth, t0, 4.0);
+    let (rb, nb) = rmse(&pb, &truth, t0, 4.0);
+    let (rf, nf) = rmse(&pf, &truth, t0, 4.0);
+    eprintln!(
+        "the boat, RMSE from 4 s, b's clock 0.5 s ahead: node a {ra:.3} m ({na}), node b {rb:.3} m ({nb}), fused {rf:.3} m ({nf})"
+    );
+    assert!(na > 20 && nb > 20 && nf > 20, "{na} {nb} {nf}");
+    let ids: std::collections::BTreeSet<u64> = pf.iter().map(|p| p.2).collect();
+    assert_eq!(ids.len(), 1, "fused ids on the boat {ids:?}");
+    let joined = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "track" && v["id"].as_u64() == ids.first().copied())
+        .filter_map(|v| v["fused_from"].as_array().map(Vec::len))
+        .collect::<Vec<_>>();
+    let both = joined.iter().filter(|n| **n == 2).count();
+    assert!(
+        both * 10 >= joined.len() * 7,
+        "{both} of {} fused messages join both nodes",
+        joined.len()
+    );
+    // The skew puts b a second behind the boat; its covariance does not know, but the fusion
+    // keeps near the better node rather than halfway.
+    assert!(
+        rf <= 0.25 * rb && rf <= 2.0 * ra,
+        "fused {rf:.3} against {ra:.3} and the skewed node's {rb:.3}"
+    );
 }

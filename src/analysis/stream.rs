@@ -121,8 +121,8 @@ pub fn parse_stream_of(
                     frames_in = frames_in.max(n);
                 }
             }
-            // (A track's end carries no position to score.)
-            Some("deleted") => {}
+            // (A track's end carries no position to score, nor the fusion service's status.)
+            Some("deleted" | "fusion_status") => {}
             Some(other) => return Err((i + 1, format!("unknown message type `{other}`"))),
             None => return Err((i + 1, "message without `type`".into())),
         }

@@ -30,6 +30,15 @@ pub struct AudioConfig {
     /// Live capture: capacity of the ring between the audio callback and the worker.
     #[serde(default = "default_ring_s")]
     pub ring_seconds: f64,
+    /// Seconds added to the wall-clock time (UTC) stamped on each live frame's messages: the
+    /// correction of a node clock known to be off (a measured NTP or PPS offset). Fusion across
+    /// nodes needs their stamps to agree within its `skew_s`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub clock_offset_s: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 fn default_rate() -> u32 {
@@ -55,6 +64,7 @@ impl Default for AudioConfig {
             sample_format: SampleFormat::default(),
             period_frames: default_period(),
             ring_seconds: default_ring_s(),
+            clock_offset_s: 0.0,
         }
     }
 }
@@ -87,6 +97,14 @@ impl Config {
                 "audio.sample_rate_hz",
                 format!("{fs} Hz is outside 1 kHz .. 2 MHz"),
                 "give the recording's or device's sample rate",
+            );
+        }
+        let off = self.audio.clock_offset_s;
+        if !(off.is_finite() && off.abs() <= 3600.0) {
+            return err(
+                "audio.clock_offset_s",
+                format!("{off} s"),
+                "give the node clock's correction in seconds, within ±3600 (fix a clock wrong by more than that at its source)",
             );
         }
         let ch = self.input_channels();

@@ -113,6 +113,7 @@ impl Config {
             cfg.array.heading_input = Some(HeadingInput::from_file("heading.csv".into()));
         }
         cfg.array.plane_normal = spec.plane_normal();
+        cfg.array.origin = spec.origin;
         if cfg.geometry().span() != Span::Volume {
             cfg.array.mode = TrackMode::Direction;
         }

@@ -21,14 +21,6 @@ use crate::output::{DeletedMessage, FrameStamp};
 use crate::pipeline::replay::{ReplayOptions, replay_source};
 use crate::pipeline::trial::{TrialOptions, scoring_of};
 
-/// Where the first array is on the Earth (any place serves: the scene is local).
-const FIRST: Origin = Origin {
-    latitude_deg: 53.5,
-    longitude_deg: 9.9,
-    depth_m: 0.0,
-    heading_deg: 0.0,
-};
-
 /// Fused estimates per second of stream time.
 const FUSE_RATE_HZ: f64 = 10.0;
 
@@ -118,7 +110,7 @@ pub fn run_two_array_trial(family: &FamilySpec, o: &TrialOptions) -> Result<TwoA
         .map(|i| run_two_array_scene(family, o, i))
         .collect();
     let scenes = scenes.into_iter().collect::<Result<Vec<_>>>()?;
-    let first_cfg = node_config(&family.draw(o.seed, 0), &FIRST, o)?;
+    let first_cfg = node_config(&family.draw(o.seed, 0), o)?;
     let scoring = scoring_of(family, &first_cfg, false);
     let pick = |f: fn(&TwoArrayScene) -> &SceneScore| {
         summarise(
@@ -148,10 +140,9 @@ pub fn run_two_array_trial(family: &FamilySpec, o: &TrialOptions) -> Result<TwoA
     })
 }
 
-/// A node's configuration for `spec`, georeferenced at `origin`, with the trial's settings.
-fn node_config(spec: &SceneSpec, origin: &Origin, o: &TrialOptions) -> Result<Config> {
-    let mut cfg = Config::for_scene(spec).with_overrides(&o.sets)?;
-    cfg.array.origin = Some(*origin);
+/// A node's configuration for `spec` (georeferenced at its origin), with the trial's settings.
+fn node_config(spec: &SceneSpec, o: &TrialOptions) -> Result<Config> {
+    let cfg = Config::for_scene(spec).with_overrides(&o.sets)?;
     cfg.validate(&spec.description)?;
     Ok(cfg)
 }
@@ -159,13 +150,12 @@ fn node_config(spec: &SceneSpec, origin: &Origin, o: &TrialOptions) -> Result<Co
 /// One array's replay of its scene: its score (in its own frame) and its stream.
 fn run_node(
     spec: SceneSpec,
-    origin: &Origin,
     family: &FamilySpec,
     o: &TrialOptions,
     index: u32,
     name: &str,
 ) -> Result<(SceneScore, String)> {
-    let cfg = node_config(&spec, origin, o)?;
+    let cfg = node_config(&spec, o)?;
     let mut sim = SimSource::new(spec)?;
     let truth = Truth::from_rows(&sim.truth());
     let path = std::env::temp_dir().join(format!(
@@ -194,32 +184,30 @@ pub fn run_two_array_scene(
     o: &TrialOptions,
     index: u32,
 ) -> Result<TwoArrayScene> {
-    let spec = family.draw(o.seed, index);
-    let Some((second, at)) = family.draw_second_array(o.seed, index, &spec) else {
+    let mut spec = family.draw(o.seed, index);
+    let (Some(origin), Some(b)) = (spec.origin, spec.other_arrays.pop()) else {
         return Err(Error::Usage(format!(
             "family {} has no [second_array]: fusion trials need one",
             family.name
         )));
     };
-    let second_origin = FIRST.geodetic(at);
-    let second_origin = Origin {
-        latitude_deg: second_origin.latitude_deg,
-        longitude_deg: second_origin.longitude_deg,
-        depth_m: second_origin.depth_m,
-        heading_deg: 0.0,
-    };
+    let second = spec.heard_by(&b);
     let truth = Truth::from_rows(&SimSource::new(spec.clone())?.truth());
-    let (first, text_a) = run_node(spec, &FIRST, family, o, index, "a")?;
-    let (second, text_b) = run_node(second, &second_origin, family, o, index, "b")?;
-    let fused_text = fuse_streams(&[("a", &text_a), ("b", &text_b)], family.duration_s);
+    let cfg = node_config(&spec, o)?;
+    let (first, text_a) = run_node(spec, family, o, index, "a")?;
+    let (second, text_b) = run_node(second, family, o, index, "b")?;
+    let fused_text = fuse_streams(
+        &[("a", &text_a), ("b", &text_b)],
+        &origin,
+        family.duration_s,
+    );
     let frames = parse_stream(&fused_text)
         .map_err(|(line, e)| Error::Usage(format!("fused stream line {line}: {e}")))?;
-    let cfg = node_config(&family.draw(o.seed, index), &FIRST, o)?;
     let scoring = scoring_of(family, &cfg, false);
     let fused = score_scene(index, &frames, &truth, &scoring, 0.0);
     Ok(TwoArrayScene {
         index,
-        second_at_m: at,
+        second_at_m: b.at_m,
         first,
         second,
         fused,
@@ -227,12 +215,12 @@ pub fn run_two_array_scene(
 }
 
 /// Fuse node streams (JSON Lines, stream time) at [`FUSE_RATE_HZ`] into a fused stream in the
-/// first array's frame, as `sonotrack fuse` would publish it.
-fn fuse_streams(nodes: &[(&str, &str)], duration_s: f64) -> String {
+/// first array's frame (`origin`), as `sonotrack fuse` would publish it.
+fn fuse_streams(nodes: &[(&str, &str)], origin: &Origin, duration_s: f64) -> String {
     let mut reports: Vec<(f64, String, Payload)> = Vec::new();
     for (name, text) in nodes {
         for line in text.lines() {
-            let p = parse_timed(name, line.as_bytes(), &FIRST, TimeBase::Stream);
+            let p = parse_timed(name, line.as_bytes(), origin, TimeBase::Stream);
             let t = serde_json::from_str::<serde_json::Value>(line)
                 .ok()
                 .and_then(|v| v["t_frame"].as_f64().or(v["t"].as_f64()))
@@ -264,10 +252,10 @@ fn fuse_streams(nodes: &[(&str, &str)], duration_s: f64) -> String {
             wall: None,
             power: None,
             reports: step.tracks.len(),
-            origin: Some(&FIRST),
+            origin: Some(origin),
         };
         for e in &step.tracks {
-            let m = fused_message(e, seq, t, &FIRST, &stamp);
+            let m = fused_message(e, seq, t, origin, &stamp);
             out.push_str(&serde_json::to_string(&m).unwrap_or_default());
             out.push('\n');
         }
@@ -308,7 +296,8 @@ mod tests {
         let family = FamilySpec::find("two-array").unwrap();
         for index in 0..5 {
             let first = family.draw(7, index);
-            let (second, at) = family.draw_second_array(7, index, &first).unwrap();
+            let at = first.other_arrays[0].at_m;
+            let second = first.heard_by(&first.other_arrays[0]);
             let ta = Truth::from_rows(&SimSource::new(first.clone()).unwrap().truth());
             let tb = Truth::from_rows(&SimSource::new(second.clone()).unwrap().truth());
             for t in [0.0, 17.5, 59.0] {

@@ -443,7 +443,8 @@ impl Pipeline {
             };
             self.counters.frames_processed += 1;
             let wall = if self.opts.live {
-                frame.wall_clock.or_else(|| Some(SystemTime::now()))
+                let now = frame.wall_clock.unwrap_or_else(SystemTime::now);
+                Some(shift_clock(now, self.cfg.audio.clock_offset_s))
             } else {
                 None
             };
@@ -591,10 +592,12 @@ impl Pipeline {
             kind: "status",
             schema: SCHEMA_VERSION,
             t: (t_s * 1e5).round() / 1e5,
-            wall: self
-                .opts
-                .live
-                .then(|| crate::output::rfc3339(SystemTime::now())),
+            wall: self.opts.live.then(|| {
+                crate::output::rfc3339(shift_clock(
+                    SystemTime::now(),
+                    self.cfg.audio.clock_offset_s,
+                ))
+            }),
             backend: self.backend().to_string(),
             frames_in: self.counters.frames_in,
             frames_processed: self.counters.frames_processed,
@@ -1025,4 +1028,15 @@ fn mean_power(h: &FrameHealth) -> Option<f64> {
             (s + f64::from(*r).powi(2), n + 1)
         });
     (n > 0).then(|| sum / f64::from(n))
+}
+
+/// `t` moved by `offset_s` seconds (either way; unchanged where the result is not representable).
+fn shift_clock(t: SystemTime, offset_s: f64) -> SystemTime {
+    let d = Duration::from_secs_f64(offset_s.abs());
+    let moved = if offset_s >= 0.0 {
+        t.checked_add(d)
+    } else {
+        t.checked_sub(d)
+    };
+    moved.unwrap_or(t)
 }

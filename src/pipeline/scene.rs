@@ -25,10 +25,13 @@ struct ArrayJson {
     /// A line array: the normal of the plane its sources lie in (`array.plane_normal`).
     #[serde(default)]
     plane_normal: Option<[f64; 3]>,
+    /// Where the array frame is on the Earth (`array.origin`).
+    #[serde(default)]
+    origin: Option<crate::math::geo::Origin>,
 }
 
 /// The keys array.json may have (top level, and inside `search_bounds`).
-const ARRAY_KEYS: [&str; 7] = [
+const ARRAY_KEYS: [&str; 8] = [
     "sample_rate",
     "speed_of_sound",
     "sensors",
@@ -36,6 +39,7 @@ const ARRAY_KEYS: [&str; 7] = [
     "search_bounds",
     "mode",
     "plane_normal",
+    "origin",
 ];
 const BOUNDS_KEYS: [&str; 2] = ["min", "max"];
 
@@ -86,7 +90,7 @@ pub fn config_from_array_json(text: &str, path: &Path) -> Result<Config> {
     if let Some(problem) = misspelt_array_key(text) {
         return Err(err(
             problem,
-            "array.json keys are sample_rate, speed_of_sound, sensors, description, search_bounds {min, max} and mode",
+            "array.json keys are sample_rate, speed_of_sound, sensors, description, search_bounds {min, max}, mode, plane_normal and origin {latitude_deg, longitude_deg, depth_m, heading_deg}",
         ));
     }
     let a: ArrayJson = serde_json::from_str(text).map_err(|e| {
@@ -113,6 +117,7 @@ pub fn config_from_array_json(text: &str, path: &Path) -> Result<Config> {
         None => crate::track::TrackMode::ThreeD,
     };
     config.array.plane_normal = a.plane_normal;
+    config.array.origin = a.origin;
     config.settle_mode(&path.display().to_string());
     config
         .validate(&path.display().to_string())
@@ -122,13 +127,14 @@ pub fn config_from_array_json(text: &str, path: &Path) -> Result<Config> {
 
 /// The configuration's keys as array.json names them (an error about `array.sensors_m` is about
 /// what the file calls `sensors`).
-const ARRAY_JSON_KEYS: [(&str, &str); 6] = [
+const ARRAY_JSON_KEYS: [(&str, &str); 7] = [
     ("array.sensors_m", "sensors"),
     ("array.speed_of_sound_m_s", "speed_of_sound"),
     ("audio.sample_rate_hz", "sample_rate"),
     ("array.bounds_min_m", "search_bounds.min"),
     ("array.bounds_max_m", "search_bounds.max"),
     ("array.mode", "mode"),
+    ("array.origin", "origin"),
 ];
 
 /// A validation error of the configuration built from array.json, in array.json's words.

@@ -9,9 +9,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ArrayTurn, FaultSpec, Leg, PathSpec, RoomSpec, SceneSpec, SignalKind, SourceSpec, faults,
+    ArrayTurn, FaultSpec, Leg, OtherArray, PathSpec, RoomSpec, SceneSpec, SignalKind, SourceSpec,
+    faults,
 };
 use crate::error::{Error, IoContext, Result};
+use crate::math::geo::Origin;
 use crate::rng::philox::{PhiloxStream, Stream};
 
 /// The built-in families: (name, TOML).
@@ -336,11 +338,20 @@ pub struct FamilySpec {
     pub scoring: ScoringSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnDraw>,
-    /// A second array hearing the same scene (`sonotrack trial` then fuses the two; see
-    /// [`FamilySpec::draw_second_array`]).
+    /// A second array hearing the same scene (drawn into each scene's `[[other_array]]`;
+    /// `sonotrack trial` then fuses the two).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub second_array: Option<SecondArrayDraw>,
 }
+
+/// Where a family's scenes with a second array are on the Earth (any place serves: the scene
+/// is local).
+pub const SITE_ORIGIN: Origin = Origin {
+    latitude_deg: 53.5,
+    longitude_deg: 9.9,
+    depth_m: 0.0,
+    heading_deg: 0.0,
+};
 
 /// `[second_array]`: another array of the same layout, its centre `distance_m` from the first
 /// array's centre at a random bearing, in the same water (its own noise).
@@ -509,7 +520,7 @@ impl FamilySpec {
                 * if rng.uniform_f64() < 0.5 { -1.0 } else { 1.0 },
             rate_deg_s: t.rate_deg_s.sample(&mut rng),
         });
-        SceneSpec {
+        let mut spec = SceneSpec {
             description: format!("{} scene {index} (seed {seed})", self.name),
             sensors_m: sensors,
             speed_of_sound_m_s: self.speed_of_sound_m_s,
@@ -524,19 +535,19 @@ impl FamilySpec {
             room,
             faults,
             array_turn,
+            origin: None,
+            other_arrays: Vec::new(),
+        };
+        if let Some(b) = self.draw_second_array(seed, index, &spec) {
+            spec.origin = Some(SITE_ORIGIN);
+            spec.other_arrays = vec![b];
         }
+        spec
     }
 
-    /// Scene `index` heard by the second array (None without `[second_array]`): its spec in
-    /// its own frame and where that frame's origin is in `first`'s (m). The sources, bounds
-    /// and length are `first`'s, moved into the second frame; its sensors are a fresh draw of
-    /// the family's layout; faults stay with the first array.
-    pub fn draw_second_array(
-        &self,
-        seed: u64,
-        index: u32,
-        first: &SceneSpec,
-    ) -> Option<(SceneSpec, [f64; 3])> {
+    /// The second array of scene `index` (None without `[second_array]`): named "b", a fresh
+    /// draw of the family's layout, its centre `distance_m` from `first`'s at a random bearing.
+    fn draw_second_array(&self, seed: u64, index: u32, first: &SceneSpec) -> Option<OtherArray> {
         let d = self.second_array.as_ref()?;
         let mut rng = PhiloxStream::new(seed ^ 0x5EC0_A44A, index, Stream::Simulate);
         let sensors = draw_array(&self.array, None, &mut rng);
@@ -544,24 +555,16 @@ impl FamilySpec {
         let first_centre = centroid(&first.sensors_m);
         let dist = d.distance_m.sample(&mut rng);
         let (s, c) = (std::f64::consts::TAU * rng.uniform_f64()).sin_cos();
-        let at = [
-            first_centre[0] + dist * c - own[0],
-            first_centre[1] + dist * s - own[1],
-            0.0,
-        ];
-        let back = [-at[0], -at[1], 0.0];
-        let shift = |b: Option<[f64; 3]>| b.map(|b| [b[0] + back[0], b[1] + back[1], b[2]]);
-        let mut spec = first.clone();
-        spec.description = format!("{} (second array)", first.description);
-        spec.sensors_m = sensors;
-        spec.seed = first.seed ^ 0xB0B0_B0B0;
-        spec.faults = FaultSpec::default();
-        spec.bounds_min_m = shift(first.bounds_min_m);
-        spec.bounds_max_m = shift(first.bounds_max_m);
-        for src in &mut spec.sources {
-            src.path = src.path.shifted(back);
-        }
-        Some((spec, at))
+        Some(OtherArray {
+            name: "b".into(),
+            at_m: [
+                first_centre[0] + dist * c - own[0],
+                first_centre[1] + dist * s - own[1],
+                0.0,
+            ],
+            sensors_m: Some(sensors),
+            seed: Some(first.seed ^ 0xB0B0_B0B0),
+        })
     }
 
     /// The farthest any source starts from the array (m).

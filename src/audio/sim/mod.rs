@@ -20,6 +20,7 @@ mod presets;
 pub mod room;
 mod scene_dir;
 mod signal;
+pub mod site;
 
 use std::path::Path;
 
@@ -31,6 +32,7 @@ pub use presets::PRESETS;
 pub use room::RoomSpec;
 pub use scene_dir::write_scene;
 pub use signal::SignalKind;
+pub use site::{OtherArray, write_site};
 
 use crate::audio::{AudioSource, ReadResult};
 use crate::error::{Error, IoContext, Result};
@@ -131,6 +133,13 @@ pub struct SceneSpec {
     /// in the scene's frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_turn: Option<ArrayTurn>,
+    /// Where the scene's frame is on the Earth (written to array.json; needed with other
+    /// arrays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::math::geo::Origin>,
+    /// More arrays hearing the same scene, each its own audio ([`site`]).
+    #[serde(rename = "other_array", default, skip_serializing_if = "Vec::is_empty")]
+    pub other_arrays: Vec<OtherArray>,
 }
 
 /// Highest truth rate a scene may ask for (rows per second per source).
@@ -259,6 +268,16 @@ impl SceneSpec {
             }
         }
         if let Some(p) = self.faults.problem(self.sensors_m.len()) {
+            return Err(p);
+        }
+        if let Some(p) = self
+            .origin
+            .as_ref()
+            .and_then(crate::math::geo::Origin::problem)
+        {
+            return Err(format!("origin: {p}"));
+        }
+        if let Some(p) = site::other_arrays_problem(self) {
             return Err(p);
         }
         let range_m = self.max_range_m();
@@ -700,6 +719,8 @@ mod tests {
             room: None,
             faults: FaultSpec::default(),
             array_turn: None,
+            origin: None,
+            other_arrays: Vec::new(),
             description: "test".into(),
             sensors_m: vec![[0.0, 0.0, 0.0], [30.0, 0.0, 0.0]],
             speed_of_sound_m_s: 1500.0,

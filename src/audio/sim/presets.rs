@@ -19,6 +19,8 @@ impl SceneSpec {
                 room: None,
                 faults: FaultSpec::default(),
                 array_turn: None,
+                origin: None,
+                other_arrays: Vec::new(),
                 description: "5 hydrophones on pier piles, 12-30 m apart; a boat on a slow left turn".into(),
                 sensors_m: vec![
                     [0.0, 0.0, -4.0],
@@ -46,6 +48,8 @@ impl SceneSpec {
                 room: None,
                 faults: FaultSpec::default(),
                 array_turn: None,
+                origin: None,
+                other_arrays: Vec::new(),
                 description: "a 2 m hydrophone tetrahedron; a diver swimming past at 1 m/s".into(),
                 sensors_m: vec![
                     [0.0, 0.0, -10.0],
@@ -75,6 +79,8 @@ impl SceneSpec {
                 room: None,
                 faults: FaultSpec::default(),
                 array_turn: None,
+                origin: None,
+                other_arrays: Vec::new(),
                 description: "6 microphones in a 6 x 5 x 3 m room (free field, no reverberation); a talker walking".into(),
                 sensors_m: vec![
                     [0.1, 0.1, 2.6],

@@ -42,6 +42,9 @@ pub fn write_scene(dir: &Path, spec: &SceneSpec, s16: bool) -> Result<()> {
     if let Some(n) = spec.plane_normal() {
         array["plane_normal"] = serde_json::json!(n);
     }
+    if let Some(o) = &spec.origin {
+        array["origin"] = serde_json::json!(o);
+    }
     if let Some(h) = sim.spec().headings() {
         let path = dir.join("heading.csv");
         std::fs::write(&path, h.to_csv()).at(&path)?;
