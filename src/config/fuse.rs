@@ -152,6 +152,7 @@ impl FuseConfig {
         for (key, v) in [
             ("fusion.unlink_after", f.unlink_after),
             ("fusion.merge_after", f.merge_after),
+            ("fusion.split_probation", f.split_probation),
         ] {
             if !(1..=1000).contains(&v) {
                 return err(key, format!("{v}"), "use 1-1000 steps");

@@ -39,6 +39,10 @@ pub struct FuseParams {
     pub survey_std_m: f64,
     pub unlink_after: u32,
     pub merge_after: u32,
+    /// Steps a node track that left its fused track stays a tentative fused track of its own
+    /// before it is confirmed; should the track it left lose its last member meanwhile, it
+    /// returns to that track's id.
+    pub split_probation: u32,
     /// Fuse tentative node tracks too (default: confirmed and coasting only).
     pub tentative: bool,
 }
@@ -53,6 +57,7 @@ impl Default for FuseParams {
             survey_std_m: 0.1,
             unlink_after: 5,
             merge_after: 5,
+            split_probation: 20,
             tentative: false,
         }
     }
@@ -75,6 +80,8 @@ pub struct FusedEstimate {
     pub members: Vec<Key>,
     /// Steps since the fused track began.
     pub age: u64,
+    /// Split from another fused track and not yet confirmed on its own.
+    pub tentative: bool,
 }
 
 /// Why a fused track ended.
@@ -97,6 +104,8 @@ struct Fused {
     /// Its last fused estimate and that estimate's time.
     last: Option<(f64, Estimate)>,
     age: u64,
+    /// Split from this fused track, with the steps of probation left (then it is confirmed).
+    split_from: Option<(u64, u32)>,
 }
 
 /// The fusion state.
@@ -108,6 +117,8 @@ pub struct Fuser {
     latest: BTreeMap<Key, VecDeque<NodeTrack>>,
     fused: BTreeMap<u64, Fused>,
     link: BTreeMap<Key, u64>,
+    /// Node tracks that left a fused track this step (and which), not yet placed again.
+    left: BTreeMap<Key, u64>,
     next_id: u64,
 }
 
@@ -215,6 +226,7 @@ impl Fuser {
         self.assign_unlinked(&predicted);
         let mut out = StepOutput::default();
         self.merge_duplicates(&predicted, &mut out);
+        self.end_probations(&mut out);
         let empty: Vec<u64> = self
             .fused
             .iter()
@@ -235,6 +247,7 @@ impl Fuser {
                     p,
                     members: f.members.clone(),
                     age: f.age,
+                    tentative: f.split_from.is_some(),
                 });
             }
         }
@@ -301,7 +314,9 @@ impl Fuser {
         }
         for k in unlinked {
             log::info!("fusion: {}:{} no longer fits its fused track", k.0, k.1);
-            self.link.remove(&k);
+            if let Some(f) = self.link.remove(&k) {
+                self.left.insert(k, f);
+            }
         }
     }
 
@@ -348,13 +363,59 @@ impl Fuser {
                 } else {
                     let id = self.next_id;
                     self.next_id += 1;
-                    self.fused.insert(id, Fused::default());
+                    // (One that has just left a fused track starts on probation.)
+                    let split_from = self
+                        .left
+                        .get(k)
+                        .map(|from| (*from, self.params.split_probation));
+                    self.fused.insert(
+                        id,
+                        Fused {
+                            split_from,
+                            ..Fused::default()
+                        },
+                    );
                     id
                 };
                 if let Some(f) = self.fused.get_mut(&id) {
                     f.members.push(k.clone());
                 }
                 self.link.insert(k.clone(), id);
+            }
+        }
+        self.left.clear();
+    }
+
+    /// Count down the probation of fused tracks split from another: one whose origin has lost
+    /// its last member returns into it (the source keeps its id when the member that left
+    /// turns out to be the one that stayed with it); one that outlasts its probation is
+    /// confirmed as a track of its own.
+    fn end_probations(&mut self, out: &mut StepOutput) {
+        let on_probation: Vec<(u64, u64, u32)> = self
+            .fused
+            .iter()
+            .filter_map(|(id, f)| f.split_from.map(|(from, left)| (*id, from, left)))
+            .collect();
+        for (id, from, left) in on_probation {
+            let orphaned = self.fused.get(&from).is_some_and(|o| o.members.is_empty());
+            if orphaned {
+                let Some(g) = self.fused.remove(&id) else {
+                    continue;
+                };
+                for k in &g.members {
+                    self.link.insert(k.clone(), from);
+                }
+                if let Some(o) = self.fused.get_mut(&from) {
+                    o.members.extend(g.members);
+                    o.misses.clear();
+                }
+                log::info!("fusion: fused track {id} returns to track {from}");
+                out.ended.push((id, FusedEnd::Merged { into: from }));
+            } else if let Some(f) = self.fused.get_mut(&id) {
+                // (Its first step is the first of its probation.)
+                if f.age > 0 {
+                    f.split_from = (left > 1).then_some((from, left - 1));
+                }
             }
         }
     }

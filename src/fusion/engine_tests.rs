@@ -203,3 +203,74 @@ fn stale_tracks_end() {
     assert_eq!(out.ended, vec![(1, FusedEnd::Lost)]);
     assert_eq!(f.node_tracks(), 0);
 }
+
+/// Node b's track drifts off the source (a wrong solution) while a's stays: after
+/// `unlink_after` misses b leaves, as a tentative fused track of its own until its probation
+/// ends; the source's fused id stays with a.
+#[test]
+fn a_member_that_leaves_is_on_probation() {
+    let p = params();
+    let mut f = Fuser::new(p.clone());
+    let mut a = Node::new("a", 0.05, [1.0; 3], 1);
+    let mut b = Node::new("b", 0.05, [1.0; 3], 2);
+    let mut first = None;
+    let mut split = None;
+    for i in 0..100 {
+        let t = i as f64 * 0.1;
+        let (pos, vel) = source(t);
+        let off = if i >= 30 { 0.5 * (i - 29) as f64 } else { 0.0 };
+        f.report(a.report(1, t, pos, vel));
+        f.report(b.report(1, t, [pos[0], pos[1] + off, pos[2]], vel));
+        let out = f.step(t);
+        let id_a = out
+            .tracks
+            .iter()
+            .find(|e| e.members.iter().any(|m| m.0 == "a"))
+            .unwrap();
+        assert!(!id_a.tentative);
+        assert_eq!(*first.get_or_insert(id_a.id), id_a.id, "step {i}");
+        if let Some(e) = out.tracks.iter().find(|e| e.id != id_a.id) {
+            assert_eq!(e.members, vec![("b".to_string(), 1)]);
+            let since = *split.get_or_insert(i);
+            assert_eq!(e.tentative, i - since < p.split_probation as usize, "step {i}");
+        }
+    }
+    assert!(split.is_some_and(|s| s > 30 && s < 50), "{split:?}");
+}
+
+/// The same split, but then a's track ends while b's is on probation: b's track was the
+/// source's after all, and returns to the source's fused id.
+#[test]
+fn a_split_returns_when_the_track_it_left_ends() {
+    let mut f = Fuser::new(params());
+    let mut a = Node::new("a", 0.05, [1.0; 3], 1);
+    let mut b = Node::new("b", 0.05, [1.0; 3], 2);
+    let mut ids = std::collections::BTreeSet::new();
+    let mut returned = false;
+    for i in 0..80 {
+        let t = i as f64 * 0.1;
+        let (pos, vel) = source(t);
+        let off = if (30..45).contains(&i) { 0.5 * (i - 29) as f64 } else { 0.0 };
+        if i < 45 {
+            f.report(a.report(1, t, [pos[0], pos[1] - off, pos[2]], vel));
+        } else if i == 45 {
+            f.ended("a", 1);
+        }
+        f.report(b.report(1, t, pos, vel));
+        let out = f.step(t);
+        returned |= out
+            .ended
+            .iter()
+            .any(|(_, why)| matches!(why, FusedEnd::Merged { .. }));
+        for e in out.tracks.iter().filter(|e| !e.tentative) {
+            ids.insert(e.id);
+        }
+        if i > 45 {
+            assert_eq!(out.tracks.len(), 1, "step {i}");
+            assert_eq!(out.tracks[0].members, vec![("b".to_string(), 1)]);
+            assert!(!out.tracks[0].tentative);
+        }
+    }
+    assert!(returned);
+    assert_eq!(ids.len(), 1, "confirmed fused ids {ids:?}");
+}

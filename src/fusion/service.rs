@@ -363,7 +363,11 @@ pub fn fused_message(
     }
     let report = TrackReport {
         id: e.id,
-        status: TrackStatus::Confirmed,
+        status: if e.tentative {
+            TrackStatus::Tentative
+        } else {
+            TrackStatus::Confirmed
+        },
         seq,
         t_s,
         t_frame_s: t_s,
