@@ -334,3 +334,40 @@ fn a_skewed_node_still_fuses() {
         "fused {rf:.3} against {ra:.3} and the skewed node's {rb:.3}"
     );
 }
+
+/// A message larger than the client's packet limit (2 MiB) on a node's topic costs the
+/// service its connection once: it is counted as oversized, the service reconnects (not
+/// handed the message again) and goes on counting what comes after.
+#[test]
+fn an_oversized_message_is_counted_not_fatal() {
+    if !mosquitto_available() {
+        return;
+    }
+    let dir = common::tmp_dir("fusion-oversized");
+    let broker = Broker::start(&dir, "");
+    let addr = broker.address();
+    let mut fuse = common::sonotrack()
+        .args(["fuse", "--config"])
+        .arg(fuse_config(&dir, &addr))
+        .args(["--seconds", "6"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // (Once the service has subscribed.)
+    std::thread::sleep(Duration::from_secs(2));
+    let topic = "sonotrack/test/x/tracks";
+    common::mqtt::publish(&addr, "it-pub-big", topic, &[vec![b' '; 2 << 20]]);
+    std::thread::sleep(Duration::from_secs(1));
+    common::mqtt::publish(&addr, "it-pub-small", topic, &[b"{not json".to_vec()]);
+    assert!(fuse.wait().unwrap().success());
+    let text = std::fs::read_to_string(dir.join("fused.jsonl")).unwrap();
+    let last: serde_json::Value = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("a fusion status");
+    assert_eq!(last["type"], "fusion_status", "{last}");
+    assert_eq!(last["ignored"]["oversized"], 1, "{last}");
+    assert_eq!(last["ignored"]["malformed"], 1, "{last}");
+}

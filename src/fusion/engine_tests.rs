@@ -232,7 +232,11 @@ fn a_member_that_leaves_is_on_probation() {
         if let Some(e) = out.tracks.iter().find(|e| e.id != id_a.id) {
             assert_eq!(e.members, vec![("b".to_string(), 1)]);
             let since = *split.get_or_insert(i);
-            assert_eq!(e.tentative, i - since < p.split_probation as usize, "step {i}");
+            assert_eq!(
+                e.tentative,
+                i - since < p.split_probation as usize,
+                "step {i}"
+            );
         }
     }
     assert!(split.is_some_and(|s| s > 30 && s < 50), "{split:?}");
@@ -250,7 +254,11 @@ fn a_split_returns_when_the_track_it_left_ends() {
     for i in 0..80 {
         let t = i as f64 * 0.1;
         let (pos, vel) = source(t);
-        let off = if (30..45).contains(&i) { 0.5 * (i - 29) as f64 } else { 0.0 };
+        let off = if (30..45).contains(&i) {
+            0.5 * (i - 29) as f64
+        } else {
+            0.0
+        };
         if i < 45 {
             f.report(a.report(1, t, [pos[0], pos[1] - off, pos[2]], vel));
         } else if i == 45 {

@@ -236,6 +236,11 @@ fn subscribe(
             problem: e,
             fix: "fix the broker table of the fuse configuration".into(),
         })?;
+    // A clean session: reports queued while the service was away are stale by the time it
+    // is back, and a message the client refuses (over its packet limit) is not sent again on
+    // every reconnection.
+    let mut options = options;
+    options.set_clean_session(true);
     if cfg.broker.credentials_in_clear() {
         log::warn!("{name}: the password travels unencrypted; give broker.ca_file to use TLS");
     }
@@ -265,6 +270,14 @@ fn subscribe(
                         route(&p.topic, &p.payload, &base, &tx, &inbox);
                     }
                     Ok(_) => {}
+                    Err(e) if too_large(&e) => {
+                        // The client drops the connection at a packet over its limit (before
+                        // reading it); count it and reconnect at once.
+                        inbox.oversized.fetch_add(1, Ordering::Relaxed);
+                        log::warn!(
+                            "{name}: a message over 1 MiB on the site's topics was dropped (the connection with it; reconnecting); set the broker's message_size_limit to 65536 to refuse such messages at the broker"
+                        );
+                    }
                     Err(e) => {
                         if stop.load(Ordering::Relaxed) {
                             break;
@@ -287,6 +300,16 @@ fn subscribe(
             fix: "free resources".into(),
         })?;
     Ok((rx, client))
+}
+
+/// Whether the client dropped its connection over a packet larger than its limit.
+fn too_large(e: &rumqttc::ConnectionError) -> bool {
+    matches!(
+        e,
+        rumqttc::ConnectionError::MqttState(rumqttc::StateError::Deserialization(
+            rumqttc::Error::PayloadSizeLimitExceeded(_)
+        ))
+    )
 }
 
 /// Hand one publish to the inbox: the node from the topic `<base><node>/<leaf>`, checked.

@@ -108,9 +108,11 @@ impl GeoFix {
         let [ve, vn, _] = origin.enu(r.velocity);
         let moving = !direction;
         Self {
-            lat_deg: geo.map(|g| round(g.latitude_deg, 7)),
-            lon_deg: geo.map(|g| round(g.longitude_deg, 7)),
-            depth_m: geo.map(|g| round(g.depth_m, 3)),
+            // (Nine decimals, 0.1 mm: what the node's own position carries. Seven, 1 cm,
+            // would add more error than a compact array makes to whatever fuses positions.)
+            lat_deg: geo.map(|g| round(g.latitude_deg, 9)),
+            lon_deg: geo.map(|g| round(g.longitude_deg, 9)),
+            depth_m: geo.map(|g| round(g.depth_m, 4)),
             bearing_deg: round(bearing_deg(e, n), 2),
             range_m: point.map(|p| {
                 let [e, n, _] = origin.enu(p);

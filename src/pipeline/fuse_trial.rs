@@ -201,7 +201,6 @@ pub fn run_two_array_scene(
         &origin,
         family.duration_s,
     );
-    if let Ok(d) = std::env::var("DEBUG_DUMP") { let _ = std::fs::write(format!("{d}/{index}-a.jsonl"), &text_a); let _ = std::fs::write(format!("{d}/{index}-b.jsonl"), &text_b); let _ = std::fs::write(format!("{d}/{index}-f.jsonl"), &fused_text); }
     let frames = parse_stream(&fused_text)
         .map_err(|(line, e)| Error::Usage(format!("fused stream line {line}: {e}")))?;
     let scoring = scoring_of(family, &cfg, false);

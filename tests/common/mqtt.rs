@@ -217,3 +217,28 @@ impl Drop for Subscriber {
         }
     }
 }
+
+/// Publish each payload (QoS 1, in order) to `topic` and wait until the broker has them all.
+#[allow(dead_code)]
+pub fn publish(address: &str, id: &str, topic: &str, payloads: &[Vec<u8>]) {
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let mut o = MqttOptions::new(id, host, port.parse::<u16>().unwrap());
+    o.set_max_packet_size(8 << 20, 8 << 20);
+    let (client, mut conn) = Client::new(o, 10);
+    for p in payloads {
+        client
+            .publish(topic, QoS::AtLeastOnce, false, p.clone())
+            .unwrap();
+    }
+    let mut acked = 0;
+    let start = Instant::now();
+    while acked < payloads.len() && start.elapsed() < Duration::from_secs(10) {
+        if let Ok(Ok(Event::Incoming(Packet::PubAck(_)))) =
+            conn.recv_timeout(Duration::from_millis(100))
+        {
+            acked += 1;
+        }
+    }
+    assert_eq!(acked, payloads.len(), "the broker acknowledged them");
+    let _ = client.disconnect();
+}
