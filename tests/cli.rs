@@ -188,9 +188,9 @@ fn simulate_writes_a_site_of_several_arrays() {
         let text = std::fs::read_to_string(&tracks).unwrap();
         let v = text
             .lines()
+            .rev()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["type"] == "track" && v["status"] == "confirmed")
-            .last()
+            .find(|v| v["type"] == "track" && v["status"] == "confirmed")
             .expect("a confirmed track");
         [
             v["geo"]["lat_deg"].as_f64().unwrap(),

@@ -109,7 +109,7 @@ impl SceneSpec {
             spec.sensors_m.clone_from(s);
         }
         spec.seed = other.seed.unwrap_or_else(|| {
-            other.name.bytes().fold(self.seed ^ 0x0A77_A7, |h, b| {
+            other.name.bytes().fold(self.seed ^ 0x000A_77A7, |h, b| {
                 h.rotate_left(8) ^ u64::from(b)
             })
         });
@@ -257,7 +257,8 @@ mod tests {
 
     #[test]
     fn other_arrays_are_checked() {
-        let cases: [(fn(&mut SceneSpec), &str); 5] = [
+        type Spoil = fn(&mut SceneSpec);
+        let cases: [(Spoil, &str); 5] = [
             (|s| s.origin = None, "needs [origin]"),
             (|s| s.other_arrays[0].name = "a".into(), "is taken"),
             (|s| s.other_arrays[0].name = "x/y".into(), "must be 1-64"),
