@@ -13,6 +13,7 @@ pub mod kalman;
 pub mod likelihood;
 pub mod logic;
 pub mod manager;
+pub mod mfa;
 pub mod mirror;
 pub mod models;
 pub mod noise;
