@@ -11,7 +11,7 @@
 //! best feasible solution found, with the lower bound that proves how far from optimal it is at
 //! worst.
 
-use super::assign::hungarian;
+use super::assign::{hungarian, hungarian_rect};
 
 /// One candidate: an index per list (0 the dummy) and its cost.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,9 +107,63 @@ pub fn assign_2d(
     cols: usize,
     pair: impl Fn(usize, usize) -> Option<f64>,
 ) -> Option<(Vec<(usize, usize)>, f64)> {
-    // A square problem of rows + cols: real rows against real columns and one "dummy column"
-    // per row (its cost on the diagonal), one "dummy row" per column likewise, and dummy
-    // against dummy at no cost.
+    let free: Option<Vec<f64>> = (1..=cols).map(|j| pair(0, j)).collect();
+    match free {
+        Some(free) => assign_2d_rect(rows, cols, &pair, &free),
+        None => assign_2d_square(rows, cols, &pair),
+    }
+}
+
+/// [`assign_2d`] when every column may go unassigned (at `free[j - 1]`): rows against the
+/// columns and one "miss" column per row, each real column's cost less its unassigned cost, so
+/// an O(rows² (rows + cols)) rectangular problem.
+fn assign_2d_rect(
+    rows: usize,
+    cols: usize,
+    pair: &impl Fn(usize, usize) -> Option<f64>,
+    free: &[f64],
+) -> Option<(Vec<(usize, usize)>, f64)> {
+    let base: f64 = free.iter().sum();
+    let width = cols + rows;
+    let inf = f64::INFINITY;
+    let m: Vec<Vec<f64>> = (1..=rows)
+        .map(|i| {
+            let mut row = vec![inf; width];
+            for j in 1..=cols {
+                row[j - 1] = pair(i, j).map_or(inf, |c| c - free[j - 1]);
+            }
+            row[cols + i - 1] = pair(i, 0).unwrap_or(inf);
+            row
+        })
+        .collect();
+    let a = hungarian_rect(&m, width);
+    let mut pairs = Vec::new();
+    let mut total = base;
+    let mut taken = vec![false; cols + 1];
+    for (r, &c) in a.iter().enumerate() {
+        if !m[r][c].is_finite() {
+            return None;
+        }
+        total += m[r][c];
+        if c < cols {
+            pairs.push((r + 1, c + 1));
+            taken[c + 1] = true;
+        } else {
+            pairs.push((r + 1, 0));
+        }
+    }
+    pairs.extend((1..=cols).filter(|&j| !taken[j]).map(|j| (0, j)));
+    Some((pairs, total))
+}
+
+/// [`assign_2d`] in general: a square problem of rows + cols, real rows against real columns
+/// and one "dummy column" per row (its cost on the diagonal), one "dummy row" per column
+/// likewise, and dummy against dummy at no cost.
+fn assign_2d_square(
+    rows: usize,
+    cols: usize,
+    pair: &impl Fn(usize, usize) -> Option<f64>,
+) -> Option<(Vec<(usize, usize)>, f64)> {
     let n = rows + cols;
     if n == 0 {
         return Some((Vec::new(), 0.0));
