@@ -1,0 +1,183 @@
+//! The sliding window of multi-frame assignment (seed 001, §2.3): the tracks, valid one step
+//! before the oldest frame held, and the last S - 1 frames of measurements. Each new frame
+//! builds every track's candidate tree over the window ([`super::tree`]), solves the S-D
+//! assignment ([`crate::math::sd_assign`]: tracks and S - 1 frames), and commits only the
+//! oldest frame: each track is updated with what it was given there (or predicted through a
+//! miss) and the frame leaves the window. The later frames' assignments are revised at the next
+//! frame, so a committed decision lags the newest frame by S - 2 frames. Measurements no track
+//! takes are false alarms here; births are the track manager's.
+
+use std::collections::VecDeque;
+
+use nalgebra::{DMatrix, DVector};
+
+use super::tree::{TreeParams, grow};
+use crate::math::sd_assign::{Candidate, SdLimits, SdProblem, solve_sd};
+use crate::track::smooth::kalman::{LinearModel, symmetric, update};
+
+/// A track's state one step before the window's oldest frame.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowTrack {
+    pub x: DVector<f64>,
+    pub p: DMatrix<f64>,
+}
+
+/// What one frame commits: for each track, the index of the measurement it took in the
+/// committed frame (None: a miss), and that frame's number (counting pushes from 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Commit {
+    pub frame: u64,
+    pub taken: Vec<Option<usize>>,
+    /// The S-D solution's proved relative gap (0: optimal).
+    pub gap: f64,
+}
+
+/// The window.
+#[derive(Debug, Clone)]
+pub struct Window {
+    model: LinearModel,
+    /// The tree's gate and limits; its `lists` hold one model, used for every frame.
+    params: TreeParams,
+    /// S - 1: frames held.
+    depth: usize,
+    pub tracks: Vec<WindowTrack>,
+    frames: VecDeque<Vec<DVector<f64>>>,
+    /// The number of the oldest frame held.
+    oldest: u64,
+}
+
+impl Window {
+    /// A window of `lists` = S lists (S >= 2: tracks and S - 1 frames).
+    pub fn new(
+        model: LinearModel,
+        params: TreeParams,
+        lists: usize,
+        tracks: Vec<WindowTrack>,
+    ) -> Self {
+        Self {
+            model,
+            params,
+            depth: lists.max(2) - 1,
+            tracks,
+            frames: VecDeque::new(),
+            oldest: 0,
+        }
+    }
+
+    /// Take the next frame; once the window is full, commit its oldest frame. None while the
+    /// window fills, or where a filter fails (a covariance not positive definite).
+    pub fn push(&mut self, frame: Vec<DVector<f64>>) -> Option<Commit> {
+        self.frames.push_back(frame);
+        if self.frames.len() < self.depth {
+            return None;
+        }
+        let frames: Vec<Vec<DVector<f64>>> = self.frames.iter().cloned().collect();
+        let list = *self.params.lists.first()?;
+        let params = TreeParams {
+            lists: vec![list; frames.len()],
+            ..self.params.clone()
+        };
+        let mut sizes = vec![self.tracks.len()];
+        sizes.extend(frames.iter().map(Vec::len));
+        let mut candidates = Vec::new();
+        for (t, tr) in self.tracks.iter().enumerate() {
+            let tree = grow(&self.model, &tr.x, &tr.p, &frames, &params)?;
+            for b in tree.branches {
+                let idx = std::iter::once(t + 1).chain(b.path).collect();
+                candidates.push(Candidate { idx, cost: b.cost });
+            }
+        }
+        // Each measurement may be a false alarm (cost 0 in the NLLR's terms).
+        for (s, f) in frames.iter().enumerate() {
+            for j in 1..=f.len() {
+                let mut idx = vec![0; sizes.len()];
+                idx[s + 1] = j;
+                candidates.push(Candidate { idx, cost: 0.0 });
+            }
+        }
+        let problem = SdProblem { sizes, candidates };
+        let solution = solve_sd(&problem, SdLimits::default())?;
+        let mut taken = vec![None; self.tracks.len()];
+        for &k in &solution.chosen {
+            let c = &problem.candidates[k].idx;
+            if c[0] > 0 && c[1] > 0 {
+                taken[c[0] - 1] = Some(c[1] - 1);
+            }
+        }
+        let oldest = self.frames.pop_front()?;
+        for (tr, got) in self.tracks.iter_mut().zip(&taken) {
+            let xp = &self.model.f * &tr.x;
+            let pp = symmetric(&self.model.f * &tr.p * self.model.f.transpose() + &self.model.q);
+            (tr.x, tr.p) = match got {
+                Some(j) => update(&self.model, &xp, &pp, &oldest[*j])?,
+                None => (xp, pp),
+            };
+        }
+        let commit = Commit {
+            frame: self.oldest,
+            taken,
+            gap: solution.gap(),
+        };
+        self.oldest += 1;
+        Some(commit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::track::mfa::cost::ListModel;
+
+    fn v(x: f64) -> DVector<f64> {
+        DVector::from_vec(vec![x])
+    }
+
+    /// One track on a line (1 m a frame) that lags the truth by 1 m; precise measurements.
+    /// At frame 0 a false alarm lies just ahead of its prediction and its own measurement
+    /// farther: the best single-frame choice is the false alarm. Frame 1 reveals it: a track
+    /// that took the false alarm still lags, one that took its measurement is on the source.
+    fn scripted(lists: usize) -> Vec<Commit> {
+        let model = LinearModel::constant_velocity(1, 1.0, 0.01, 0.01);
+        let track = WindowTrack {
+            x: DVector::from_vec(vec![-1.0, 1.0]),
+            p: DMatrix::from_diagonal(&DVector::from_vec(vec![1.0, 0.01])),
+        };
+        let params = TreeParams {
+            gate_chi2: 16.0,
+            lists: vec![ListModel {
+                pd: 0.9,
+                clutter_density: 0.1,
+            }],
+            max_branches: 10_000,
+        };
+        let mut w = Window::new(model, params, lists, vec![track]);
+        // The source: x = t + 1 at frame t (the track predicts t).
+        let frames = [
+            vec![v(0.2), v(1.0)], // the false alarm 0.2 ahead of the prediction 0.0, the source at 1.0
+            vec![v(2.0)],
+            vec![v(3.0)],
+            vec![v(4.0)],
+        ];
+        frames.iter().filter_map(|f| w.push(f.clone())).collect()
+    }
+
+    /// C7 (a): with S = 2 (frame by frame) the committed choice at frame 0 is the false alarm;
+    /// with S = 3 it is the source's measurement. (b): commits lag the newest frame by S - 2.
+    #[test]
+    fn a_deeper_window_revises_the_single_frame_choice() {
+        let two = scripted(2);
+        assert_eq!(two[0].frame, 0);
+        assert_eq!(two[0].taken, vec![Some(0)], "S = 2 takes the false alarm");
+        let three = scripted(3);
+        assert_eq!(three[0].frame, 0);
+        assert_eq!(three[0].taken, vec![Some(1)], "S = 3 takes the source");
+        for (lists, commits) in [(2, two), (3, three), (4, scripted(4))] {
+            // Four frames pushed: the first commit came with frame S - 2, one a frame after.
+            assert_eq!(commits.len(), 4 - (lists - 2), "S = {lists}");
+            for (i, c) in commits.iter().enumerate() {
+                assert_eq!(c.frame, i as u64);
+                assert_eq!(c.gap, 0.0);
+            }
+        }
+    }
+}
