@@ -131,14 +131,15 @@ mod tests {
     use crate::rng::philox::{PhiloxStream, Stream};
     use crate::track::smooth::kalman::update;
 
-    fn setup(
-        rng: &mut PhiloxStream,
-    ) -> (
+    /// A model, a track's state, and up to three measurements in each of three frames.
+    type Setup = (
         LinearModel,
         DVector<f64>,
         DMatrix<f64>,
         Vec<Vec<DVector<f64>>>,
-    ) {
+    );
+
+    fn setup(rng: &mut PhiloxStream) -> Setup {
         let model = LinearModel::constant_velocity(2, 0.1, 1.0, 0.04);
         let x0 = DVector::from_vec(vec![0.0, 0.0, 1.0, 0.5]);
         let p0 = DMatrix::from_diagonal(&DVector::from_vec(vec![0.1, 0.1, 0.5, 0.5]));
