@@ -96,6 +96,13 @@ impl Window {
             }
         }
         let problem = SdProblem { sizes, candidates };
+        log::debug!(
+            "mfa: frame {}: {} candidates for {} tracks over {} frames",
+            self.oldest,
+            problem.candidates.len(),
+            self.tracks.len(),
+            frames.len()
+        );
         let solution = solve_sd(&problem, SdLimits::default())?;
         let mut taken = vec![None; self.tracks.len()];
         for &k in &solution.chosen {
