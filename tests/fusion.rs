@@ -84,6 +84,27 @@ fn start_node(cfg: &Path, scene: &Path) -> Child {
         .unwrap()
 }
 
+/// `sonotrack fuse` on [`fuse_config`] for `seconds`.
+fn start_fuse(dir: &Path, broker: &str, seconds: u32) -> Child {
+    common::sonotrack()
+        .args(["fuse", "--config"])
+        .arg(fuse_config(dir, broker))
+        .args(["--seconds", &seconds.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The scene's start in UTC: node a's first frame came at wall ≈ start + its time.
+fn scene_start(sub: &Subscriber) -> f64 {
+    let t0 = sub.on("/a/tracks").iter().find_map(|l| {
+        let v: serde_json::Value = serde_json::from_str(l).ok()?;
+        Some(parse_rfc3339(v["wall"].as_str()?)? - v["t_frame"].as_f64()?)
+    });
+    t0.expect("node a published")
+}
+
 /// The fusion service's configuration (the simulated arrays' georeference is exact: no survey
 /// error).
 fn fuse_config(dir: &Path, broker: &str) -> PathBuf {
@@ -151,14 +172,7 @@ fn two_arrays_fuse_into_one_track() {
     let (cfg_a, scene_a) = node_scene(&dir, "a", [0.0; 3], 7, &addr, true, 0.0);
     let (cfg_b, scene_b) = node_scene(&dir, "b", B_AT, 8, &addr, false, 0.0);
     let truth = Truth::load(&scene_a.join("truth.csv")).unwrap();
-    let mut fuse = common::sonotrack()
-        .args(["fuse", "--config"])
-        .arg(fuse_config(&dir, &addr))
-        .args(["--seconds", "17"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut fuse = start_fuse(&dir, &addr, 17);
     let mut a = start_node(&cfg_a, &scene_a);
     let mut b = start_node(&cfg_b, &scene_b);
     // Kill node b 10 s in: the broker sends its last will 1.5 s later.
@@ -173,12 +187,7 @@ fn two_arrays_fuse_into_one_track() {
     let text = std::fs::read_to_string(dir.join("fused.jsonl")).unwrap();
     let lines: Vec<String> = text.lines().map(String::from).collect();
     let pf = positions(&lines);
-    // The scene's start in UTC: node a's first frame came at wall ≈ start + its time.
-    let t0 = sub.on("/a/tracks").iter().find_map(|l| {
-        let v: serde_json::Value = serde_json::from_str(l).ok()?;
-        Some(parse_rfc3339(v["wall"].as_str()?)? - v["t_frame"].as_f64()?)
-    });
-    let t0 = t0.expect("node a published");
+    let t0 = scene_start(&sub);
     // Each message to the source it is nearest: 0 the boat, 1 the pump only a hears.
     let of = |p: &[(f64, [f64; 3], u64)], target: u32| -> Vec<(f64, [f64; 3], u64)> {
         p.iter()
@@ -273,25 +282,14 @@ fn a_skewed_node_still_fuses() {
     let (cfg_a, scene_a) = node_scene(&dir, "a", [0.0; 3], 7, &addr, false, 0.0);
     let (cfg_b, scene_b) = node_scene(&dir, "b", B_AT, 8, &addr, false, 0.5);
     let truth = Truth::load(&scene_a.join("truth.csv")).unwrap();
-    let mut fuse = common::sonotrack()
-        .args(["fuse", "--config"])
-        .arg(fuse_config(&dir, &addr))
-        .args(["--seconds", "15"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut fuse = start_fuse(&dir, &addr, 15);
     let mut a = start_node(&cfg_a, &scene_a);
     let mut b = start_node(&cfg_b, &scene_b);
     assert!(a.wait().unwrap().success());
     assert!(b.wait().unwrap().success());
     assert!(fuse.wait().unwrap().success());
 
-    let t0 = sub.on("/a/tracks").iter().find_map(|l| {
-        let v: serde_json::Value = serde_json::from_str(l).ok()?;
-        Some(parse_rfc3339(v["wall"].as_str()?)? - v["t_frame"].as_f64()?)
-    });
-    let t0 = t0.expect("node a published");
+    let t0 = scene_start(&sub);
     let near = |p: Vec<(f64, [f64; 3], u64)>| -> Vec<(f64, [f64; 3], u64)> {
         p.into_iter()
             .filter(|(t, x, _)| {
@@ -346,14 +344,7 @@ fn an_oversized_message_is_counted_not_fatal() {
     let dir = common::tmp_dir("fusion-oversized");
     let broker = Broker::start(&dir, "");
     let addr = broker.address();
-    let mut fuse = common::sonotrack()
-        .args(["fuse", "--config"])
-        .arg(fuse_config(&dir, &addr))
-        .args(["--seconds", "6"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut fuse = start_fuse(&dir, &addr, 6);
     // (Once the service has subscribed.)
     std::thread::sleep(Duration::from_secs(2));
     let topic = "sonotrack/test/x/tracks";
