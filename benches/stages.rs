@@ -7,6 +7,7 @@ fn main() {
         gcc: true,
         pf: true,
         kf: true,
+        mfa: false,
         live: true,
         quick: true,
         budget_s: 0.5,

@@ -593,7 +593,28 @@ fn bench_times_the_live_path_by_stage() {
         .output()
         .unwrap();
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, kf, live"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, kf, mfa, live"));
+}
+
+/// `bench --what mfa --quick` times a multi-frame assignment window step for S = 2 and 3, over
+/// 2 and 8 tracks and three clutter levels.
+#[test]
+fn bench_times_the_mfa_window() {
+    let out = sonotrack()
+        .args([
+            "-q", "bench", "--what", "mfa", "--quick", "--budget", "0.02",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("mfa")).collect();
+    assert_eq!(rows.len(), 12, "{text}");
+    assert!(rows.iter().all(|l| l.contains("us/track-frame")), "{text}");
 }
 
 /// `trial` draws the same scenes and gives the same figures for the same seed (all but the

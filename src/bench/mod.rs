@@ -2,7 +2,7 @@
 //! through the same traits the pipeline uses. CPU stages are timed with the wall clock; GPU
 //! stages report device-event times (see `Correlator::last_device_time_s`). Medians are quoted.
 //!
-//! One file per stage: [`gcc`], [`pf`], [`kf`] (the Kalman bank), [`live`] (the live path and its replay), [`fusion`] (the fusion service through a broker); [`jetson`]
+//! One file per stage: [`gcc`], [`pf`], [`kf`] (the Kalman bank), [`mfa`] (multi-frame assignment), [`live`] (the live path and its replay), [`fusion`] (the fusion service through a broker); [`jetson`]
 //! projects the CUDA figures to the boards.
 
 pub mod fusion;
@@ -10,6 +10,7 @@ mod gcc;
 pub mod jetson;
 mod kf;
 mod live;
+mod mfa;
 mod pf;
 
 use std::time::Instant;
@@ -51,6 +52,8 @@ pub struct BenchOptions {
     pub pf: bool,
     /// The batched Kalman filter bank.
     pub kf: bool,
+    /// Multi-frame assignment's window step.
+    pub mfa: bool,
     /// The live path (GCC-PHAT of one frame, then one step of a small filter), and its
     /// workload in a steady-state replay.
     pub live: bool,
@@ -255,6 +258,9 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
     }
     if opts.kf {
         rows.extend(kf::rows(opts, &backends)?);
+    }
+    if opts.mfa {
+        rows.extend(mfa::rows(opts, &backends)?);
     }
     if let Some(dir) = &opts.replay {
         rows.extend(replay_rows(opts, dir, &backends)?);
