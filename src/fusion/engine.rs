@@ -117,8 +117,6 @@ pub struct Fuser {
     latest: BTreeMap<Key, VecDeque<NodeTrack>>,
     fused: BTreeMap<u64, Fused>,
     link: BTreeMap<Key, u64>,
-    /// Node tracks that left a fused track this step (and which), not yet placed again.
-    left: BTreeMap<Key, u64>,
     next_id: u64,
 }
 
@@ -222,8 +220,8 @@ impl Fuser {
                 Some((k.clone(), self.predict(t, now)))
             })
             .collect();
-        self.check_links(&predicted, now);
-        self.assign_unlinked(&predicted);
+        let left = self.check_links(&predicted, now);
+        self.assign_unlinked(&predicted, &left);
         let mut out = StepOutput::default();
         self.merge_duplicates(&predicted, &mut out);
         self.end_probations(&mut out);
@@ -264,7 +262,8 @@ impl Fuser {
     }
 
     /// Unlink members that no longer gate against the rest of their fused track.
-    fn check_links(&mut self, pred: &BTreeMap<Key, Estimate>, now: f64) {
+    /// Returns the node tracks that left, each with the fused track it left.
+    fn check_links(&mut self, pred: &BTreeMap<Key, Estimate>, now: f64) -> BTreeMap<Key, u64> {
         let gate = self.params.gate_chi2;
         let limit = self.params.unlink_after;
         let skew = self.params.skew_s;
@@ -312,17 +311,21 @@ impl Fuser {
                 unlinked.push(k.clone());
             }
         }
+        let mut left = BTreeMap::new();
         for k in unlinked {
             log::info!("fusion: {}:{} no longer fits its fused track", k.0, k.1);
             if let Some(f) = self.link.remove(&k) {
-                self.left.insert(k, f);
+                left.insert(k, f);
             }
         }
+        left
     }
 
     /// GNN, node by node, of the unlinked node tracks to fused tracks without a track of that
     /// node; the rest start fused tracks.
-    fn assign_unlinked(&mut self, pred: &BTreeMap<Key, Estimate>) {
+    /// (`left`: node tracks that just left a fused track, and which; a new fused track of one
+    /// starts on probation.)
+    fn assign_unlinked(&mut self, pred: &BTreeMap<Key, Estimate>, left: &BTreeMap<Key, u64>) {
         let mut by_node: BTreeMap<String, Vec<Key>> = BTreeMap::new();
         for k in pred.keys().filter(|k| !self.link.contains_key(*k)) {
             by_node.entry(k.0.clone()).or_default().push(k.clone());
@@ -364,10 +367,7 @@ impl Fuser {
                     let id = self.next_id;
                     self.next_id += 1;
                     // (One that has just left a fused track starts on probation.)
-                    let split_from = self
-                        .left
-                        .get(k)
-                        .map(|from| (*from, self.params.split_probation));
+                    let split_from = left.get(k).map(|from| (*from, self.params.split_probation));
                     self.fused.insert(
                         id,
                         Fused {
@@ -383,7 +383,6 @@ impl Fuser {
                 self.link.insert(k.clone(), id);
             }
         }
-        self.left.clear();
     }
 
     /// Count down the probation of fused tracks split from another: one whose origin has lost

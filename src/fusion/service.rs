@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::fusion::engine::{FusedEnd, FusedEstimate, Fuser};
 use crate::fusion::report::{MAX_PAYLOAD, Payload, parse};
 use crate::math::geo::Origin;
-use crate::output::broker::{Backoff, explain, topic_level_ok};
+use crate::output::broker::{Backoff, MAX_PACKET_BYTES, explain, topic_level_ok};
 use crate::output::message::{FusedSource, SCHEMA_VERSION};
 use crate::output::mqtt::NodeState;
 use crate::output::{
@@ -230,17 +230,15 @@ fn subscribe(
     let name = format!("fuse:{}", cfg.broker.address);
     let options = cfg
         .broker
-        .options(&format!("sonotrack-fuse-{}", cfg.site))
+        // A clean session: reports queued while the service was away are stale by the time
+        // it is back, and a message the client refuses (over its packet limit) is not sent
+        // again on every reconnection.
+        .options(&format!("sonotrack-fuse-{}", cfg.site), false)
         .map_err(|e| Error::Output {
             name: name.clone(),
             problem: e,
             fix: "fix the broker table of the fuse configuration".into(),
         })?;
-    // A clean session: reports queued while the service was away are stale by the time it
-    // is back, and a message the client refuses (over its packet limit) is not sent again on
-    // every reconnection.
-    let mut options = options;
-    options.set_clean_session(true);
     if cfg.broker.credentials_in_clear() {
         log::warn!("{name}: the password travels unencrypted; give broker.ca_file to use TLS");
     }
@@ -275,7 +273,7 @@ fn subscribe(
                         // reading it); count it and reconnect at once.
                         inbox.oversized.fetch_add(1, Ordering::Relaxed);
                         log::warn!(
-                            "{name}: a message over 1 MiB on the site's topics was dropped (the connection with it; reconnecting); set the broker's message_size_limit to 65536 to refuse such messages at the broker"
+                            "{name}: a message over {MAX_PACKET_BYTES} bytes on the site's topics was dropped (the connection with it; reconnecting); set the broker's message_size_limit to 65536 to refuse such messages at the broker"
                         );
                     }
                     Err(e) => {

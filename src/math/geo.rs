@@ -62,6 +62,18 @@ impl Origin {
     }
 
     /// The geodetic position of array-frame point `p` (m).
+    /// This frame moved by `at` (m, in this frame), not turned: the origin of a frame whose
+    /// point `at` is this one's.
+    pub fn moved(&self, at: [f64; 3]) -> Origin {
+        let g = self.geodetic(at);
+        Origin {
+            latitude_deg: g.latitude_deg,
+            longitude_deg: g.longitude_deg,
+            depth_m: g.depth_m,
+            heading_deg: self.heading_deg,
+        }
+    }
+
     pub fn geodetic(&self, p: [f64; 3]) -> Geodetic {
         let [e, n, u] = self.enu(p);
         let (lat0, lon0) = (

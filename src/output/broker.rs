@@ -57,6 +57,10 @@ pub type Problem = (&'static str, String, &'static str);
 /// Most bytes of a topic level we build (site and node names).
 const MAX_LEVEL: usize = 64;
 
+/// Largest MQTT packet a client sends or takes (bytes): a larger one arriving costs the
+/// connection (the client refuses it before reading it).
+pub const MAX_PACKET_BYTES: usize = 1 << 20;
+
 /// A topic level a node or site may be called: 1-64 letters, digits, `-`, `_` or `.`. No
 /// wildcards, separators or control characters can reach a topic this way.
 pub fn topic_level_ok(s: &str) -> bool {
@@ -143,19 +147,20 @@ impl BrokerConfig {
         None
     }
 
-    /// rumqttc options for this broker: persistent session (`clean_session` false), the keep
-    /// alive, credentials, TLS. Reads the password and certificate files.
-    pub fn options(&self, default_id: &str) -> Result<MqttOptions, String> {
+    /// rumqttc options for this broker: a persistent session (`clean_session` false) or a clean
+    /// one, the keep alive, the packet limit ([`MAX_PACKET_BYTES`]), credentials, TLS. Reads
+    /// the password and certificate files.
+    pub fn options(&self, default_id: &str, persistent: bool) -> Result<MqttOptions, String> {
         let (host, port) = split_address(&self.address)
             .ok_or_else(|| format!("broker address `{}` is not host:port", self.address))?;
         let id = self.client_id.clone().unwrap_or_else(|| default_id.into());
         let mut o = MqttOptions::new(id, host, port);
-        o.set_clean_session(false);
+        o.set_clean_session(!persistent);
         // (Whole seconds: the protocol's unit.)
         o.set_keep_alive(Duration::from_secs(
             self.keep_alive_s.round().max(1.0) as u64
         ));
-        o.set_max_packet_size(1 << 20, 1 << 20);
+        o.set_max_packet_size(MAX_PACKET_BYTES, MAX_PACKET_BYTES);
         if let Some(user) = &self.username {
             o.set_credentials(user.clone(), self.password()?);
         }
@@ -327,12 +332,12 @@ mod tests {
     fn missing_tls_files_are_named() {
         let mut b = BrokerConfig::plain("localhost:8883");
         b.ca_file = Some("/nonexistent/ca.pem".into());
-        let e = b.options("x").err().unwrap_or_default();
+        let e = b.options("x", true).err().unwrap_or_default();
         assert!(e.contains("/nonexistent/ca.pem"), "{e}");
         let mut b = BrokerConfig::plain("localhost:1883");
         b.username = Some("u".into());
         b.password_file = Some("/nonexistent/pw".into());
-        let e = b.options("x").err().unwrap_or_default();
+        let e = b.options("x", true).err().unwrap_or_default();
         assert!(e.contains("password_file"), "{e}");
     }
 

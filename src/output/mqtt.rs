@@ -184,7 +184,7 @@ impl MqttSink {
         let default_id = format!("sonotrack-{}-{}", cfg.site, cfg.node);
         let mut options = cfg
             .broker
-            .options(&default_id)
+            .options(&default_id, true)
             .map_err(|e| open_error(&name, e, "fix the [output.sink] broker table"))?;
         let topics = cfg.topics();
         let offline_state = NodeState::json(&cfg.site, &cfg.node, false);

@@ -119,20 +119,9 @@ impl SceneSpec {
         for src in &mut spec.sources {
             src.path = src.path.shifted(back);
         }
-        spec.origin = self.origin.map(|o| moved(&o, other.at_m));
+        spec.origin = self.origin.map(|o| o.moved(other.at_m));
         spec.other_arrays = Vec::new();
         spec
-    }
-}
-
-/// `o`'s frame moved by `at` (m, in that frame), not turned.
-pub fn moved(o: &Origin, at: [f64; 3]) -> Origin {
-    let g = o.geodetic(at);
-    Origin {
-        latitude_deg: g.latitude_deg,
-        longitude_deg: g.longitude_deg,
-        depth_m: g.depth_m,
-        heading_deg: o.heading_deg,
     }
 }
 

@@ -7,7 +7,7 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::cost::{Entry, ListModel, nllr};
-use crate::track::smooth::kalman::{LinearModel, symmetric, update_with_innovation};
+use crate::track::smooth::kalman::{LinearModel, innovation_factor, symmetric, update_given};
 
 /// One path of the tree.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +40,8 @@ pub struct Tree {
 }
 
 /// The paths of a track at (x0, p0), one step before the first frame, over `frames` (each a
-/// list of measurements). None where an innovation covariance is not positive definite.
+/// list of measurements). None where an innovation covariance is not positive definite, or
+/// `params.lists` has fewer models than there are frames.
 pub fn grow(
     model: &LinearModel,
     x0: &DVector<f64>,
@@ -48,6 +49,9 @@ pub fn grow(
     frames: &[Vec<DVector<f64>>],
     params: &TreeParams,
 ) -> Option<Tree> {
+    if params.lists.len() < frames.len() {
+        return None;
+    }
     let mut tree = Tree {
         branches: Vec::new(),
         truncated: false,
@@ -106,23 +110,25 @@ fn extend(
     )?;
     path.pop();
     entries.pop();
+    // One factor of the innovation covariance for every measurement of the frame.
+    let chol = innovation_factor(model, &pp)?;
+    let l = chol.l();
     let predicted = &model.h * &xp;
-    let box_half = coarse_gate(model, &pp, params.gate_chi2);
+    let box_half = box_half_widths(&l, params.gate_chi2);
+    let log_det: f64 = l.diagonal().iter().map(|v| 2.0 * v.ln()).sum();
     for (j, z) in frames[k].iter().enumerate() {
         // The coarse gate first: the box around the fine gate's ellipsoid.
-        let outside = (0..z.len()).any(|i| (z[i] - predicted[i]).abs() > box_half[i]);
-        if outside {
+        let innovation = z - &predicted;
+        if (0..z.len()).any(|i| innovation[i].abs() > box_half[i]) {
             continue;
         }
-        let u = update_with_innovation(model, &xp, &pp, z)?;
-        let white = u.s_chol.l().solve_lower_triangular(&u.innovation)?;
-        let d2 = white.norm_squared();
+        let d2 = l.solve_lower_triangular(&innovation)?.norm_squared();
         if d2 > params.gate_chi2 {
             continue;
         }
-        let log_det: f64 = u.s_chol.l().diagonal().iter().map(|v| 2.0 * v.ln()).sum();
         let m = z.len() as f64;
         let log_likelihood = -0.5 * (d2 + log_det + m * std::f64::consts::TAU.ln());
+        let u = update_given(model, &xp, &pp, chol.clone(), z);
         path.push(j + 1);
         entries.push(Entry::Hit { log_likelihood });
         extend(model, (u.x, u.p), frames, params, path, entries, tree)?;
@@ -133,12 +139,12 @@ fn extend(
 }
 
 /// Half-widths of the box that holds the fine gate's ellipsoid {ν : νᵀS⁻¹ν ≤ γ} (|ν_i| ≤
-/// √(γ S_ii)), S the innovation covariance at the predicted covariance `pp`: a measurement
-/// outside it cannot pass the fine gate, and the test costs no factorisation.
-pub fn coarse_gate(model: &LinearModel, pp: &DMatrix<f64>, gate_chi2: f64) -> Vec<f64> {
-    let s = &model.h * pp * model.h.transpose() + &model.r;
-    (0..s.nrows())
-        .map(|i| (gate_chi2 * s[(i, i)].max(0.0)).sqrt())
+/// √(γ S_ii)), from `l`, the Cholesky factor of the innovation covariance S (S_ii is the
+/// squared norm of row i of L): a measurement outside it cannot pass the fine gate, and the
+/// test needs no triangular solve.
+pub fn box_half_widths(l: &DMatrix<f64>, gate_chi2: f64) -> Vec<f64> {
+    (0..l.nrows())
+        .map(|i| (gate_chi2 * l.row(i).norm_squared()).sqrt())
         .collect()
 }
 
@@ -309,7 +315,7 @@ mod tests {
         let share = passed as f64 / f64::from(n);
         eprintln!("gated {share:.4} of true measurements ({candidates} candidates)");
         assert!((share - 0.99).abs() < 0.005, "{share}");
-        let half = coarse_gate(&model, &pp, pr.gate_chi2);
+        let half = box_half_widths(&l, pr.gate_chi2);
         let s_inv = s.try_inverse().unwrap();
         let (mut boxed_out, mut fine_out) = (0, 0);
         for _ in 0..n {

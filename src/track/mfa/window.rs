@@ -36,7 +36,7 @@ pub struct Commit {
 #[derive(Debug, Clone)]
 pub struct Window {
     model: LinearModel,
-    /// The tree's gate and limits; its `lists` hold one model, used for every frame.
+    /// The tree's gate and limits, with one list model per frame held.
     params: TreeParams,
     /// S - 1: frames held.
     depth: usize,
@@ -47,17 +47,22 @@ pub struct Window {
 }
 
 impl Window {
-    /// A window of `lists` = S lists (S >= 2: tracks and S - 1 frames).
+    /// A window of `lists` = S lists (S >= 2: tracks and S - 1 frames); the first of
+    /// `params.lists` serves every frame.
     pub fn new(
         model: LinearModel,
-        params: TreeParams,
+        mut params: TreeParams,
         lists: usize,
         tracks: Vec<WindowTrack>,
     ) -> Self {
+        let depth = lists.max(2) - 1;
+        if let Some(&first) = params.lists.first() {
+            params.lists = vec![first; depth];
+        }
         Self {
             model,
             params,
-            depth: lists.max(2) - 1,
+            depth,
             tracks,
             frames: VecDeque::new(),
             oldest: 0,
@@ -71,17 +76,12 @@ impl Window {
         if self.frames.len() < self.depth {
             return None;
         }
-        let frames: Vec<Vec<DVector<f64>>> = self.frames.iter().cloned().collect();
-        let list = *self.params.lists.first()?;
-        let params = TreeParams {
-            lists: vec![list; frames.len()],
-            ..self.params.clone()
-        };
+        let frames: &[Vec<DVector<f64>>] = self.frames.make_contiguous();
         let mut sizes = vec![self.tracks.len()];
         sizes.extend(frames.iter().map(Vec::len));
         let mut candidates = Vec::new();
         for (t, tr) in self.tracks.iter().enumerate() {
-            let tree = grow(&self.model, &tr.x, &tr.p, &frames, &params)?;
+            let tree = grow(&self.model, &tr.x, &tr.p, frames, &self.params)?;
             for b in tree.branches {
                 let idx = std::iter::once(t + 1).chain(b.path).collect();
                 candidates.push(Candidate { idx, cost: b.cost });

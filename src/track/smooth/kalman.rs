@@ -103,21 +103,40 @@ pub fn update_with_innovation(
     p: &DMatrix<f64>,
     z: &DVector<f64>,
 ) -> Option<Updated> {
+    let chol = innovation_factor(m, p)?;
+    Some(update_given(m, x, p, chol, z))
+}
+
+/// The Cholesky factor of the innovation covariance S = H P Hᵀ + R at covariance `p` (None:
+/// S is not positive definite). One factor serves every measurement gated or updated at `p`.
+pub fn innovation_factor(
+    m: &LinearModel,
+    p: &DMatrix<f64>,
+) -> Option<nalgebra::linalg::Cholesky<f64, nalgebra::Dyn>> {
+    (&m.h * p * m.h.transpose() + &m.r).cholesky()
+}
+
+/// The Joseph-form update of (x, p) with z, given `chol`, the factor of S at `p`.
+pub fn update_given(
+    m: &LinearModel,
+    x: &DVector<f64>,
+    p: &DMatrix<f64>,
+    chol: nalgebra::linalg::Cholesky<f64, nalgebra::Dyn>,
+    z: &DVector<f64>,
+) -> Updated {
     let innovation = z - &m.h * x;
-    let s = &m.h * p * m.h.transpose() + &m.r;
-    let chol = s.cholesky()?;
     // W = P Hᵀ S⁻¹, by solving S Wᵀ = H P.
     let w = chol.solve(&(&m.h * p)).transpose();
     let x = x + &w * &innovation;
     let n = p.nrows();
     let i_wh = DMatrix::identity(n, n) - &w * &m.h;
     let p = &i_wh * p * i_wh.transpose() + &w * &m.r * w.transpose();
-    Some(Updated {
+    Updated {
         x,
         p: symmetric(p),
         innovation,
         s_chol: chol,
-    })
+    }
 }
 
 /// (P + Pᵀ) / 2.
