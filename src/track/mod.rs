@@ -21,6 +21,7 @@ pub mod pf;
 pub mod report;
 pub mod resample;
 pub mod smooth;
+pub mod tbd;
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,50 @@
+//! Track-before-detect (seed 003; digest `pf-multitarget-and-tbd.md`, Part B): a Bernoulli
+//! particle filter whose particles are weighted by the raw sensor frame through a likelihood
+//! ratio, never through thresholded detections, so that evidence too weak for one frame builds
+//! up over several.
+//!
+//! - [`existence`]: the existence recursion (log domain).
+//! - [`bernoulli`]: one single-target PF-TBD: birth and continuing particle sets, existence,
+//!   mixture resampling, the estimate. Generic over a [`CellModel`].
+//! - [`infrared`]: the seed's infrared image model and frame simulator, the reproduction that
+//!   anchors the digest's acceptance tests (B-1 to B-9).
+
+pub mod bernoulli;
+pub mod existence;
+pub mod infrared;
+
+/// The four keys of one particle's random draws (Philox, as the particle filter keys them):
+/// the same numbers on every backend and thread layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrawKey {
+    pub seed: u64,
+    pub frame: u64,
+    pub track: u32,
+    pub particle: u32,
+}
+
+/// What the Bernoulli filter needs of a sensor: the frame's log-likelihood ratio of a state
+/// (target present against absent), a birth proposal with its importance correction, and the
+/// motion model.
+pub trait CellModel: Sync {
+    /// One frame of raw sensor data (an image, a set of GCC curves).
+    type Frame: Sync;
+    /// What the birth proposal keeps of a frame (e.g. its strongest cells).
+    type Proposal: Sync;
+
+    /// State dimension.
+    fn dim(&self) -> usize;
+
+    /// ln l(z | x) = ln p(z | x, E = 1) − ln p(z | E = 0).
+    fn log_lr(&self, frame: &Self::Frame, x: &[f64]) -> f64;
+
+    /// The frame's birth proposal q_b.
+    fn proposal(&self, frame: &Self::Frame) -> Self::Proposal;
+
+    /// Draws a birth state from q_b into `x`; returns ln(p_b(x) / q_b(x)), the importance
+    /// correction of eq. 20 (0 when the proposal is the birth prior).
+    fn draw_birth(&self, proposal: &Self::Proposal, key: DrawKey, x: &mut [f64]) -> f64;
+
+    /// Moves a continuing state one frame on through the motion model.
+    fn propagate(&self, key: DrawKey, x: &mut [f64]);
+}
