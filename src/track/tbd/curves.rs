@@ -1,0 +1,638 @@
+//! The acoustic measurement model of track-before-detect (digest B5): a particle is weighed by
+//! each pair's GCC-PHAT curve around the lag it predicts, with no peak picking.
+//!
+//! A source at delay d (samples, sub-sample) adds A κ(ℓ − d) to pair p's curve, κ being the
+//! PHAT main lobe of the analysis band (κ(0) = 1) and A the source's coherence. Over the lags
+//! C = {ℓ : |ℓ − d| ≤ w} the Gaussian log-likelihood ratio is Σ h(2R − h) / 2σ² with
+//! h = A κ(ℓ − d) (B5). Neighbouring lags are not independent: the noise of a PHAT curve is
+//! itself band-limited, with about the main lobe's correlation, so that sum counts each lobe's
+//! evidence Σκ² times. Dividing by Σκ² gives the ratio of the lobe's least-squares amplitude
+//! u = Σκ R / Σκ² alone: (A u − A²/2) / σ², with σ² the variance of u under noise, which each
+//! frame estimates from lags no source can produce (beyond the pair's physical window).
+//! Pairs that share a sensor carry the same source's evidence more than once; with M sensors
+//! only M − 1 pairs are independent, so the sum over pairs is tempered by (M − 1) / P.
+//!
+//! State: position (3), velocity (3), coherence A.
+
+use super::{CellModel, DrawKey};
+use crate::dsp::gcc::GccParams;
+use crate::rng::philox::{Stream, draw, normals6, uniforms6};
+use crate::track::FilterParams;
+
+/// State dimension: x, y, z, vx, vy, vz, A.
+pub const DIM: usize = 7;
+/// Samples of κ per lag in its table.
+const KAPPA_STEPS: usize = 32;
+/// Frames of noise-level memory: a frame's σ² estimate counts this many frames' worth of
+/// reference lags from the running level beside its own.
+const NOISE_PRIOR_LAGS: f64 = 64.0;
+
+/// What the curves path is set to (`[tracker.curves]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurveSettings {
+    /// Coherence of a new source: uniform on this range.
+    pub coherence: (f64, f64),
+    /// Random walk of the coherence, per √s.
+    pub coherence_walk: f64,
+    /// Acceleration noise (m/s², per axis, constant over a frame).
+    pub accel_std: f64,
+    /// A new source's speed: each horizontal component uniform on ±this, the vertical on ±¼.
+    pub speed_max: f64,
+    /// Birth proposal: cells of the coarse grid over the search volume, the strongest kept,
+    /// and the share drawn uniformly over the volume.
+    pub grid_cells: usize,
+    pub top_cells: usize,
+    pub uniform_share: f64,
+}
+
+impl Default for CurveSettings {
+    fn default() -> Self {
+        Self {
+            coherence: (0.02, 0.6),
+            coherence_walk: 0.02,
+            accel_std: 0.3,
+            speed_max: 6.0,
+            grid_cells: 4096,
+            top_cells: 64,
+            uniform_share: 0.25,
+        }
+    }
+}
+
+/// One pair as the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PairGeo {
+    a: usize,
+    b: usize,
+    /// Lags (samples, absolute) at and beyond which no source can be: the physical window plus
+    /// the main lobe.
+    reference_from: usize,
+}
+
+/// The GCC-curve model of a fixed 3-D array.
+#[derive(Debug, Clone)]
+pub struct CurveModel {
+    sensors: Vec<[f64; 3]>,
+    pairs: Vec<PairGeo>,
+    /// Samples per metre of path difference: fs / c.
+    per_m: f64,
+    curve_half: usize,
+    /// κ at lag offsets 0, 1/KAPPA_STEPS, … (even function).
+    kappa: Vec<f64>,
+    /// Half-width of the likelihood area, lags.
+    w: usize,
+    /// (M − 1) / P.
+    beta: f64,
+    /// The variance of u on noise against the lag's magnitude, relative to lag 0: c₀ + c₁ x²
+    /// + c₂ x⁴ with x = lag / curve_half (a windowed frame's correlation holds fewer samples
+    /// at long lags; see [`noise_profile`]).
+    profile: [f64; 3],
+    /// The noise level of u from the band alone (before any frame): the PHAT curve's level
+    /// times the lobe's gain on noise whose correlation across lags is κ.
+    sigma_prior: f64,
+    lo: [f64; 3],
+    hi: [f64; 3],
+    frame_s: f64,
+    set: CurveSettings,
+    grid: Grid,
+}
+
+/// The coarse grid of the birth proposal: cells and, per cell and pair, the lags it can give.
+#[derive(Debug, Clone)]
+struct Grid {
+    n: [usize; 3],
+    size: [f64; 3],
+    /// `cells × pairs` index ranges into the curve (inclusive).
+    spans: Vec<(u32, u32)>,
+}
+
+/// One frame as the model weighs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurveFrame {
+    /// `pairs × (2 curve_half + 1)`, lag −curve_half first.
+    pub curves: Vec<f64>,
+    /// Each pair's noise level σ of the lobe amplitude u at lag 0 (at lag ℓ it is σ times
+    /// the model's profile).
+    pub sigma: Vec<f64>,
+    /// Pairs to use (both channels healthy).
+    pub ok: Vec<bool>,
+}
+
+/// The birth proposal's view of a frame: the strongest grid cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopCells {
+    pub cells: Vec<usize>,
+    pub is_top: Vec<bool>,
+}
+
+impl CurveModel {
+    /// The model for the array and correlator of `p` and `g`, one frame every `frame_s`
+    /// seconds. None without a search volume (births need one) or outside 3-D mode.
+    pub fn new(p: &FilterParams, g: &GccParams, set: CurveSettings, frame_s: f64) -> Option<Self> {
+        if p.mode != crate::track::TrackMode::ThreeD || p.pairs.is_empty() {
+            return None;
+        }
+        let (lo, hi) = p.bounds?;
+        let kappa = kappa_table(g);
+        let w = lobe_half_width(&kappa);
+        let m = p.sensors.len();
+        let pairs = g
+            .pairs
+            .iter()
+            .map(|s| PairGeo {
+                a: s.a,
+                b: s.b,
+                reference_from: s.max_lag_samples.ceil() as usize + w + 1,
+            })
+            .collect::<Vec<_>>();
+        let mut model = Self {
+            sensors: p.sensors.iter().map(|s| s.map(f64::from)).collect(),
+            beta: ((m.max(2) - 1) as f64 / pairs.len() as f64).min(1.0),
+            pairs,
+            per_m: g.sample_rate_hz / f64::from(p.speed_of_sound_m_s),
+            curve_half: g.curve_half,
+            kappa,
+            w,
+            profile: [1.0, 0.0, 0.0],
+            sigma_prior: 0.0,
+            lo: lo.map(f64::from),
+            hi: hi.map(f64::from),
+            frame_s,
+            grid: Grid {
+                n: [1; 3],
+                size: [1.0; 3],
+                spans: Vec::new(),
+            },
+            set,
+        };
+        model.grid = model.make_grid();
+        let curve_level = crate::dsp::gcc::phat_noise_level(g).map_or(0.05, f64::from);
+        model.sigma_prior = curve_level * model.lobe_noise_gain();
+        model.profile = model.noise_profile(g);
+        Some(model)
+    }
+
+    pub fn pairs(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// The likelihood area's half-width in lags.
+    pub fn area_half(&self) -> usize {
+        self.w
+    }
+
+    pub fn curve_len(&self) -> usize {
+        2 * self.curve_half + 1
+    }
+
+    /// κ at a lag offset (linear interpolation in the table; 0 beyond it).
+    fn kappa(&self, d: f64) -> f64 {
+        let x = d.abs() * KAPPA_STEPS as f64;
+        let i = x as usize;
+        if i + 1 >= self.kappa.len() {
+            return 0.0;
+        }
+        let f = x - i as f64;
+        self.kappa[i] * (1.0 - f) + self.kappa[i + 1] * f
+    }
+
+    /// Pair p's delay for a source at `s`, samples: (|s − m_a| − |s − m_b|) fs / c.
+    pub fn delay(&self, p: usize, s: &[f64]) -> f64 {
+        let g = self.pairs[p];
+        (dist(s, &self.sensors[g.a]) - dist(s, &self.sensors[g.b])) * self.per_m
+    }
+
+    /// The lobe amplitude u = Σκ(ℓ − d) R[ℓ] / Σκ² of one curve at delay d.
+    fn lobe(&self, curve: &[f64], d: f64) -> f64 {
+        let c = self.curve_half as f64;
+        let first = (d - self.w as f64).ceil().max(-c) as i64;
+        let last = (d + self.w as f64).floor().min(c) as i64;
+        let (mut num, mut den) = (0.0, 0.0);
+        for l in first..=last {
+            let k = self.kappa(l as f64 - d);
+            num += k * curve[(l + self.curve_half as i64) as usize];
+            den += k * k;
+        }
+        if den > 0.0 { num / den } else { 0.0 }
+    }
+
+    /// The spread of u over the spread of one lag, when the noise's correlation between lags
+    /// ℓ and ℓ' is κ(ℓ − ℓ'): √(Σ κᵢ κⱼ κ(i − j)) / Σ κ² at a whole-lag delay.
+    fn lobe_noise_gain(&self) -> f64 {
+        let w = self.w as i64;
+        let (mut num, mut den) = (0.0, 0.0);
+        for i in -w..=w {
+            let ki = self.kappa(i as f64);
+            den += ki * ki;
+            for j in -w..=w {
+                num += ki * self.kappa(j as f64) * self.kappa((i - j) as f64);
+            }
+        }
+        if den > 0.0 {
+            num.max(0.0).sqrt() / den
+        } else {
+            1.0
+        }
+    }
+
+    /// The relative variance of u on noise at `lag` samples (1 at lag 0).
+    fn relative_variance(&self, lag: f64) -> f64 {
+        let x = lag / self.curve_half.max(1) as f64;
+        let x2 = x * x;
+        let [c0, c1, c2] = self.profile;
+        ((c0 + c1 * x2 + c2 * x2 * x2) / c0).clamp(0.05, 1.5)
+    }
+
+    /// The noise profile of this correlator: u's variance on independent noise against the lag,
+    /// from 48 frames of simulated noise through the CPU correlator (same frame, window, band
+    /// and padding), fitted by least squares with an even quartic. A windowed frame overlaps
+    /// itself less at long lags, so at a lag of a third of the frame u's spread is about
+    /// two-thirds of its spread at lag 0: levels measured beyond the physical window must be
+    /// carried back to the lags a source gives.
+    fn noise_profile(&self, g: &GccParams) -> [f64; 3] {
+        use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame, PairSpec};
+        let mut one = g.clone();
+        one.channels = 2;
+        one.pairs = vec![PairSpec {
+            a: 0,
+            b: 1,
+            max_lag_samples: self.curve_half as f32,
+        }];
+        let mut cor = CpuCorrelator::new(one.clone());
+        let mut r = crate::rng::philox::PhiloxStream::new(0x5eed, 0, Stream::Simulate);
+        let frames: Vec<crate::audio::frame::Frame> = (0..48)
+            .map(|k| {
+                let mut f = crate::audio::frame::Frame::new(2, g.frame_len, g.sample_rate_hz);
+                f.seq = k;
+                for c in 0..2 {
+                    for v in f.channel_mut(c) {
+                        *v = r.normal_f64() as f32;
+                    }
+                }
+                f
+            })
+            .collect();
+        let refs: Vec<&crate::audio::frame::Frame> = frames.iter().collect();
+        let mut out: Vec<GccFrame> = frames.iter().map(|_| GccFrame::new(&one)).collect();
+        if cor.correlate(&refs, &mut out, true).is_err() {
+            return [1.0, 0.0, 0.0];
+        }
+        // Normal equations of the even quartic over every whole lag the lobe fits at.
+        let top = self.curve_half.saturating_sub(self.w);
+        let mut ata = [[0.0f64; 3]; 3];
+        let mut atb = [0.0f64; 3];
+        for f in &out {
+            let curve: Vec<f64> = f.curves.iter().map(|&v| f64::from(v)).collect();
+            for lag in (0..=top).step_by(3) {
+                for d in [lag as f64, -(lag as f64)] {
+                    let u = self.lobe(&curve, d);
+                    let x2 = (d / self.curve_half.max(1) as f64).powi(2);
+                    let basis = [1.0, x2, x2 * x2];
+                    for i in 0..3 {
+                        atb[i] += basis[i] * u * u;
+                        for j in 0..3 {
+                            ata[i][j] += basis[i] * basis[j];
+                        }
+                    }
+                }
+            }
+        }
+        let m = nalgebra::Matrix3::from_fn(|i, j| ata[i][j]);
+        let b = nalgebra::Vector3::from(atb);
+        match m.lu().solve(&b) {
+            Some(c) if c[0] > 0.0 => [c[0], c[1], c[2]],
+            _ => [1.0, 0.0, 0.0],
+        }
+    }
+
+    /// A frame from the correlator's curves (`pairs × curve_len`) and the pairs' health, with
+    /// each pair's noise level from its reference lags, pooled with `running` (the level so
+    /// far, updated here; start it empty).
+    pub fn frame(&self, curves: &[f32], ok: &[bool], running: &mut Vec<f64>) -> CurveFrame {
+        let cl = self.curve_len();
+        let curves: Vec<f64> = curves.iter().map(|&v| f64::from(v)).collect();
+        let first = running.len() != self.pairs.len();
+        if first {
+            *running = vec![self.sigma_prior * self.sigma_prior; self.pairs.len()];
+        }
+        let mut sigma = Vec::with_capacity(self.pairs.len());
+        for (p, g) in self.pairs.iter().enumerate() {
+            let curve = &curves[p * cl..(p + 1) * cl];
+            let (mut s2, mut n) = (0.0, 0.0);
+            for lag in g.reference_from..=self.curve_half.saturating_sub(self.w) {
+                let rel = self.relative_variance(lag as f64);
+                for d in [lag as f64, -(lag as f64)] {
+                    let u = self.lobe(curve, d);
+                    s2 += u * u / rel;
+                    n += 1.0;
+                }
+            }
+            // The first frame with reference lags replaces the band's level outright.
+            let prior = if first { 0.0 } else { NOISE_PRIOR_LAGS };
+            let v = (prior * running[p] + s2) / (prior + n);
+            if v.is_finite() && v > 0.0 {
+                running[p] = v;
+            }
+            sigma.push(running[p].sqrt());
+        }
+        let ok = (0..self.pairs.len())
+            .map(|p| ok.get(p).copied().unwrap_or(true))
+            .collect();
+        CurveFrame { curves, sigma, ok }
+    }
+
+    /// `frame` with the lags around each of `positions`' delays set to zero in every pair:
+    /// what a birth search sees once those sources have tracks.
+    pub fn masked(&self, frame: &CurveFrame, positions: &[[f64; 3]]) -> CurveFrame {
+        let mut out = frame.clone();
+        let cl = self.curve_len();
+        let reach = 2 * self.w as i64 + 1;
+        for s in positions {
+            for p in 0..self.pairs.len() {
+                let d = self.delay(p, s).round() as i64 + self.curve_half as i64;
+                let lo = (d - reach).max(0) as usize;
+                let hi = (d + reach).min(cl as i64 - 1);
+                if hi < lo as i64 {
+                    continue;
+                }
+                out.curves[p * cl + lo..=p * cl + hi as usize].fill(0.0);
+            }
+        }
+        out
+    }
+
+    fn make_grid(&self) -> Grid {
+        let ext: Vec<f64> = (0..3)
+            .map(|k| (self.hi[k] - self.lo[k]).max(1e-3))
+            .collect();
+        let side = (ext.iter().product::<f64>() / self.set.grid_cells.max(1) as f64).cbrt();
+        let n = [0, 1, 2].map(|k| ((ext[k] / side).ceil() as usize).max(1));
+        let size = [0, 1, 2].map(|k| ext[k] / n[k] as f64);
+        let cells = n[0] * n[1] * n[2];
+        let mut spans = Vec::with_capacity(cells * self.pairs.len());
+        let ch = self.curve_half as f64;
+        for c in 0..cells {
+            let idx = [c % n[0], (c / n[0]) % n[1], c / (n[0] * n[1])];
+            for p in 0..self.pairs.len() {
+                let (mut a, mut b) = (f64::INFINITY, f64::NEG_INFINITY);
+                for corner in 0..8 {
+                    let s = [0, 1, 2]
+                        .map(|k| self.lo[k] + (idx[k] + ((corner >> k) & 1)) as f64 * size[k]);
+                    let d = self.delay(p, &s);
+                    a = a.min(d);
+                    b = b.max(d);
+                }
+                let lo = (a.floor() + ch).clamp(0.0, 2.0 * ch) as u32;
+                let hi = (b.ceil() + ch).clamp(0.0, 2.0 * ch) as u32;
+                spans.push((lo, hi));
+            }
+        }
+        Grid { n, size, spans }
+    }
+
+    /// Each grid cell's score: over usable pairs, the largest curve value among the lags the
+    /// cell can give, in units of the pair's per-lag noise level, less the largest that noise
+    /// alone would give over that many lags (√(2 ln n) over n / w independent lobes), so a cell
+    /// is not favoured for spanning many lags.
+    fn cell_scores(&self, f: &CurveFrame) -> Vec<f64> {
+        let cl = self.curve_len();
+        let np = self.pairs.len();
+        let tables: Vec<RangeMax> = (0..np)
+            .map(|p| RangeMax::new(&f.curves[p * cl..(p + 1) * cl]))
+            .collect();
+        let spread: Vec<f64> = (0..np)
+            .map(|p| lag_spread(&f.curves[p * cl..(p + 1) * cl]))
+            .collect();
+        let lobe = self.w.max(1) as f64;
+        let cells = self.grid.spans.len() / np.max(1);
+        (0..cells)
+            .map(|c| {
+                (0..np)
+                    .filter(|&p| f.ok[p] && spread[p] > 0.0)
+                    .map(|p| {
+                        let (lo, hi) = self.grid.spans[c * np + p];
+                        let n = f64::from(hi - lo + 1) / lobe;
+                        let expected = (2.0 * n.max(1.0).ln()).sqrt();
+                        tables[p].max(lo as usize, hi as usize) / spread[p] - expected
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+}
+
+/// A curve's per-lag noise level, robustly: 1.4826 × the median absolute value (a source's
+/// lobe covers too few lags to move it).
+fn lag_spread(curve: &[f64]) -> f64 {
+    let mut a: Vec<f64> = curve.iter().map(|v| v.abs()).collect();
+    if a.is_empty() {
+        return 0.0;
+    }
+    let mid = a.len() / 2;
+    let (_, m, _) = a.select_nth_unstable_by(mid, f64::total_cmp);
+    1.4826 * *m
+}
+
+impl CellModel for CurveModel {
+    type Frame = CurveFrame;
+    type Proposal = TopCells;
+
+    fn dim(&self) -> usize {
+        DIM
+    }
+
+    fn log_lr(&self, f: &CurveFrame, x: &[f64]) -> f64 {
+        let inside = (0..3).all(|k| x[k] >= self.lo[k] && x[k] <= self.hi[k]);
+        if !inside {
+            return f64::NEG_INFINITY;
+        }
+        let a = x[6];
+        let cl = self.curve_len();
+        let mut sum = 0.0;
+        for p in 0..self.pairs.len() {
+            if !f.ok[p] {
+                continue;
+            }
+            let d = self.delay(p, x);
+            let u = self.lobe(&f.curves[p * cl..(p + 1) * cl], d);
+            let s2 = f.sigma[p] * f.sigma[p] * self.relative_variance(d);
+            sum += (a * u - 0.5 * a * a) / s2;
+        }
+        self.beta * sum
+    }
+
+    fn proposal(&self, f: &CurveFrame) -> TopCells {
+        let scores = self.cell_scores(f);
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        let k = self.set.top_cells.clamp(1, order.len().max(1));
+        order.select_nth_unstable_by(k - 1, |&a, &b| scores[b].total_cmp(&scores[a]));
+        order.truncate(k);
+        let mut is_top = vec![false; scores.len()];
+        for &c in &order {
+            is_top[c] = true;
+        }
+        TopCells {
+            cells: order,
+            is_top,
+        }
+    }
+
+    fn draw_birth(&self, prop: &TopCells, key: DrawKey, x: &mut [f64]) -> f64 {
+        let u = uniforms6(draw(
+            key.seed,
+            key.frame,
+            key.track,
+            key.particle,
+            Stream::InitPosition,
+        ))
+        .map(f64::from);
+        let v = uniforms6(draw(
+            key.seed,
+            key.frame,
+            key.track,
+            key.particle,
+            Stream::InitVelocity,
+        ))
+        .map(f64::from);
+        let n = self.grid.spans.len() / self.pairs.len().max(1);
+        let pick = |len: usize, r: f64| ((r * len as f64) as usize).min(len - 1);
+        let cell = if u[0] < self.set.uniform_share || prop.cells.is_empty() {
+            pick(n, u[1])
+        } else {
+            prop.cells[pick(prop.cells.len(), u[1])]
+        };
+        let g = &self.grid;
+        let idx = [
+            cell % g.n[0],
+            (cell / g.n[0]) % g.n[1],
+            cell / (g.n[0] * g.n[1]),
+        ];
+        for k in 0..3 {
+            x[k] = self.lo[k] + (idx[k] as f64 + u[2 + k]) * g.size[k];
+        }
+        let vmax = self.set.speed_max;
+        x[3] = (2.0 * u[5] - 1.0) * vmax;
+        x[4] = (2.0 * v[0] - 1.0) * vmax;
+        x[5] = (2.0 * v[1] - 1.0) * 0.25 * vmax;
+        let (alo, ahi) = self.set.coherence;
+        x[6] = alo + v[2] * (ahi - alo);
+        let top = if prop.is_top.get(cell).copied().unwrap_or(false) {
+            (1.0 - self.set.uniform_share) / prop.cells.len().max(1) as f64
+        } else {
+            0.0
+        };
+        let q = self.set.uniform_share / n as f64 + top;
+        (1.0 / n as f64 / q).ln()
+    }
+
+    fn propagate(&self, key: DrawKey, x: &mut [f64]) {
+        let g = normals6(draw(
+            key.seed,
+            key.frame,
+            key.track,
+            key.particle,
+            Stream::Predict,
+        ))
+        .map(f64::from);
+        let t = self.frame_s;
+        for k in 0..3 {
+            let a = self.set.accel_std * g[k];
+            x[k] += x[k + 3] * t + 0.5 * a * t * t;
+            x[k + 3] += a * t;
+        }
+        let (alo, ahi) = self.set.coherence;
+        let a = x[6] + self.set.coherence_walk * t.sqrt() * g[3];
+        // Reflect into the range: a random walk that stays inside without piling up at an edge.
+        x[6] = if a < alo {
+            (2.0 * alo - a).min(ahi)
+        } else if a > ahi {
+            (2.0 * ahi - a).max(alo)
+        } else {
+            a
+        };
+    }
+}
+
+fn dist(a: &[f64], b: &[f64; 3]) -> f64 {
+    let d = [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
+    (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt()
+}
+
+/// κ(δ) = Σ t_k cos(2π k δ / N) / Σ t_k over the band's bins (the PHAT curve of a pure delay,
+/// normalised to 1 at δ = 0), tabulated every 1/KAPPA_STEPS lag out to its first zero plus
+/// two lags (at most 64 lags).
+fn kappa_table(g: &GccParams) -> Vec<f64> {
+    let (lo, hi) = g.band_bins;
+    let n = g.fft_len as f64;
+    let t: Vec<(f64, f64)> = (lo..=hi)
+        .map(|k| {
+            (
+                k as f64,
+                f64::from(g.band_taper.get(k).copied().unwrap_or(0.0)),
+            )
+        })
+        .collect();
+    let total: f64 = t.iter().map(|x| x.1).sum::<f64>().max(1e-12);
+    let mut out = Vec::new();
+    let mut zero_at = None;
+    for i in 0..64 * KAPPA_STEPS {
+        let d = i as f64 / KAPPA_STEPS as f64;
+        let v: f64 = t
+            .iter()
+            .map(|&(k, w)| w * (std::f64::consts::TAU * k * d / n).cos())
+            .sum::<f64>()
+            / total;
+        out.push(v);
+        if zero_at.is_none() && v <= 0.0 {
+            zero_at = Some(i);
+        }
+        if zero_at.is_some_and(|z| i >= z + 2 * KAPPA_STEPS) {
+            break;
+        }
+    }
+    out
+}
+
+/// The main lobe's half-width: the first whole lag where κ has fallen to zero (1 to 16).
+fn lobe_half_width(kappa: &[f64]) -> usize {
+    let first = kappa.iter().position(|&v| v <= 0.0).unwrap_or(kappa.len());
+    (first.div_ceil(KAPPA_STEPS)).clamp(1, 16)
+}
+
+/// Range maxima of one curve in O(1) per query (a sparse table).
+struct RangeMax {
+    levels: Vec<Vec<f64>>,
+}
+
+impl RangeMax {
+    fn new(v: &[f64]) -> Self {
+        let mut levels = vec![v.to_vec()];
+        let mut span = 1;
+        while 2 * span <= v.len() {
+            let prev = &levels[levels.len() - 1];
+            let next: Vec<f64> = (0..=v.len() - 2 * span)
+                .map(|i| prev[i].max(prev[i + span]))
+                .collect();
+            levels.push(next);
+            span *= 2;
+        }
+        Self { levels }
+    }
+
+    /// The largest value in `lo..=hi` (clamped to the curve; −∞ when empty).
+    fn max(&self, lo: usize, hi: usize) -> f64 {
+        let len = self.levels[0].len();
+        if len == 0 || lo > hi || lo >= len {
+            return f64::NEG_INFINITY;
+        }
+        let hi = hi.min(len - 1);
+        let n = hi - lo + 1;
+        let k = usize::BITS as usize - 1 - n.leading_zeros() as usize;
+        let l = &self.levels[k];
+        l[lo].max(l[hi + 1 - (1 << k)])
+    }
+}
+
+#[cfg(test)]
+#[path = "curves_tests.rs"]
+mod tests;
