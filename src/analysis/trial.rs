@@ -98,6 +98,9 @@ pub struct SceneScore {
     pub median: Option<f64>,
     /// Share of (frame, source) pairs with a report within the threshold, %.
     pub within_pct: Option<f64>,
+    /// The same from the first confirmed report within the threshold of a source on (how well
+    /// a source is held once found; None before any).
+    pub within_after_first_pct: Option<f64>,
     pub ospa_mean: Option<f64>,
     pub id_switches: usize,
     /// Seconds from the first source's onset to the first confirmed report within the
@@ -247,7 +250,10 @@ pub fn score_scene(
         t.ospa.push(dd);
         for (ti, &k) in alive.iter().enumerate() {
             t.pairs += 1;
+            let found = t.first_track_s.is_some();
+            t.after_first += usize::from(found);
             let Some(j) = pairs[ti] else { continue };
+            t.after_first_within += usize::from(found && d[ti][j] <= s.threshold);
             let r = reports[j];
             if let Some(prev) = t.last_id.insert(k, r.id) {
                 t.switches += usize::from(prev != r.id);
@@ -346,6 +352,10 @@ struct SceneTally {
     last_id: BTreeMap<u32, u64>,
     switches: usize,
     first_track_s: Option<f64>,
+    /// (frame, source) pairs from the first track on, and those with a report within the
+    /// threshold.
+    after_first: usize,
+    after_first_within: usize,
     far_frames: usize,
     longest_far_s: f64,
     /// Per confirmed track: its reports after the warm-up, and how many were far.
@@ -388,6 +398,8 @@ impl SceneTally {
             rmse,
             median: (n > 0).then(|| percentile(&self.errors, 0.5)),
             within_pct: (self.pairs > 0).then(|| 100.0 * within as f64 / self.pairs as f64),
+            within_after_first_pct: (self.after_first > 0)
+                .then(|| 100.0 * self.after_first_within as f64 / self.after_first as f64),
             ospa_mean: (!self.ospa.is_empty())
                 .then(|| self.ospa.iter().sum::<f64>() / self.ospa.len() as f64),
             id_switches: self.switches,
@@ -423,6 +435,8 @@ pub struct FamilySummary {
     pub mean_rmse: Option<f64>,
     pub mean_median: Option<f64>,
     pub mean_within_pct: Option<f64>,
+    /// Mean over scenes of the share within the threshold from the first track on.
+    pub mean_within_after_first_pct: Option<f64>,
     /// The lowest share within the threshold, and its scene.
     pub worst_within_pct: Option<f64>,
     pub worst_scene: Option<u32>,
@@ -483,6 +497,7 @@ pub fn summarise(scores: &[SceneScore], s: &TrialScoring) -> FamilySummary {
         mean_rmse: mean(scores.iter().map(|sc| sc.rmse)),
         mean_median: mean(scores.iter().map(|sc| sc.median)),
         mean_within_pct: mean(scores.iter().map(|sc| sc.within_pct)),
+        mean_within_after_first_pct: mean(scores.iter().map(|sc| sc.within_after_first_pct)),
         worst_within_pct: worst.map(|w| w.0),
         worst_scene: worst.map(|w| w.1),
         mean_ospa: mean(scores.iter().map(|sc| sc.ospa_mean)),
@@ -575,10 +590,11 @@ impl std::fmt::Display for FamilySummary {
         let u = self.unit;
         writeln!(
             f,
-            "  accuracy: RMSE {} {u} (mean over scenes), median {} {u}; within the threshold {}% (mean), worst scene {} at {}%",
+            "  accuracy: RMSE {} {u} (mean over scenes), median {} {u}; within the threshold {}% (mean; {}% from the first track on), worst scene {} at {}%",
             opt(self.mean_rmse, 3),
             opt(self.mean_median, 3),
             opt(self.mean_within_pct, 1),
+            opt(self.mean_within_after_first_pct, 1),
             self.worst_scene
                 .map_or_else(|| "-".into(), |s| s.to_string()),
             opt(self.worst_within_pct, 1)

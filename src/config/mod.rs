@@ -12,6 +12,7 @@
 mod array;
 mod audio;
 mod board;
+mod curves;
 mod errors;
 mod explain;
 pub mod fuse;
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 pub use array::{ArrayConfig, HeadingInput};
 pub use audio::AudioConfig;
 pub use board::BoardConfig;
+pub use curves::{CurvesConfig, Measurement};
 pub use gcc::GccConfig;
 pub use output::OutputConfig;
 pub use smoothing::SmoothingConfig;
@@ -168,6 +170,7 @@ impl Config {
         self.validate_transitions(file)?;
         self.validate_tracker(file)?;
         self.validate_output(file)?;
+        self.validate_curves(file)?;
         self.validate_smoothing(file)
     }
 

@@ -96,6 +96,12 @@ pub struct TrackerConfig {
     pub delete_window_s: f64,
     #[serde(default = "default_delete_fraction")]
     pub delete_fraction: f64,
+    /// "peaks", "curves" (track-before-detect) or "auto" (peaks, with the curves holding a
+    /// track whose peaks fade).
+    #[serde(default)]
+    pub measurement: super::Measurement,
+    #[serde(default)]
+    pub curves: super::CurvesConfig,
 }
 
 /// Bytes per particle and track slot: 7 state floats, a model index and a log-weight.
@@ -203,6 +209,8 @@ impl Default for TrackerConfig {
             delete_rule: DeleteRule::default(),
             delete_window_s: default_delete_window(),
             delete_fraction: default_delete_fraction(),
+            measurement: super::Measurement::default(),
+            curves: super::CurvesConfig::default(),
         }
     }
 }

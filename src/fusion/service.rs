@@ -413,6 +413,7 @@ pub fn fused_message(
         mirror: None,
         mirror_prob: None,
         heading_deg: None,
+        existence: None,
     };
     let stamp = FrameStamp {
         origin: Some(origin),

@@ -210,6 +210,13 @@ pub struct TrackMessage {
     /// delays (absent when no peak was assigned to the track this frame).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub level_dbfs: Option<f64>,
+    /// A track on the GCC-PHAT curves (`tracker.measurement` "curves" or "auto"):
+    /// `measurement` is "curves" and `existence` the track's existence probability. Absent on
+    /// a track the peaks carry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measurement: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub existence: Option<f64>,
     /// With `array.origin`: latitude, longitude, depth, bearing, range, speed and course.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub geo: Option<GeoFix>,
@@ -295,6 +302,8 @@ impl TrackMessage {
                 .is_finite()
                 .then(|| round(f64::from(r.support), 3)),
             level_dbfs: level_dbfs(frame.power, r.coherence),
+            measurement: r.existence.map(|_| "curves"),
+            existence: r.existence.map(|p| round(f64::from(p), 4)),
             geo: frame.origin.map(|o| {
                 // A turning array's heading replaces the configured one.
                 let o = Origin {
@@ -550,6 +559,7 @@ mod tests {
             mirror: Some([th.cos(), -th.sin(), 0.0]),
             mirror_prob: None,
             heading_deg: None,
+            existence: None,
         };
         let stamp = FrameStamp {
             wall: None,

@@ -128,10 +128,19 @@ pub struct Pipeline {
     /// pairs it has flagged at any time.
     crosstalk: Option<CrosstalkMonitor>,
     pub crosstalk_seen: Vec<bool>,
+    /// Tracks on the GCC curves (`tracker.measurement` "curves" or "auto").
+    tbd: Option<crate::track::tbd::tracker::TbdTracker>,
 }
 
 impl Pipeline {
-    pub fn new(cfg: &Config, backends: Backends, sinks: SinkSet, opts: PipelineOptions) -> Self {
+    pub fn new(
+        cfg: &Config,
+        backends: Backends,
+        sinks: SinkSet,
+        mut opts: PipelineOptions,
+    ) -> Self {
+        let tbd = cfg.tbd_tracker();
+        opts.want_curves |= tbd.is_some();
         let params = backends.correlator.params().clone();
         let pairs = params.pairs.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>();
         let tracker = TrackManager::new(cfg.manager_settings(), backends.filter);
@@ -182,7 +191,44 @@ impl Pipeline {
             tracker,
             sinks,
             pairs,
+            tbd,
         }
+    }
+
+    /// The tracks that ended with the last frame (the curves tracker's merged list when it
+    /// runs).
+    fn ended(&self) -> &[crate::track::report::TrackEnd] {
+        self.tbd.as_ref().map_or(&self.tracker.ended, |t| &t.ended)
+    }
+
+    /// One frame's tracking: the peaks path, the curves, or the peaks followed on the curves.
+    fn track_one(&mut self, seq: u64, t_centre: f64, gcc: &GccFrame) -> Result<Vec<TrackReport>> {
+        use crate::config::Measurement;
+        let measurement = self.cfg.tracker.measurement;
+        if let (Some(t), Measurement::Curves) = (self.tbd.as_mut(), measurement) {
+            return Ok(t.step(seq, t_centre, gcc, &self.pair_ok));
+        }
+        let reports = match self.tracker.step(seq, t_centre, gcc, &self.pair_ok) {
+            Ok(r) => r,
+            Err(e) => {
+                if self.tracker.backend() == "cpu" {
+                    return Err(e.into());
+                }
+                self.switch_to_cpu(None, &e)?;
+                self.tracker.step(seq, t_centre, gcc, &self.pair_ok)?
+            }
+        };
+        Ok(match self.tbd.as_mut() {
+            Some(t) => t.follow(
+                seq,
+                t_centre,
+                gcc,
+                &self.pair_ok,
+                reports,
+                &self.tracker.ended,
+            ),
+            None => reports,
+        })
     }
 
     pub fn backend(&self) -> &'static str {
@@ -431,16 +477,7 @@ impl Pipeline {
             if let Some(feed) = &self.heading {
                 self.tracker.set_heading(feed.at(t_centre));
             }
-            let reports = match self.tracker.step(frame.seq, t_centre, gcc, &self.pair_ok) {
-                Ok(r) => r,
-                Err(e) => {
-                    if self.tracker.backend() == "cpu" {
-                        return Err(e.into());
-                    }
-                    self.switch_to_cpu(None, &e)?;
-                    self.tracker.step(frame.seq, t_centre, gcc, &self.pair_ok)?
-                }
-            };
+            let reports = self.track_one(frame.seq, t_centre, gcc)?;
             self.counters.frames_processed += 1;
             let wall = if self.opts.live {
                 let now = frame.wall_clock.unwrap_or_else(SystemTime::now);
@@ -449,8 +486,9 @@ impl Pipeline {
                 None
             };
             self.smoothed.clear();
+            let ended = self.tbd.as_ref().map_or(&self.tracker.ended, |t| &t.ended);
             for sm in &mut self.smoothers {
-                self.smoothed.extend(sm.push(&reports, &self.tracker.ended));
+                self.smoothed.extend(sm.push(&reports, ended));
             }
             if !self.sinks.runners.is_empty() {
                 self.send_frame(frame.seq, t_centre, &reports, health, wall);
@@ -551,7 +589,8 @@ impl Pipeline {
             msg.ready = self.frame_ready;
             self.sinks.send(msg);
         }
-        for e in &self.tracker.ended {
+        let ended = self.ended().to_vec();
+        for e in &ended {
             let m = DeletedMessage::new(e, seq, t_centre_s, wall);
             let msg = Message::deleted(&m, self.sinks.nmea.as_mut());
             self.sinks.send(msg);

@@ -111,6 +111,9 @@ pub struct TrackReport {
     /// A turning array: its heading at this frame (the array frame's +y axis, degrees
     /// clockwise from north). `position`, `velocity` and `mirror` stay in the array's frame.
     pub heading_deg: Option<f64>,
+    /// A track on the GCC curves (track-before-detect): its existence probability. None for
+    /// a track on the peaks.
+    pub existence: Option<f32>,
 }
 
 impl TrackReport {
@@ -187,6 +190,7 @@ pub(crate) fn report(
         mirror: None,
         mirror_prob: None,
         heading_deg: None,
+        existence: None,
     }
 }
 

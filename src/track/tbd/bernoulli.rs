@@ -69,6 +69,37 @@ impl BernoulliFilter {
         }
     }
 
+    /// New sizes and chain from the next frame on (a search that becomes a track stops
+    /// drawing births). The continuing set keeps its particles when its size is unchanged;
+    /// otherwise it is drawn again from them, evenly.
+    pub fn set_params(&mut self, params: BernoulliParams) {
+        let n_old = self.particles.len() / self.dim.max(1);
+        if n_old > 0 && n_old != params.n_cont {
+            let mut next = Vec::with_capacity(params.n_cont * self.dim);
+            for j in 0..params.n_cont {
+                let i = j * n_old / params.n_cont;
+                next.extend_from_slice(&self.particles[i * self.dim..(i + 1) * self.dim]);
+            }
+            self.particles = next;
+        }
+        self.params = params;
+    }
+
+    /// A filter whose continuing particles are `particles` (`n_cont × dim`) with P(exists) =
+    /// `p`: a track handed over from another path.
+    pub fn seeded(
+        params: BernoulliParams,
+        dim: usize,
+        seed: u64,
+        track: u32,
+        p: f64,
+        particles: Vec<f64>,
+    ) -> Self {
+        let mut f = Self::new(params, dim, seed, track, p);
+        f.particles = particles;
+        f
+    }
+
     pub fn p_exist(&self) -> f64 {
         self.p_exist
     }

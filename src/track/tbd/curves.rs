@@ -43,6 +43,10 @@ pub struct CurveSettings {
     pub grid_cells: usize,
     pub top_cells: usize,
     pub uniform_share: f64,
+    /// Births around the recent frames' consensus fixes of the peaks (where any): this share,
+    /// spread by `candidate_spread_m` (a normal per axis).
+    pub candidate_share: f64,
+    pub candidate_spread_m: f64,
 }
 
 impl Default for CurveSettings {
@@ -55,6 +59,8 @@ impl Default for CurveSettings {
             grid_cells: 4096,
             top_cells: 64,
             uniform_share: 0.25,
+            candidate_share: 0.5,
+            candidate_spread_m: 0.5,
         }
     }
 }
@@ -76,6 +82,8 @@ pub struct CurveModel {
     pairs: Vec<PairGeo>,
     /// Samples per metre of path difference: fs / c.
     per_m: f64,
+    /// Speed of sound, m/s.
+    c: f64,
     curve_half: usize,
     /// κ at lag offsets 0, 1/KAPPA_STEPS, … (even function).
     kappa: Vec<f64>,
@@ -83,9 +91,9 @@ pub struct CurveModel {
     w: usize,
     /// (M − 1) / P.
     beta: f64,
-    /// The variance of u on noise against the lag's magnitude, relative to lag 0: c₀ + c₁ x²
-    /// + c₂ x⁴ with x = lag / curve_half (a windowed frame's correlation holds fewer samples
-    /// at long lags; see [`noise_profile`]).
+    /// The variance of u on noise against the lag's magnitude, relative to lag 0: the even
+    /// quartic c₀ + c₁ x² + c₂ x⁴ with x = lag / curve_half (a windowed frame's correlation
+    /// holds fewer samples at long lags; see [`Self::noise_profile`]).
     profile: [f64; 3],
     /// The noise level of u from the band alone (before any frame): the PHAT curve's level
     /// times the lobe's gain on noise whose correlation across lags is κ.
@@ -116,6 +124,9 @@ pub struct CurveFrame {
     pub sigma: Vec<f64>,
     /// Pairs to use (both channels healthy).
     pub ok: Vec<bool>,
+    /// Where the peaks of recent frames agree a source may be (births are drawn around them);
+    /// filled by the tracker.
+    pub candidates: Vec<[f64; 3]>,
 }
 
 /// The birth proposal's view of a frame: the strongest grid cells.
@@ -123,6 +134,8 @@ pub struct CurveFrame {
 pub struct TopCells {
     pub cells: Vec<usize>,
     pub is_top: Vec<bool>,
+    /// The frame's candidate positions.
+    pub candidates: Vec<[f64; 3]>,
 }
 
 impl CurveModel {
@@ -150,6 +163,7 @@ impl CurveModel {
             beta: ((m.max(2) - 1) as f64 / pairs.len() as f64).min(1.0),
             pairs,
             per_m: g.sample_rate_hz / f64::from(p.speed_of_sound_m_s),
+            c: f64::from(p.speed_of_sound_m_s),
             curve_half: g.curve_half,
             kappa,
             w,
@@ -170,6 +184,16 @@ impl CurveModel {
         model.sigma_prior = curve_level * model.lobe_noise_gain();
         model.profile = model.noise_profile(g);
         Some(model)
+    }
+
+    /// Whether `x` lies within `margin` metres of a face of the search volume (or outside).
+    pub fn at_edge(&self, x: &[f64], margin: f64) -> bool {
+        (0..3).any(|k| x[k] < self.lo[k] + margin || x[k] > self.hi[k] - margin)
+    }
+
+    /// A new source's coherence range.
+    pub fn coherence_range(&self) -> (f64, f64) {
+        self.set.coherence
     }
 
     pub fn pairs(&self) -> usize {
@@ -338,7 +362,12 @@ impl CurveModel {
         let ok = (0..self.pairs.len())
             .map(|p| ok.get(p).copied().unwrap_or(true))
             .collect();
-        CurveFrame { curves, sigma, ok }
+        CurveFrame {
+            curves,
+            sigma,
+            ok,
+            candidates: Vec::new(),
+        }
     }
 
     /// `frame` with the lags around each of `positions`' delays set to zero in every pair:
@@ -421,6 +450,112 @@ impl CurveModel {
     }
 }
 
+impl CurveModel {
+    /// The proposal's shares: uniform, around candidates, top cells (the candidates' share
+    /// goes to the top cells when there are none).
+    fn shares(&self, prop: &TopCells) -> [f64; 3] {
+        let uni = self.set.uniform_share;
+        let cand = if prop.candidates.is_empty() {
+            0.0
+        } else {
+            self.set.candidate_share.min(1.0 - uni)
+        };
+        [uni, cand, (1.0 - uni - cand).max(0.0)]
+    }
+
+    /// q_b(x) over the birth prior's density at x (uniform over the volume): the mixture of
+    /// the uniform share, the top cells (each as likely as the others) and the normals around
+    /// the candidates.
+    fn proposal_density(&self, prop: &TopCells, shares: &[f64; 3], x: &[f64]) -> f64 {
+        let n = (self.grid.spans.len() / self.pairs.len().max(1)).max(1);
+        let g = &self.grid;
+        let idx = [0, 1, 2].map(|k| ((x[k] - self.lo[k]) / g.size[k]).floor());
+        let inside = (0..3).all(|k| idx[k] >= 0.0 && (idx[k] as usize) < g.n[k]);
+        let mut q = shares[0];
+        if inside && !prop.cells.is_empty() {
+            let cell = idx[0] as usize + g.n[0] * (idx[1] as usize + g.n[1] * idx[2] as usize);
+            if prop.is_top.get(cell).copied().unwrap_or(false) {
+                q += shares[2] * n as f64 / prop.cells.len() as f64;
+            }
+        }
+        if shares[1] > 0.0 {
+            let volume: f64 = (0..3).map(|k| self.hi[k] - self.lo[k]).product();
+            let s2 = self.set.candidate_spread_m * self.set.candidate_spread_m;
+            let norm = (std::f64::consts::TAU * s2).powf(-1.5);
+            let sum: f64 = prop
+                .candidates
+                .iter()
+                .map(|c| {
+                    let d2: f64 = (0..3).map(|k| (x[k] - c[k]).powi(2)).sum();
+                    norm * (-0.5 * d2 / s2).exp()
+                })
+                .sum();
+            q += shares[1] * volume * sum / prop.candidates.len() as f64;
+        }
+        q
+    }
+
+    /// Where this frame's peaks agree a source is: the consensus fix of every usable pair's
+    /// peaks and, with four sensors, the other position that fits the same delays. Empty when
+    /// fewer than three pairs have peaks or nothing fits.
+    pub fn peak_candidates(&self, gcc: &crate::dsp::gcc::GccFrame, ok: &[bool]) -> Vec<[f64; 3]> {
+        use crate::dsp::geometry::{ArrayGeometry, Pair};
+        use crate::dsp::multilat::{Obs, PairPeaks, all_solutions, locate_consensus};
+        let np = self.pairs.len();
+        let k = gcc.peaks.len().checked_div(np).unwrap_or(0);
+        if k == 0 {
+            return Vec::new();
+        }
+        let fs = self.per_m * self.c;
+        let geo = ArrayGeometry::new(self.sensors.clone(), self.c);
+        let mut peaks = Vec::new();
+        for (p, g) in self.pairs.iter().enumerate() {
+            if !ok.get(p).copied().unwrap_or(true) {
+                continue;
+            }
+            let pair = Pair {
+                a: g.a,
+                b: g.b,
+                max_tdoa_s: dist(&self.sensors[g.a], &self.sensors[g.b]) / self.c,
+            };
+            let list: Vec<_> = gcc
+                .pair_peaks(p, k)
+                .iter()
+                .filter(|q| q.is_some())
+                .collect();
+            if list.is_empty() {
+                continue;
+            }
+            peaks.push(PairPeaks {
+                pair,
+                tdoa_s: list.iter().map(|q| f64::from(q.lag_samples) / fs).collect(),
+                weight: list.iter().map(|q| f64::from(q.value).max(0.0)).collect(),
+            });
+        }
+        let bounds = Some((self.lo, self.hi));
+        let sigma = 1.0 / fs;
+        let Some((fix, sel)) = locate_consensus(&geo, &peaks, sigma, bounds, &[]) else {
+            return Vec::new();
+        };
+        let obs: Vec<Obs> = peaks
+            .iter()
+            .zip(&sel)
+            .map(|(pp, &j)| Obs {
+                pair: pp.pair,
+                tdoa_s: pp.tdoa_s[j],
+            })
+            .collect();
+        let x = fix.position;
+        let mut out = vec![[x.x, x.y, x.z]];
+        for y in all_solutions(&geo, &obs, bounds, &[x], 3.0 * sigma, 1.0) {
+            if (y - x).norm() > 1.0 {
+                out.push([y.x, y.y, y.z]);
+            }
+        }
+        out
+    }
+}
+
 /// A curve's per-lag noise level, robustly: 1.4826 × the median absolute value (a source's
 /// lobe covers too few lags to move it).
 fn lag_spread(curve: &[f64]) -> f64 {
@@ -474,6 +609,7 @@ impl CellModel for CurveModel {
         TopCells {
             cells: order,
             is_top,
+            candidates: f.candidates.clone(),
         }
     }
 
@@ -496,19 +632,35 @@ impl CellModel for CurveModel {
         .map(f64::from);
         let n = self.grid.spans.len() / self.pairs.len().max(1);
         let pick = |len: usize, r: f64| ((r * len as f64) as usize).min(len - 1);
-        let cell = if u[0] < self.set.uniform_share || prop.cells.is_empty() {
-            pick(n, u[1])
-        } else {
-            prop.cells[pick(prop.cells.len(), u[1])]
-        };
+        let shares = self.shares(prop);
         let g = &self.grid;
-        let idx = [
-            cell % g.n[0],
-            (cell / g.n[0]) % g.n[1],
-            cell / (g.n[0] * g.n[1]),
-        ];
-        for k in 0..3 {
-            x[k] = self.lo[k] + (idx[k] as f64 + u[2 + k]) * g.size[k];
+        if u[0] < shares[0] + shares[1] && u[0] >= shares[0] {
+            // Around a candidate.
+            let c = prop.candidates[pick(prop.candidates.len(), u[1])];
+            let z = normals6(draw(
+                key.seed,
+                key.frame,
+                key.track,
+                key.particle,
+                Stream::Roughen,
+            ));
+            for k in 0..3 {
+                x[k] = c[k] + self.set.candidate_spread_m * f64::from(z[k]);
+            }
+        } else {
+            let cell = if u[0] < shares[0] || prop.cells.is_empty() {
+                pick(n, u[1])
+            } else {
+                prop.cells[pick(prop.cells.len(), u[1])]
+            };
+            let idx = [
+                cell % g.n[0],
+                (cell / g.n[0]) % g.n[1],
+                cell / (g.n[0] * g.n[1]),
+            ];
+            for k in 0..3 {
+                x[k] = self.lo[k] + (idx[k] as f64 + u[2 + k]) * g.size[k];
+            }
         }
         let vmax = self.set.speed_max;
         x[3] = (2.0 * u[5] - 1.0) * vmax;
@@ -516,13 +668,7 @@ impl CellModel for CurveModel {
         x[5] = (2.0 * v[1] - 1.0) * 0.25 * vmax;
         let (alo, ahi) = self.set.coherence;
         x[6] = alo + v[2] * (ahi - alo);
-        let top = if prop.is_top.get(cell).copied().unwrap_or(false) {
-            (1.0 - self.set.uniform_share) / prop.cells.len().max(1) as f64
-        } else {
-            0.0
-        };
-        let q = self.set.uniform_share / n as f64 + top;
-        (1.0 / n as f64 / q).ln()
+        -self.proposal_density(prop, &shares, x).ln()
     }
 
     fn propagate(&self, key: DrawKey, x: &mut [f64]) {

@@ -13,6 +13,9 @@ pub mod bernoulli;
 pub mod curves;
 pub mod existence;
 pub mod infrared;
+#[cfg(test)]
+pub(crate) mod testkit;
+pub mod tracker;
 
 /// The four keys of one particle's random draws (Philox, as the particle filter keys them):
 /// the same numbers on every backend and thread layout.

@@ -1,0 +1,142 @@
+use super::*;
+use crate::config::Config;
+use crate::track::tbd::testkit::{config, curves, frames, model};
+
+fn settings(search: bool) -> TbdSettings {
+    TbdSettings {
+        particles: 2048,
+        birth_particles: 4096,
+        confirm: 0.9,
+        delete: 0.1,
+        births_per_s: 0.02,
+        lifetime_s: 60.0,
+        max_tracks: 4,
+        seed: 3,
+        search,
+        confirm_s: 0.5,
+    }
+}
+
+fn frame_s(cfg: &Config) -> f64 {
+    cfg.hop_samples() as f64 / cfg.sample_rate_hz()
+}
+
+/// A peaks-path report of a track at `s` (10 cm spreads), as `follow` receives it.
+fn peaks_report(id: u64, s: [f64; 3], status: TrackStatus, seq: u64, t: f64) -> TrackReport {
+    let mut cov = [[0.0; 6]; 6];
+    for (k, row) in cov.iter_mut().enumerate() {
+        row[k] = 0.01;
+    }
+    let e = Estimate {
+        mean: [s[0], s[1], s[2], 0.0, 0.0, 0.0],
+        cov,
+        model_probs: Vec::new(),
+        turn_rate: 0.0,
+        ess: 1.0,
+        resampled: false,
+        log_evidence: 0.0,
+        chosen_model: None,
+        temper: 1.0,
+    };
+    report(id, t, &e, status, seq, t, None, Kinematics::ThreeD, None)
+}
+
+fn dist(a: &[f64; 3], b: &[f64; 3]) -> f64 {
+    (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>().sqrt()
+}
+
+/// The search finds a source at 0 dB per channel and confirms one track on it, within the
+/// families' 2 m (the test frames delay each channel by whole samples, so no point fits every
+/// pair's delay exactly).
+#[test]
+fn the_search_finds_a_source() {
+    let cfg = config();
+    let s = [25.0, -30.0, -15.0];
+    let mut t = TbdTracker::new(model(&cfg), settings(true), frame_s(&cfg));
+    let g = curves(&cfg, &frames(&cfg, Some(s), 1.0, 40, 7));
+    let ok = vec![true; t.model().pairs()];
+    let mut last = Vec::new();
+    for (k, f) in g.iter().enumerate() {
+        last = t.step(k as u64, k as f64 * frame_s(&cfg), f, &ok);
+    }
+    assert_eq!(last.len(), 1, "{last:?}");
+    assert!(dist(&last[0].position, &s) < 2.0, "{:?}", last[0].position);
+    assert!(last[0].existence.is_some_and(|p| p >= 0.9));
+}
+
+/// Noise alone confirms nothing over the same number of frames.
+#[test]
+fn noise_alone_confirms_nothing() {
+    let cfg = config();
+    let mut t = TbdTracker::new(model(&cfg), settings(true), frame_s(&cfg));
+    let g = curves(&cfg, &frames(&cfg, None, 0.0, 40, 8));
+    let ok = vec![true; t.model().pairs()];
+    for (k, f) in g.iter().enumerate() {
+        let r = t.step(k as u64, k as f64 * frame_s(&cfg), f, &ok);
+        assert!(r.is_empty(), "frame {k}: {r:?}");
+    }
+    assert!(t.search_existence() < 0.9);
+}
+
+/// `auto`: a peaks track that coasts is reported from the curves under its id, one that the
+/// peaks path ends lives on there, and when the source falls silent the curves track ends.
+#[test]
+fn follow_carries_a_faded_track_and_ends_it_when_the_source_stops() {
+    let cfg = config();
+    let s = [-20.0, 35.0, -12.0];
+    let fs = frame_s(&cfg);
+    let mut t = TbdTracker::new(model(&cfg), settings(false), fs);
+    let mut g = curves(&cfg, &frames(&cfg, Some(s), 0.6, 30, 9));
+    g.extend(curves(&cfg, &frames(&cfg, None, 0.0, 60, 10)));
+    let ok = vec![true; t.model().pairs()];
+    let mut ended_at = None;
+    for (k, f) in g.iter().enumerate() {
+        let (seq, time) = (k as u64, k as f64 * fs);
+        let (peaks, peaks_ended) = match k {
+            0..10 => (
+                vec![peaks_report(7, s, TrackStatus::Confirmed, seq, time)],
+                vec![],
+            ),
+            10..20 => (
+                vec![peaks_report(7, s, TrackStatus::Coasting, seq, time)],
+                vec![],
+            ),
+            20 => (
+                vec![],
+                vec![TrackEnd {
+                    id: 7,
+                    reason: EndReason::Lost,
+                    detail: String::new(),
+                    was_confirmed: true,
+                }],
+            ),
+            _ => (vec![], vec![]),
+        };
+        let out = t.follow(seq, time, f, &ok, peaks, &peaks_ended);
+        if (10..30).contains(&k) {
+            assert_eq!(out.len(), 1, "frame {k}");
+            assert_eq!(out[0].id, 7);
+            assert!(
+                out[0].existence.is_some(),
+                "frame {k}: carried by the curves"
+            );
+            assert!(
+                dist(&out[0].position, &s) < 1.0,
+                "frame {k}: {:?}",
+                out[0].position
+            );
+        }
+        if k == 20 {
+            assert!(
+                t.ended.is_empty(),
+                "the peaks end is not passed on while carried"
+            );
+        }
+        if t.ended.iter().any(|e| e.id == 7) {
+            ended_at = Some(k);
+            break;
+        }
+    }
+    let at = ended_at.expect("the curves track ends once the source stops");
+    assert!((30..90).contains(&at), "{at}");
+}
