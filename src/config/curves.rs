@@ -241,6 +241,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.tracker.measurement, Measurement::Auto);
+        // No search volume: auto tracks on the peaks alone, and says so; curves is refused.
+        assert!(c.tbd_tracker().is_none());
+        assert!(c.explain().contains("not used here"), "{}", c.explain());
+        let e = Config::parse_str(
+            &format!("{ARRAY}[tracker]\nmeasurement = \"curves\"\n"),
+            "t.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "tracker.measurement");
+        let vol = "bounds_min_m = [-20, -20, -20]\nbounds_max_m = [20, 20, 20]\n";
+        let c = Config::parse_str(
+            &format!("{ARRAY}{vol}[tracker]\nmeasurement = \"curves\"\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert!(c.tbd_tracker().is_some());
+        assert!(
+            c.explain().contains("curves, track-before-detect alone"),
+            "{}",
+            c.explain()
+        );
         assert!(
             Config::parse_str(
                 &format!("{ARRAY}[tracker]\nmeasurement = \"lines\"\n"),

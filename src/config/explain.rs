@@ -187,6 +187,34 @@ impl Config {
                 100.0 * per_frame / (hop as f64 / fs)
             );
         }
+        match self.tracker.measurement {
+            super::Measurement::Peaks => {}
+            m => {
+                let c = &self.tracker.curves;
+                let _ = writeln!(
+                    s,
+                    "measurement: {} (GCC-PHAT curves: {} particles a track{}, confirmed at existence {} and deleted below {}){}",
+                    if m == super::Measurement::Auto {
+                        "auto, the peaks start tracks and the curves carry them when their peaks fade"
+                    } else {
+                        "curves, track-before-detect alone (experimental)"
+                    },
+                    c.particles,
+                    if m == super::Measurement::Curves {
+                        format!(", {} births a frame", c.birth_particles)
+                    } else {
+                        String::new()
+                    },
+                    c.confirm,
+                    c.delete,
+                    if self.tbd_tracker().is_none() {
+                        ": not used here, the curves need 3-D tracking and a search volume"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
         if self.output.sinks.is_empty() {
             let _ = writeln!(s, "outputs: none configured");
         }
