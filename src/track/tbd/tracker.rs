@@ -18,6 +18,10 @@ const EDGE_M: f64 = 1.0;
 /// the delays fit nearly as well as at the source).
 const EDGE_S: f64 = 1.0;
 
+/// `auto`: a coasting peaks track is reported from the curves once it has coasted this long
+/// (s); the particle filter bridges shorter gaps in its peaks as well on its own.
+const COAST_S: f64 = 0.5;
+
 /// Thresholds, rates and sizes (`[tracker.curves]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TbdSettings {
@@ -48,6 +52,8 @@ pub struct CurveTrack {
     pub mean: Vec<f64>,
     /// Consecutive frames its mean has spent at the search volume's edge.
     pub edge_frames: usize,
+    /// `auto`: consecutive frames its peaks track has coasted.
+    pub coast_frames: usize,
 }
 
 /// The tracks on the curves and the search for new ones.
@@ -243,13 +249,14 @@ impl TbdTracker {
             confirmed: true,
             mean: s.mean,
             edge_frames: 0,
+            coast_frames: 0,
         });
     }
 
     /// `auto`: the peaks path's tracks, each followed on the curves as well. A confirmed peaks
     /// track gets a curves track of the same id, seeded from its state (and seeded again when
-    /// the two part by more than 5 m while the peaks still support it). A peaks track without
-    /// support this frame (coasting) is reported from its curves track while that one's
+    /// the two part by more than 5 m while the peaks still support it). A peaks track that has
+    /// coasted (no support) for `COAST_S` is reported from its curves track while that one's
     /// existence is at the confirmation threshold, and one the peaks path ends lives on as its
     /// curves track until the existence falls below the deletion threshold. `peaks_ended`
     /// are the peaks path's ends this frame; [`Self::ended`] holds the merged ones.
@@ -287,11 +294,19 @@ impl TbdTracker {
         let live: Vec<u64> = peaks.iter().map(|r| r.id).collect();
         self.ended.retain(|e| !live.contains(&e.id));
         let mut out = Vec::with_capacity(peaks.len());
+        let hold = (COAST_S / self.frame_s).ceil() as usize;
+        for t in &mut self.tracks {
+            let coasting = peaks
+                .iter()
+                .any(|r| r.id == t.id && r.status == TrackStatus::Coasting);
+            t.coast_frames = if coasting { t.coast_frames + 1 } else { 0 };
+        }
         for r in peaks {
             let curve = self.tracks.iter().find(|t| t.id == r.id);
             match curve {
                 Some(t)
                     if r.status == TrackStatus::Coasting
+                        && t.coast_frames >= hold
                         && t.filter.p_exist() >= self.set.confirm =>
                 {
                     out.push(track_report(t, TrackStatus::Confirmed, r.seq, r.t_frame_s));
@@ -406,6 +421,7 @@ impl TbdTracker {
             confirmed: true,
             mean: g.mean.to_vec(),
             edge_frames: 0,
+            coast_frames: 0,
         }
     }
 
