@@ -16,7 +16,7 @@
 
 use super::{CellModel, DrawKey};
 use crate::dsp::gcc::GccParams;
-use crate::rng::philox::{Stream, draw, normals6, uniforms6};
+use crate::rng::philox::{Stream, normals6, uniforms6};
 use crate::track::FilterParams;
 
 /// State dimension: x, y, z, vx, vy, vz, A.
@@ -597,39 +597,17 @@ impl CellModel for CurveModel {
     }
 
     fn proposal(&self, f: &CurveFrame) -> TopCells {
-        let scores = self.cell_scores(f);
-        let mut order: Vec<usize> = (0..scores.len()).collect();
-        let k = self.set.top_cells.clamp(1, order.len().max(1));
-        order.select_nth_unstable_by(k - 1, |&a, &b| scores[b].total_cmp(&scores[a]));
-        order.truncate(k);
-        let mut is_top = vec![false; scores.len()];
-        for &c in &order {
-            is_top[c] = true;
-        }
+        let (cells, is_top) = super::strongest(&self.cell_scores(f), self.set.top_cells);
         TopCells {
-            cells: order,
+            cells,
             is_top,
             candidates: f.candidates.clone(),
         }
     }
 
     fn draw_birth(&self, prop: &TopCells, key: DrawKey, x: &mut [f64]) -> f64 {
-        let u = uniforms6(draw(
-            key.seed,
-            key.frame,
-            key.track,
-            key.particle,
-            Stream::InitPosition,
-        ))
-        .map(f64::from);
-        let v = uniforms6(draw(
-            key.seed,
-            key.frame,
-            key.track,
-            key.particle,
-            Stream::InitVelocity,
-        ))
-        .map(f64::from);
+        let u = uniforms6(key.words(Stream::InitPosition)).map(f64::from);
+        let v = uniforms6(key.words(Stream::InitVelocity)).map(f64::from);
         let n = self.grid.spans.len() / self.pairs.len().max(1);
         let pick = |len: usize, r: f64| ((r * len as f64) as usize).min(len - 1);
         let shares = self.shares(prop);
@@ -637,13 +615,7 @@ impl CellModel for CurveModel {
         if u[0] < shares[0] + shares[1] && u[0] >= shares[0] {
             // Around a candidate.
             let c = prop.candidates[pick(prop.candidates.len(), u[1])];
-            let z = normals6(draw(
-                key.seed,
-                key.frame,
-                key.track,
-                key.particle,
-                Stream::Roughen,
-            ));
+            let z = normals6(key.words(Stream::Roughen));
             for k in 0..3 {
                 x[k] = c[k] + self.set.candidate_spread_m * f64::from(z[k]);
             }
@@ -672,14 +644,7 @@ impl CellModel for CurveModel {
     }
 
     fn propagate(&self, key: DrawKey, x: &mut [f64]) {
-        let g = normals6(draw(
-            key.seed,
-            key.frame,
-            key.track,
-            key.particle,
-            Stream::Predict,
-        ))
-        .map(f64::from);
+        let g = normals6(key.words(Stream::Predict)).map(f64::from);
         let t = self.frame_s;
         for k in 0..3 {
             let a = self.set.accel_std * g[k];

@@ -6,7 +6,7 @@
 //! State `[x, ẋ, y, ẏ, I]`; cell (i, j) (0-based) has its centre at ((i + 1)Δ, (j + 1)Δ).
 
 use super::{CellModel, DrawKey};
-use crate::rng::philox::{PhiloxStream, Stream, draw, normals6, uniform, uniforms6};
+use crate::rng::philox::{PhiloxStream, Stream, normals6, uniform, uniforms6};
 
 /// The image model, the motion model and the birth proposal.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,41 +196,16 @@ impl CellModel for IrModel {
     }
 
     fn proposal(&self, frame: &IrFrame) -> TopCells {
-        let mut order: Vec<usize> = (0..frame.z.len()).collect();
-        let k = self.top_k.clamp(1, order.len().max(1));
-        order.select_nth_unstable_by(k - 1, |&a, &b| frame.z[b].total_cmp(&frame.z[a]));
-        order.truncate(k);
-        let mut is_top = vec![false; frame.z.len()];
-        for &c in &order {
-            is_top[c] = true;
-        }
-        TopCells {
-            cells: order,
-            is_top,
-        }
+        let (cells, is_top) = super::strongest(&frame.z, self.top_k);
+        TopCells { cells, is_top }
     }
 
     /// A cell from the mixture (uniform share over all cells, the rest over the top cells), a
     /// uniform position inside it, velocity and intensity from the prior. p_b / q_b is the
     /// ratio of the cell's probabilities.
     fn draw_birth(&self, prop: &TopCells, key: DrawKey, x: &mut [f64]) -> f64 {
-        let u = uniforms6(draw(
-            key.seed,
-            key.frame,
-            key.track,
-            key.particle,
-            Stream::InitPosition,
-        ))
-        .map(f64::from);
-        let ui = f64::from(uniform(
-            draw(
-                key.seed,
-                key.frame,
-                key.track,
-                key.particle,
-                Stream::InitVelocity,
-            )[0],
-        ));
+        let u = uniforms6(key.words(Stream::InitPosition)).map(f64::from);
+        let ui = f64::from(uniform(key.words(Stream::InitVelocity)[0]));
         let n = self.cells();
         let pick = |len: usize, v: f64| ((v * len as f64) as usize).min(len - 1);
         let cell = if u[0] < self.uniform_share || prop.cells.is_empty() {
@@ -254,13 +229,7 @@ impl CellModel for IrModel {
     }
 
     fn propagate(&self, key: DrawKey, x: &mut [f64]) {
-        let g = normals6(draw(
-            key.seed,
-            key.frame,
-            key.track,
-            key.particle,
-            Stream::Predict,
-        ));
+        let g = normals6(key.words(Stream::Predict));
         self.move_state(x, [0, 1, 2, 3, 4].map(|k| f64::from(g[k])));
     }
 }

@@ -27,6 +27,30 @@ pub struct DrawKey {
     pub particle: u32,
 }
 
+impl DrawKey {
+    /// The particle's four Philox words for `stream`.
+    pub fn words(&self, stream: crate::rng::philox::Stream) -> [u32; 4] {
+        crate::rng::philox::draw(self.seed, self.frame, self.track, self.particle, stream)
+    }
+}
+
+/// The `k` largest of `scores` (at least one, unordered) and a flag per score for them: the
+/// cells a birth proposal favours.
+pub fn strongest(scores: &[f64], k: usize) -> (Vec<usize>, Vec<bool>) {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    if order.is_empty() {
+        return (order, Vec::new());
+    }
+    let k = k.clamp(1, order.len());
+    order.select_nth_unstable_by(k - 1, |&a, &b| scores[b].total_cmp(&scores[a]));
+    order.truncate(k);
+    let mut is_top = vec![false; scores.len()];
+    for &c in &order {
+        is_top[c] = true;
+    }
+    (order, is_top)
+}
+
 /// What the Bernoulli filter needs of a sensor: the frame's log-likelihood ratio of a state
 /// (target present against absent), a birth proposal with its importance correction, and the
 /// motion model.

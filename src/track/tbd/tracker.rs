@@ -8,6 +8,7 @@ use super::bernoulli::{BernoulliFilter, BernoulliParams};
 use super::curves::{CurveFrame, CurveModel, DIM};
 use super::existence::Chain;
 use crate::dsp::gcc::GccFrame;
+use crate::rng::philox::{Stream, normals6, uniform};
 use crate::track::Estimate;
 use crate::track::models::Kinematics;
 use crate::track::report::{EndReason, TrackEnd, TrackReport, TrackStatus, report};
@@ -382,23 +383,14 @@ impl TbdTracker {
             .unwrap_or_else(|| nalgebra::Matrix6::from_diagonal_element(0.5));
         let mut x = Vec::with_capacity(n * DIM);
         for i in 0..n {
-            let w = crate::rng::philox::draw(
-                self.set.seed,
-                0,
-                key,
-                i as u32,
-                crate::rng::philox::Stream::InitPosition,
-            );
-            let z6 = crate::rng::philox::normals6(w).map(f64::from);
-            let u = crate::rng::philox::uniform(
-                crate::rng::philox::draw(
-                    self.set.seed,
-                    0,
-                    key,
-                    i as u32,
-                    crate::rng::philox::Stream::InitVelocity,
-                )[0],
-            );
+            let k = super::DrawKey {
+                seed: self.set.seed,
+                frame: 0,
+                track: key,
+                particle: i as u32,
+            };
+            let z6 = normals6(k.words(Stream::InitPosition)).map(f64::from);
+            let u = uniform(k.words(Stream::InitVelocity)[0]);
             let d = l * nalgebra::Vector6::from(z6);
             for k in 0..6 {
                 x.push(g.mean[k] + d[k]);
