@@ -156,21 +156,26 @@ impl Config {
                 "use 0 to 50",
             );
         }
-        if self.tracker.measurement == Measurement::Curves {
-            let volume = self.array.bounds_min_m.is_some() && self.array.bounds_max_m.is_some();
-            if self.array.mode != crate::track::TrackMode::ThreeD || !volume {
-                return Err(ConfigError::new(
-                    file,
-                    "tracker.measurement",
-                    format!(
-                        "{:?} in {:?} mode",
-                        self.tracker.measurement, self.array.mode
-                    ),
-                    "the curves need 3-D tracking and a search volume (array.bounds_min_m and array.bounds_max_m); use \"peaks\" otherwise",
-                ));
-            }
+        if self.tracker.measurement == Measurement::Curves && !self.curves_usable() {
+            return Err(ConfigError::new(
+                file,
+                "tracker.measurement",
+                format!(
+                    "{:?} in {:?} mode",
+                    self.tracker.measurement, self.array.mode
+                ),
+                "the curves need 3-D tracking and a search volume (array.bounds_min_m and array.bounds_max_m); use \"peaks\" otherwise",
+            ));
         }
         Ok(())
+    }
+
+    /// Whether the curves can be used here: 3-D tracking with a search volume (what
+    /// `CurveModel::new` needs).
+    pub fn curves_usable(&self) -> bool {
+        self.array.mode == crate::track::TrackMode::ThreeD
+            && self.array.bounds_min_m.is_some()
+            && self.array.bounds_max_m.is_some()
     }
 
     /// The tracker on the curves (None with `measurement = "peaks"`, and with "auto" where
@@ -184,6 +189,12 @@ impl Config {
         if self.tracker.measurement == Measurement::Peaks {
             return None;
         }
+        if !self.curves_usable() {
+            log::info!(
+                "tracker.measurement = \"auto\": the curves need 3-D tracking and a search volume; tracking on the peaks alone"
+            );
+            return None;
+        }
         let frame_s = self.hop_samples() as f64 / self.sample_rate_hz();
         let Some(model) = CurveModel::new(
             &self.filter_params(),
@@ -191,8 +202,8 @@ impl Config {
             self.curve_settings(),
             frame_s,
         ) else {
-            log::info!(
-                "tracker.measurement = \"auto\": the curves need 3-D tracking and a search volume; tracking on the peaks alone"
+            log::warn!(
+                "tracker.measurement: the curve model could not be built; tracking on the peaks alone"
             );
             return None;
         };

@@ -207,7 +207,7 @@ impl Config {
                     },
                     c.confirm,
                     c.delete,
-                    if self.tbd_tracker().is_none() {
+                    if !self.curves_usable() {
                         ": not used here, the curves need 3-D tracking and a search volume"
                     } else {
                         ""

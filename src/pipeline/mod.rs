@@ -132,6 +132,16 @@ pub struct Pipeline {
     tbd: Option<crate::track::tbd::tracker::TbdTracker>,
 }
 
+/// The tracks that ended with the last frame: the curves tracker's merged list when it runs,
+/// else the peaks tracker's. (Borrows the two fields only, so the sinks and smoothers stay
+/// free to borrow mutably.)
+fn ended_of<'a>(
+    tbd: &'a Option<crate::track::tbd::tracker::TbdTracker>,
+    tracker: &'a TrackManager,
+) -> &'a [crate::track::report::TrackEnd] {
+    tbd.as_ref().map_or(&tracker.ended, |t| &t.ended)
+}
+
 impl Pipeline {
     pub fn new(
         cfg: &Config,
@@ -193,12 +203,6 @@ impl Pipeline {
             pairs,
             tbd,
         }
-    }
-
-    /// The tracks that ended with the last frame (the curves tracker's merged list when it
-    /// runs).
-    fn ended(&self) -> &[crate::track::report::TrackEnd] {
-        self.tbd.as_ref().map_or(&self.tracker.ended, |t| &t.ended)
     }
 
     /// One frame's tracking: the peaks path, the curves, or the peaks followed on the curves.
@@ -486,7 +490,7 @@ impl Pipeline {
                 None
             };
             self.smoothed.clear();
-            let ended = self.tbd.as_ref().map_or(&self.tracker.ended, |t| &t.ended);
+            let ended = ended_of(&self.tbd, &self.tracker);
             for sm in &mut self.smoothers {
                 self.smoothed.extend(sm.push(&reports, ended));
             }
@@ -589,8 +593,7 @@ impl Pipeline {
             msg.ready = self.frame_ready;
             self.sinks.send(msg);
         }
-        let ended = self.ended().to_vec();
-        for e in &ended {
+        for e in ended_of(&self.tbd, &self.tracker) {
             let m = DeletedMessage::new(e, seq, t_centre_s, wall);
             let msg = Message::deleted(&m, self.sinks.nmea.as_mut());
             self.sinks.send(msg);
