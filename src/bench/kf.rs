@@ -1,8 +1,10 @@
 //! The batched Kalman filter bank ([`crate::track::kalman::bank`]): one constant-velocity 3-D
-//! predict + update (n = 6, m = 3) of M filters, time per filter-step; and the IMM estimator
-//! ([`crate::track::kalman::imm`], f64, one track at a time) with three 2-D models (constant
-//! velocity, a left and a right coordinated turn) over 1,024 tracks, time per track-step. CPU
-//! only until the CUDA twins land.
+//! predict + update (n = 6, m = 3) of M filters, time per filter-step, on the CPU and on the GPU
+//! (`kernels/kf.cu`: device time of the one-pass launch, the thread-block sweep, the CV-2D
+//! model beside it, the host's wall time per step and the measured CPU/GPU crossover); and the
+//! IMM estimator ([`crate::track::kalman::imm`], f64, one track at a time) with three 2-D models
+//! (constant velocity, a left and a right coordinated turn) over 1,024 tracks, time per
+//! track-step.
 
 use super::{BenchOptions, Row, pick, time_median};
 use crate::error::{Error, Result};
@@ -12,11 +14,14 @@ use crate::track::kalman::bank::{BankModel, KalmanBank};
 const SIZES: [usize; 5] = [64, 1024, 16_384, 262_144, 1_048_576];
 
 pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    if backends.contains(&"cuda") {
+        rows.extend(cuda_rows(opts)?);
+    }
     if !backends.contains(&"cpu") {
-        return Ok(Vec::new());
+        return Ok(rows);
     }
     let sizes = if opts.quick { &SIZES[..3] } else { &SIZES[..] };
-    let mut rows = Vec::new();
     for m in pick(sizes, &[]) {
         let mut bank = cv_bank(m)?;
         let z: Vec<f32> = (0..3 * m).map(|i| (i % 7) as f32 * 0.1).collect();
@@ -105,22 +110,100 @@ fn imm_row(opts: &BenchOptions) -> Result<Row> {
     })
 }
 
-/// M constant-velocity 3-D filters (step 0.05 s, positions measured with 0.1 m² variance).
+/// A constant-velocity model in `axes` dimensions (step 0.05 s, positions measured with 0.1 m²
+/// variance).
+fn cv_model(axes: usize) -> BankModel {
+    let lm = crate::track::smooth::kalman::LinearModel::constant_velocity(axes, 0.05, 0.1, 0.1);
+    crate::testing::kalman::bank_model(&lm)
+}
+
+/// M constant-velocity 3-D filters.
 fn cv_bank(m: usize) -> Result<KalmanBank> {
-    let lm = crate::track::smooth::kalman::LinearModel::constant_velocity(3, 0.05, 0.1, 0.1);
-    let flat = |x: &nalgebra::DMatrix<f64>| -> Vec<f32> {
-        (0..x.nrows())
-            .flat_map(|r| (0..x.ncols()).map(move |c| x[(r, c)] as f32))
-            .collect()
+    let p0 = crate::testing::kalman::to_f32(&nalgebra::DMatrix::identity(6, 6));
+    KalmanBank::new(cv_model(3), m, &[0.0; 6], &p0).map_err(|e| Error::Usage(e.to_string()))
+}
+
+/// GPU bank sizes: the seed's sweep up to its 16M-filter target (`--quick` stops at 262,144).
+const GPU_SIZES: [usize; 6] = [64, 1024, 16_384, 262_144, 1_048_576, 16_777_216];
+/// Thread-block sizes swept at the two target sizes.
+const BLOCKS: [u32; 6] = [32, 64, 128, 256, 512, 1024];
+
+/// The GPU rows: device time per one-pass launch over the sizes (CV-3D and CV-2D) at the
+/// default block, the block sweep at 262,144 and 16M filters, the wall time per step as a
+/// caller sees it, and the measured crossover.
+fn cuda_rows(opts: &BenchOptions) -> Result<Vec<Row>> {
+    let block = crate::gpu::KF_BLOCK;
+    let sizes = if opts.quick {
+        &GPU_SIZES[..4]
+    } else {
+        &GPU_SIZES[..]
     };
-    let model = BankModel {
-        n: 6,
-        m: 3,
-        f: flat(&lm.f),
-        q: flat(&lm.q),
-        h: flat(&lm.h),
-        r: flat(&lm.r),
+    let mut rows = Vec::new();
+    let row = |params: String, s: f64, filters: usize, model: &BankModel, wall: bool| Row {
+        stage: "kf".into(),
+        backend: "cuda".into(),
+        params,
+        median_us: s * 1e6,
+        per_unit: s * 1e9 / filters as f64,
+        unit: "ns/filter-step".into(),
+        // Bytes moved per filter: x and P read and written, z read.
+        gb_s: (!wall).then(|| {
+            let (n, m) = (model.n, model.m);
+            (4 * filters * (2 * (n + n * n) + m)) as f64 / s / 1e9
+        }),
+        wall_us: None,
+        reps: 11,
     };
-    let p0 = flat(&nalgebra::DMatrix::identity(6, 6));
-    KalmanBank::new(model, m, &[0.0; 6], &p0).map_err(|e| Error::Usage(e.to_string()))
+    for (axes, name) in [(3, "CV-3D"), (2, "CV-2D")] {
+        let model = cv_model(axes);
+        for &m in &pick(sizes, &[]) {
+            let s = crate::gpu::kalman_kernel_time(&model, m, block, true)?;
+            rows.push(row(
+                format!("{m} filters, {name} predict+update, block {}", block),
+                s,
+                m,
+                &model,
+                false,
+            ));
+        }
+    }
+    let model = cv_model(3);
+    for &m in sizes.iter().filter(|m| [262_144, 16_777_216].contains(*m)) {
+        for block in BLOCKS {
+            let s = crate::gpu::kalman_kernel_time(&model, m, block, true)?;
+            rows.push(row(
+                format!("{m} filters, CV-3D predict+update, block sweep {block}"),
+                s,
+                m,
+                &model,
+                false,
+            ));
+        }
+    }
+    let c = crate::gpu::kalman_crossover(&model)?;
+    for p in &c.points {
+        rows.push(row(
+            format!(
+                "{} filters, CV-3D step wall time (upload, launch, count back); CPU {:.1} us",
+                p.filters,
+                p.cpu_s * 1e6
+            ),
+            p.gpu_s,
+            p.filters,
+            &model,
+            true,
+        ));
+    }
+    log::info!(
+        "Kalman bank crossover (CV-3D): {}",
+        c.size
+            .map_or("the CPU was faster at every size".into(), |s| format!(
+                "the GPU from {s} filters"
+            ))
+    );
+    eprintln!(
+        "kf crossover (CV-3D, measured): {}",
+        c.size.map_or("none".into(), |s| format!("{s} filters"))
+    );
+    Ok(rows)
 }

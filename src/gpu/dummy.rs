@@ -4,6 +4,8 @@
 use crate::dsp::gcc::{Correlator, GccParams};
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::spec::GpuSpec;
+use crate::track::kalman::bank::{BankModel, FilterBank, KalmanBank};
+use crate::track::kalman::crossover::Crossover;
 use crate::track::{FilterParams, ParticleFilter};
 
 const WHY: &str = "built without the `cuda` feature";
@@ -34,5 +36,40 @@ pub fn device_spec() -> Result<GpuSpec> {
 }
 
 pub fn copy_bandwidth_gb_s() -> Result<f64> {
+    Err(not_compiled())
+}
+
+pub fn kalman_bank(
+    _model: &BankModel,
+    _filters: usize,
+    _x0: &[f32],
+    _p0: &[f32],
+) -> Result<Box<dyn FilterBank>> {
+    Err(not_compiled())
+}
+
+pub fn kalman_crossover(_model: &BankModel) -> Result<Crossover> {
+    Err(not_compiled())
+}
+
+/// Without a GPU backend every bank is on the CPU.
+pub fn kalman_bank_auto(
+    model: &BankModel,
+    filters: usize,
+    x0: &[f32],
+    p0: &[f32],
+) -> Result<Box<dyn FilterBank>> {
+    Ok(Box::new(
+        KalmanBank::new(model.clone(), filters, x0, p0)
+            .map_err(|e| Error::Backend(BackendError::new("cpu", e.to_string())))?,
+    ))
+}
+
+pub fn kalman_kernel_time(
+    _model: &BankModel,
+    _filters: usize,
+    _block: u32,
+    _both: bool,
+) -> Result<f64> {
     Err(not_compiled())
 }

@@ -2,9 +2,13 @@
 //! and says why it cannot be used when it cannot.
 
 use crate::dsp::gcc::{Correlator, GccParams};
+use std::sync::OnceLock;
+
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::cuda;
 use crate::gpu::spec::{GpuSpec, fp32_lanes_per_sm};
+use crate::track::kalman::bank::{BankModel, FilterBank, KalmanBank};
+use crate::track::kalman::crossover::{self, Crossover};
 use crate::track::{FilterParams, ParticleFilter};
 
 fn unavailable(why: String) -> Error {
@@ -55,4 +59,118 @@ pub fn device_spec() -> Result<GpuSpec> {
 /// kernels are compared with.
 pub fn copy_bandwidth_gb_s() -> Result<f64> {
     cuda::copy_bandwidth_gb_s().map_err(Error::Backend)
+}
+
+/// A Kalman filter bank resident on the GPU.
+pub fn kalman_bank(
+    model: &BankModel,
+    filters: usize,
+    x0: &[f32],
+    p0: &[f32],
+) -> Result<Box<dyn FilterBank>> {
+    Ok(Box::new(cuda_bank(model, filters, x0, p0)?))
+}
+
+fn cuda_bank(
+    model: &BankModel,
+    filters: usize,
+    x0: &[f32],
+    p0: &[f32],
+) -> Result<cuda::kf::CudaKalmanBank> {
+    let gpu = cuda::gpu().map_err(unavailable)?;
+    cuda::kf::CudaKalmanBank::new(gpu, model, filters, x0, p0).map_err(bank_error)
+}
+
+fn bank_error(e: crate::track::kalman::bank::BankError) -> Error {
+    Error::Backend(BackendError::new("cuda", e.to_string()))
+}
+
+/// The measured CPU/GPU crossover for banks of `model`'s sizes (measured once per process and
+/// per (n, m)).
+pub fn kalman_crossover(model: &BankModel) -> Result<Crossover> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static MEASURED: OnceLock<Mutex<HashMap<(usize, usize), Crossover>>> = OnceLock::new();
+    let cache = MEASURED.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = (model.n, model.m);
+    if let Some(c) = cache.lock().map_err(|_| poisoned())?.get(&key) {
+        return Ok(c.clone());
+    }
+    cuda::gpu().map_err(unavailable)?;
+    let mut make = |filters: usize| -> std::result::Result<Box<dyn FilterBank>, _> {
+        let (x0, p0) = unit_start(model.n);
+        cuda::gpu()
+            .map_err(crate::track::kalman::bank::BankError::Backend)
+            .and_then(|g| cuda::kf::CudaKalmanBank::new(g, model, filters, &x0, &p0))
+            .map(|b| Box::new(b) as Box<dyn FilterBank>)
+    };
+    let c = crossover::measure(model, &mut make).map_err(bank_error)?;
+    log::info!(
+        "Kalman bank ({}x{}): the GPU serves banks from {} filters",
+        model.n,
+        model.m,
+        c.size.map_or("no size measured".into(), |s| s.to_string())
+    );
+    cache.lock().map_err(|_| poisoned())?.insert(key, c.clone());
+    Ok(c)
+}
+
+fn poisoned() -> Error {
+    Error::Backend(BackendError::new(
+        "cuda",
+        "the crossover cache was poisoned by a panic",
+    ))
+}
+
+fn unit_start(n: usize) -> (Vec<f32>, Vec<f32>) {
+    let p0 = (0..n * n)
+        .map(|e| if e / n == e % n { 1.0 } else { 0.0 })
+        .collect();
+    (vec![0.0; n], p0)
+}
+
+/// A bank on the backend the measured crossover picks for its size: the GPU from the crossover
+/// on, the CPU below it or where no GPU can be used.
+pub fn kalman_bank_auto(
+    model: &BankModel,
+    filters: usize,
+    x0: &[f32],
+    p0: &[f32],
+) -> Result<Box<dyn FilterBank>> {
+    let on_gpu = kalman_crossover(model).is_ok_and(|c| c.gpu_for(filters));
+    if on_gpu {
+        return kalman_bank(model, filters, x0, p0);
+    }
+    Ok(Box::new(
+        KalmanBank::new(model.clone(), filters, x0, p0).map_err(bank_error)?,
+    ))
+}
+
+/// Median device time (seconds, event-timed) of one launch of the bank kernel over `filters`
+/// filters of `model` with `block` threads per block; `both`: predict and update in one launch,
+/// else an update alone.
+pub fn kalman_kernel_time(
+    model: &BankModel,
+    filters: usize,
+    block: u32,
+    both: bool,
+) -> Result<f64> {
+    let (x0, p0) = unit_start(model.n);
+    let mut bank = cuda_bank(model, filters, &x0, &p0)?;
+    bank.set_block(block).map_err(bank_error)?;
+    let z: Vec<f32> = (0..model.m * filters)
+        .map(|i| (i % 7) as f32 * 0.1)
+        .collect();
+    bank.put_measurements(&z).map_err(bank_error)?;
+    let stage = if both {
+        cuda::kf::Stage::Both
+    } else {
+        cuda::kf::Stage::Update
+    };
+    let g = cuda::gpu().map_err(unavailable)?;
+    cuda::median_event_time(&g, || {
+        bank.enqueue(stage)
+            .map_err(|e| BackendError::new("cuda", e.to_string()))
+    })
+    .map_err(Error::Backend)
 }

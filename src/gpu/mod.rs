@@ -15,11 +15,13 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(not(feature = "cuda"))]
 pub use dummy::{
-    available, copy_bandwidth_gb_s, correlator, device_spec, particle_filter, upload_bandwidth_gb_s,
+    available, copy_bandwidth_gb_s, correlator, device_spec, kalman_bank, kalman_bank_auto,
+    kalman_crossover, kalman_kernel_time, particle_filter, upload_bandwidth_gb_s,
 };
 #[cfg(feature = "cuda")]
 pub use enabled::{
-    available, copy_bandwidth_gb_s, correlator, device_spec, particle_filter, upload_bandwidth_gb_s,
+    available, copy_bandwidth_gb_s, correlator, device_spec, kalman_bank, kalman_bank_auto,
+    kalman_crossover, kalman_kernel_time, particle_filter, upload_bandwidth_gb_s,
 };
 
 /// Which compute backend to use (`tracker.backend`).
@@ -32,6 +34,10 @@ pub enum BackendChoice {
     Cpu,
     Cuda,
 }
+
+/// Threads per block of the Kalman bank kernel unless set: the fastest of `sonotrack bench
+/// --what kf`'s sweep on the H200 (BENCHMARKS.md, "Batched Kalman filter bank").
+pub const KF_BLOCK: u32 = 128;
 
 /// Frames transformed per call when the pipeline batches (replay).
 pub const REPLAY_BATCH: usize = 64;

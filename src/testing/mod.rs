@@ -4,3 +4,4 @@
 pub mod faults;
 pub mod fixtures;
 pub mod fuzz;
+pub mod kalman;

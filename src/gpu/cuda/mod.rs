@@ -17,6 +17,7 @@
 
 pub mod gcc;
 pub mod host;
+pub mod kf;
 pub mod pf;
 
 use std::ffi::CString;
@@ -37,6 +38,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../../../kernels/gcc.cu"),
     "\n",
     include_str!("../../../kernels/pf.cu"),
+    "\n",
+    include_str!("../../../kernels/kf.cu"),
 );
 
 /// NVRTC options; part of the cache key.
@@ -571,7 +574,7 @@ pub fn upload_bandwidth_gb_s(bytes: usize) -> Result<f64, BackendError> {
 
 /// Median over ten runs (after one warm-up) of the device time of what `f` enqueues, timed
 /// with events on the stream.
-fn median_event_time(
+pub(crate) fn median_event_time(
     g: &Gpu,
     mut f: impl FnMut() -> Result<(), BackendError>,
 ) -> Result<f64, BackendError> {

@@ -36,6 +36,8 @@ pub enum BankError {
         want: usize,
         got: usize,
     },
+    /// The GPU failed (allocation, copy or launch).
+    Backend(String),
 }
 
 impl std::fmt::Display for BankError {
@@ -45,12 +47,42 @@ impl std::fmt::Display for BankError {
             BankError::Length { what, want, got } => {
                 write!(f, "Kalman bank: {what} has {got} values, needs {want}")
             }
+            BankError::Backend(s) => write!(f, "Kalman bank on the GPU: {s}"),
         }
     }
 }
 
+/// A bank of filters on one backend, stepped together; states are exchanged in the
+/// structure-of-arrays layout (element e of filter j at `e * M + j`).
+pub trait FilterBank: Send {
+    /// "cpu" or "cuda".
+    fn backend(&self) -> &'static str;
+    /// Filters in the bank.
+    fn filters(&self) -> usize;
+    /// Replace every state and covariance: `x` is n × M, `p` n·n × M.
+    fn load(&mut self, x: &[f32], p: &[f32]) -> Result<(), BankError>;
+    /// Every state and covariance, as [`FilterBank::load`] takes them.
+    fn read(&mut self) -> Result<(Vec<f32>, Vec<f32>), BankError>;
+    /// Predict every filter.
+    fn predict(&mut self) -> Result<(), BankError>;
+    /// Update every filter with its measurement (`z`: m × M); returns how many filters found
+    /// their innovation covariance not positive definite (left at their prediction).
+    fn update(&mut self, z: &[f32]) -> Result<usize, BankError>;
+    /// Predict and update in one pass over the state; returns as [`FilterBank::update`].
+    fn step(&mut self, z: &[f32]) -> Result<usize, BankError>;
+}
+
 impl BankModel {
-    fn check(&self) -> Result<(), BankError> {
+    /// The model as one array, F, Q, H, R in turn (the GPU kernel's layout).
+    pub fn packed(&self) -> Vec<f32> {
+        [&self.f, &self.q, &self.h, &self.r]
+            .iter()
+            .flat_map(|v| v.iter().copied())
+            .collect()
+    }
+
+    /// Check the sizes and values.
+    pub fn check(&self) -> Result<(), BankError> {
         let (n, m) = (self.n, self.m);
         if !(1..=MAX_N).contains(&n) || !(1..=MAX_M.min(n)).contains(&m) {
             return Err(BankError::Model(format!(
@@ -109,14 +141,7 @@ impl KalmanBank {
         let n = model.n;
         length("x0", x0.len(), n)?;
         length("p0", p0.len(), n * n)?;
-        let mut x = vec![0.0; n * filters];
-        let mut p = vec![0.0; n * n * filters];
-        for e in 0..n {
-            x[e * filters..(e + 1) * filters].fill(x0[e]);
-        }
-        for e in 0..n * n {
-            p[e * filters..(e + 1) * filters].fill(p0[e]);
-        }
+        let (x, p) = replicated(x0, p0, filters);
         Ok(Self {
             model,
             filters,
@@ -185,6 +210,40 @@ impl KalmanBank {
         Ok(())
     }
 
+    /// Predict and update every filter in one pass (the same arithmetic as `predict` then
+    /// `update`).
+    pub fn step(&mut self, z: &[f32]) -> Result<(), BankError> {
+        let (m, filters) = (self.model.m, self.filters);
+        length("z", z.len(), m * filters)?;
+        let model = self.model.clone();
+        let singular = std::sync::atomic::AtomicUsize::new(0);
+        self.for_each(|l, j| {
+            predict(&model, l);
+            let zj: [f32; MAX_M] =
+                std::array::from_fn(|i| if i < m { z[i * filters + j] } else { 0.0 });
+            if !update(&model, l, &zj) {
+                singular.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        self.singular = singular.into_inner();
+        Ok(())
+    }
+
+    /// Replace every state and covariance (structure of arrays).
+    pub fn load(&mut self, x: &[f32], p: &[f32]) -> Result<(), BankError> {
+        let n = self.model.n;
+        length("x", x.len(), n * self.filters)?;
+        length("p", p.len(), n * n * self.filters)?;
+        self.x.copy_from_slice(x);
+        self.p.copy_from_slice(p);
+        Ok(())
+    }
+
+    /// Every state and covariance (structure of arrays).
+    pub fn arrays(&self) -> (&[f32], &[f32]) {
+        (&self.x, &self.p)
+    }
+
     /// Run `step` on every filter's local copy, in parallel chunks, and store the results.
     fn for_each(&mut self, step: impl Fn(&mut Local, usize) + Sync) {
         let (n, filters) = (self.model.n, self.filters);
@@ -233,7 +292,52 @@ impl KalmanBank {
     }
 }
 
-fn length(what: &'static str, got: usize, want: usize) -> Result<(), BankError> {
+impl FilterBank for KalmanBank {
+    fn backend(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn filters(&self) -> usize {
+        self.filters
+    }
+
+    fn load(&mut self, x: &[f32], p: &[f32]) -> Result<(), BankError> {
+        KalmanBank::load(self, x, p)
+    }
+
+    fn read(&mut self) -> Result<(Vec<f32>, Vec<f32>), BankError> {
+        Ok((self.x.clone(), self.p.clone()))
+    }
+
+    fn predict(&mut self) -> Result<(), BankError> {
+        KalmanBank::predict(self);
+        Ok(())
+    }
+
+    fn update(&mut self, z: &[f32]) -> Result<usize, BankError> {
+        KalmanBank::update(self, z)?;
+        Ok(self.singular)
+    }
+
+    fn step(&mut self, z: &[f32]) -> Result<usize, BankError> {
+        KalmanBank::step(self, z)?;
+        Ok(self.singular)
+    }
+}
+
+/// A bank's starting arrays: every filter at `x0` (n values) and `p0` (n×n, row-major), in the
+/// structure-of-arrays layout.
+pub fn replicated(x0: &[f32], p0: &[f32], filters: usize) -> (Vec<f32>, Vec<f32>) {
+    let spread = |v: &[f32]| -> Vec<f32> {
+        v.iter()
+            .flat_map(|e| std::iter::repeat_n(*e, filters))
+            .collect()
+    };
+    (spread(x0), spread(p0))
+}
+
+/// Check a slice's length.
+pub fn length(what: &'static str, got: usize, want: usize) -> Result<(), BankError> {
     if got == want {
         Ok(())
     } else {

@@ -1,0 +1,208 @@
+//! The batched Kalman filter bank on the GPU (`kernels/kf.cu`, one thread per filter): the
+//! states and covariances stay resident on the device in the CPU twin's structure-of-arrays
+//! layout ([`crate::track::kalman::bank`]); each stage is one launch, and only the measurements
+//! go up and the count of singular updates comes back.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::{Gpu, err};
+use crate::error::BackendError;
+use crate::track::kalman::bank::{BankError, BankModel, FilterBank, length};
+
+/// The stages of one launch (`kernels/kf.cu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Predict = 1,
+    Update = 2,
+    Both = 3,
+}
+
+/// M filters resident on the GPU.
+pub struct CudaKalmanBank {
+    gpu: Arc<Gpu>,
+    kernel: CudaFunction,
+    n: usize,
+    m: usize,
+    filters: usize,
+    model: CudaSlice<f32>,
+    x: CudaSlice<f32>,
+    p: CudaSlice<f32>,
+    z: CudaSlice<f32>,
+    singular: CudaSlice<u32>,
+    /// Threads per block.
+    block: u32,
+}
+
+impl From<BackendError> for BankError {
+    fn from(e: BackendError) -> Self {
+        BankError::Backend(e.what)
+    }
+}
+
+impl CudaKalmanBank {
+    /// A bank of `filters` filters of `model`, each starting at `x0` (n) and `p0` (n×n).
+    pub fn new(
+        gpu: Arc<Gpu>,
+        model: &BankModel,
+        filters: usize,
+        x0: &[f32],
+        p0: &[f32],
+    ) -> Result<Self, BankError> {
+        model.check()?;
+        let (n, m) = (model.n, model.m);
+        length("x0", x0.len(), n)?;
+        length("p0", p0.len(), n * n)?;
+        if filters == 0 || filters > u32::MAX as usize {
+            return Err(BankError::Model(format!(
+                "{filters} filters (use 1 to {})",
+                u32::MAX
+            )));
+        }
+        let s = gpu.stream.clone();
+        let kernel = gpu.function("kf_bank")?;
+        let alloc = |len: usize| {
+            s.alloc_zeros::<f32>(len)
+                .map_err(err("allocating the bank"))
+        };
+        let mut bank = Self {
+            kernel,
+            n,
+            m,
+            filters,
+            model: s
+                .clone_htod(&model.packed())
+                .map_err(err("copying the model"))?,
+            x: alloc(n * filters)?,
+            p: alloc(n * n * filters)?,
+            z: alloc(m * filters)?,
+            singular: s
+                .alloc_zeros::<u32>(1)
+                .map_err(err("allocating the bank"))?,
+            block: crate::gpu::KF_BLOCK,
+            gpu,
+        };
+        let (x, p) = crate::track::kalman::bank::replicated(x0, p0, filters);
+        bank.load(&x, &p)?;
+        Ok(bank)
+    }
+
+    /// Threads per block (a multiple of 32, at most 1,024).
+    pub fn set_block(&mut self, block: u32) -> Result<(), BankError> {
+        if block == 0 || block % 32 != 0 || block > 1024 {
+            return Err(BankError::Model(format!(
+                "block of {block} threads (use a multiple of 32 up to 1024)"
+            )));
+        }
+        self.block = block;
+        Ok(())
+    }
+
+    /// Upload the measurements (m × M) for the next update.
+    pub fn put_measurements(&mut self, z: &[f32]) -> Result<(), BankError> {
+        length("z", z.len(), self.m * self.filters)?;
+        self.gpu
+            .stream
+            .memcpy_htod(z, &mut self.z)
+            .map_err(err("copying the measurements"))?;
+        Ok(())
+    }
+
+    /// Queue one launch of `stage` on the GPU's stream (the measurements already uploaded),
+    /// without waiting.
+    pub fn enqueue(&mut self, stage: Stage) -> Result<(), BankError> {
+        let s = self.gpu.stream.clone();
+        let cfg = LaunchConfig {
+            grid_dim: ((self.filters as u32).div_ceil(self.block), 1, 1),
+            block_dim: (self.block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (n, m, filters, stage) = (
+            self.n as i32,
+            self.m as i32,
+            self.filters as u32,
+            stage as i32,
+        );
+        let mut b = s.launch_builder(&self.kernel);
+        b.arg(&self.model)
+            .arg(&n)
+            .arg(&m)
+            .arg(&filters)
+            .arg(&stage)
+            .arg(&mut self.x)
+            .arg(&mut self.p)
+            .arg(&self.z)
+            .arg(&mut self.singular);
+        // SAFETY: the arguments match kf_bank's signature; x, p and z hold n, n·n and m values
+        // per filter and the grid covers `filters` threads (the rest return at once).
+        unsafe { b.launch(cfg) }.map_err(err("kf_bank"))?;
+        Ok(())
+    }
+
+    /// Launch `stage`, wait, and return the count of singular updates.
+    fn run(&mut self, stage: Stage) -> Result<usize, BankError> {
+        let s = self.gpu.stream.clone();
+        s.memset_zeros(&mut self.singular)
+            .map_err(err("clearing the count"))?;
+        self.enqueue(stage)?;
+        let mut count = [0u32];
+        s.memcpy_dtoh(&self.singular, &mut count)
+            .map_err(err("reading the count"))?;
+        s.synchronize().map_err(err("kf_bank"))?;
+        Ok(count[0] as usize)
+    }
+
+    /// Wait for everything queued.
+    pub fn synchronize(&self) -> Result<(), BankError> {
+        self.gpu.stream.synchronize().map_err(err("kf_bank"))?;
+        Ok(())
+    }
+}
+
+impl FilterBank for CudaKalmanBank {
+    fn backend(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn filters(&self) -> usize {
+        self.filters
+    }
+
+    fn load(&mut self, x: &[f32], p: &[f32]) -> Result<(), BankError> {
+        length("x", x.len(), self.n * self.filters)?;
+        length("p", p.len(), self.n * self.n * self.filters)?;
+        let s = self.gpu.stream.clone();
+        s.memcpy_htod(x, &mut self.x)
+            .map_err(err("copying the states"))?;
+        s.memcpy_htod(p, &mut self.p)
+            .map_err(err("copying the covariances"))?;
+        self.synchronize()
+    }
+
+    fn read(&mut self) -> Result<(Vec<f32>, Vec<f32>), BankError> {
+        let s = self.gpu.stream.clone();
+        let mut x = vec![0.0f32; self.n * self.filters];
+        let mut p = vec![0.0f32; self.n * self.n * self.filters];
+        s.memcpy_dtoh(&self.x, &mut x)
+            .map_err(err("reading the states"))?;
+        s.memcpy_dtoh(&self.p, &mut p)
+            .map_err(err("reading the covariances"))?;
+        self.synchronize()?;
+        Ok((x, p))
+    }
+
+    fn predict(&mut self) -> Result<(), BankError> {
+        self.run(Stage::Predict).map(|_| ())
+    }
+
+    fn update(&mut self, z: &[f32]) -> Result<usize, BankError> {
+        self.put_measurements(z)?;
+        self.run(Stage::Update)
+    }
+
+    fn step(&mut self, z: &[f32]) -> Result<usize, BankError> {
+        self.put_measurements(z)?;
+        self.run(Stage::Both)
+    }
+}
