@@ -7,26 +7,17 @@
 // e * M + j, so the threads of a warp (one filter each) read consecutive words. The model is one
 // float array: F (n×n), Q (n×n), H (m×n), R (m×m), row-major, read by every thread (a broadcast).
 // Stages: 1 predict (x = F x, P = F P Fᵀ + Q), 2 update (Joseph form with a Cholesky solve of the
-// innovation covariance), 3 both in one pass over the state. Every covariance is symmetrised
-// after each stage. A filter whose innovation covariance is not positive definite keeps its
-// prediction and is counted.
+// innovation covariance), 3 both in one pass over the state. P is read from its upper triangle,
+// and each stage computes the upper triangle of the new P and mirrors it (the result is
+// symmetric by construction, and few values are live at once: without that the 6-state kernel
+// needed 255 registers a thread and ran at half the memory bandwidth). A filter whose
+// innovation covariance is not positive definite keeps its prediction and is counted.
 
 #define KF_STAGE_PREDICT 1
 #define KF_STAGE_UPDATE 2
 
-template <int N>
-__device__ __forceinline__ void kf_symmetrise(float (&p)[N][N]) {
-#pragma unroll
-    for (int r = 0; r < N; ++r) {
-#pragma unroll
-        for (int c = 0; c < r; ++c) {
-            float v = 0.5f * (p[r][c] + p[c][r]);
-            p[r][c] = v;
-            p[c][r] = v;
-        }
-    }
-}
-
+// x = F x; P = F P Fᵀ + Q, a row at a time (row r of F P, then the upper triangle's row r of
+// (F P) Fᵀ + Q, mirrored below), so that only P, the new P and one row are live at once.
 template <int N>
 __device__ __forceinline__ void kf_predict_local(const float* __restrict__ f,
                                                  const float* __restrict__ q, float (&x)[N],
@@ -39,37 +30,55 @@ __device__ __forceinline__ void kf_predict_local(const float* __restrict__ f,
         for (int c = 0; c < N; ++c) acc += f[r * N + c] * x[c];
         xn[r] = acc;
     }
-    float fp[N][N];
+    float pn[N][N];
 #pragma unroll
     for (int r = 0; r < N; ++r) {
+        float fp[N];
 #pragma unroll
         for (int c = 0; c < N; ++c) {
             float acc = 0.0f;
 #pragma unroll
             for (int k = 0; k < N; ++k) acc += f[r * N + k] * p[k][c];
-            fp[r][c] = acc;
+            fp[c] = acc;
+        }
+#pragma unroll
+        for (int c = r; c < N; ++c) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < N; ++k) acc += fp[k] * f[c * N + k];
+            pn[r][c] = acc + q[r * N + c];
+            pn[c][r] = pn[r][c];
         }
     }
 #pragma unroll
     for (int r = 0; r < N; ++r) {
-#pragma unroll
-        for (int c = 0; c < N; ++c) {
-            float acc = 0.0f;
-#pragma unroll
-            for (int k = 0; k < N; ++k) acc += fp[r][k] * f[c * N + k];
-            p[r][c] = acc + q[r * N + c];
-        }
         x[r] = xn[r];
+#pragma unroll
+        for (int c = 0; c < N; ++c) p[r][c] = pn[r][c];
     }
-    kf_symmetrise<N>(p);
 }
 
-// The Joseph-form update; false (state untouched) where S is not positive definite.
+// Row c of A = I − W H.
+template <int N, int M>
+__device__ __forceinline__ void kf_a_row(const float (&w)[N][M], const float* __restrict__ h,
+                                         int c, float (&a)[N]) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+        float wh = 0.0f;
+#pragma unroll
+        for (int i = 0; i < M; ++i) wh += w[c][i] * h[i * N + k];
+        a[k] = (c == k ? 1.0f : 0.0f) - wh;
+    }
+}
+
+// The Joseph-form update, P = A P Aᵀ + W R Wᵀ with A = I − W H, its upper triangle a row at a
+// time and mirrored below; false (state untouched) where S is not positive definite.
 template <int N, int M>
 __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
                                                 const float* __restrict__ rm, const float (&z)[M],
                                                 float (&x)[N], float (&p)[N][N]) {
-    float pht[N][M];
+    // W starts as P Hᵀ and is solved in place, row by row.
+    float w[N][M];
 #pragma unroll
     for (int r = 0; r < N; ++r) {
 #pragma unroll
@@ -77,7 +86,7 @@ __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
             float acc = 0.0f;
 #pragma unroll
             for (int k = 0; k < N; ++k) acc += p[r][k] * h[c * N + k];
-            pht[r][c] = acc;
+            w[r][c] = acc;
         }
     }
     float s[M][M];
@@ -87,7 +96,7 @@ __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
         for (int c = 0; c < M; ++c) {
             float acc = 0.0f;
 #pragma unroll
-            for (int k = 0; k < N; ++k) acc += h[r * N + k] * pht[k][c];
+            for (int k = 0; k < N; ++k) acc += h[r * N + k] * w[k][c];
             s[r][c] = acc + rm[r * M + c];
         }
     }
@@ -114,7 +123,6 @@ __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
         }
     }
     // W = P Hᵀ S⁻¹, row by row.
-    float w[N][M];
 #pragma unroll
     for (int r = 0; r < N; ++r) {
         float y[M];
@@ -123,7 +131,7 @@ __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
             float acc = 0.0f;
 #pragma unroll
             for (int k = 0; k < i; ++k) acc += l[i][k] * y[k];
-            y[i] = (pht[r][i] - acc) / l[i][i];
+            y[i] = (w[r][i] - acc) / l[i][i];
         }
 #pragma unroll
         for (int i = M - 1; i >= 0; --i) {
@@ -150,54 +158,46 @@ __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
         for (int i = 0; i < M; ++i) acc += w[r][i] * innov[i];
         x[r] += acc;
     }
-    // A = I − W H; P = A P Aᵀ + W R Wᵀ.
-    float a[N][N];
+    float pn[N][N];
 #pragma unroll
     for (int r = 0; r < N; ++r) {
-#pragma unroll
-        for (int c = 0; c < N; ++c) {
-            float wh = 0.0f;
-#pragma unroll
-            for (int i = 0; i < M; ++i) wh += w[r][i] * h[i * N + c];
-            a[r][c] = (r == c ? 1.0f : 0.0f) - wh;
-        }
-    }
-    float ap[N][N];
-#pragma unroll
-    for (int r = 0; r < N; ++r) {
+        float ar[N];
+        kf_a_row<N, M>(w, h, r, ar);
+        float ap[N];
 #pragma unroll
         for (int c = 0; c < N; ++c) {
             float acc = 0.0f;
 #pragma unroll
-            for (int k = 0; k < N; ++k) acc += a[r][k] * p[k][c];
-            ap[r][c] = acc;
+            for (int k = 0; k < N; ++k) acc += ar[k] * p[k][c];
+            ap[c] = acc;
         }
-    }
-    float wr[N][M];
-#pragma unroll
-    for (int r = 0; r < N; ++r) {
+        float wr[M];
 #pragma unroll
         for (int c = 0; c < M; ++c) {
             float acc = 0.0f;
 #pragma unroll
             for (int k = 0; k < M; ++k) acc += w[r][k] * rm[k * M + c];
-            wr[r][c] = acc;
+            wr[c] = acc;
+        }
+#pragma unroll
+        for (int c = r; c < N; ++c) {
+            float ac[N];
+            kf_a_row<N, M>(w, h, c, ac);
+            float apat = 0.0f;
+#pragma unroll
+            for (int k = 0; k < N; ++k) apat += ap[k] * ac[k];
+            float wrw = 0.0f;
+#pragma unroll
+            for (int k = 0; k < M; ++k) wrw += wr[k] * w[c][k];
+            pn[r][c] = apat + wrw;
+            pn[c][r] = pn[r][c];
         }
     }
 #pragma unroll
     for (int r = 0; r < N; ++r) {
 #pragma unroll
-        for (int c = 0; c < N; ++c) {
-            float apat = 0.0f;
-#pragma unroll
-            for (int k = 0; k < N; ++k) apat += ap[r][k] * a[c][k];
-            float wrw = 0.0f;
-#pragma unroll
-            for (int k = 0; k < M; ++k) wrw += wr[r][k] * w[c][k];
-            p[r][c] = apat + wrw;
-        }
+        for (int c = 0; c < N; ++c) p[r][c] = pn[r][c];
     }
-    kf_symmetrise<N>(p);
     return true;
 }
 
@@ -210,10 +210,14 @@ __device__ __forceinline__ bool kf_run(const float* __restrict__ model, size_t f
     float p[N][N];
 #pragma unroll
     for (int e = 0; e < N; ++e) x[e] = xs[e * filters + j];
+    // P is read from its upper triangle (the bank keeps it symmetric).
 #pragma unroll
     for (int r = 0; r < N; ++r) {
 #pragma unroll
-        for (int c = 0; c < N; ++c) p[r][c] = ps[(r * N + c) * filters + j];
+        for (int c = r; c < N; ++c) {
+            p[r][c] = ps[(r * N + c) * filters + j];
+            p[c][r] = p[r][c];
+        }
     }
     const float* f = model;
     const float* q = model + N * N;
@@ -238,31 +242,34 @@ __device__ __forceinline__ bool kf_run(const float* __restrict__ model, size_t f
     return ok;
 }
 
-#define KF_CASE(N, M)                                                                          \
-    case N * 4 + M:                                                                            \
-        ok = kf_run<N, M>(model, filters, j, stage, xs, ps, zs);                               \
-        break;
-
-// One thread per filter; `singular` counts the filters whose update found S not positive
-// definite (one atomic per warp).
-extern "C" __global__ void kf_bank(const float* __restrict__ model, int n, int m,
-                                   unsigned int filters_u, int stage, float* __restrict__ xs,
-                                   float* __restrict__ ps, const float* __restrict__ zs,
-                                   unsigned int* __restrict__ singular) {
-    size_t filters = filters_u;
-    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    bool ok = true;
-    if (j < filters) {
-        switch (n * 4 + m) {
-            KF_CASE(1, 1)
-            KF_CASE(2, 1) KF_CASE(2, 2)
-            KF_CASE(3, 1) KF_CASE(3, 2) KF_CASE(3, 3)
-            KF_CASE(4, 1) KF_CASE(4, 2) KF_CASE(4, 3)
-            KF_CASE(5, 1) KF_CASE(5, 2) KF_CASE(5, 3)
-            KF_CASE(6, 1) KF_CASE(6, 2) KF_CASE(6, 3)
-            default: break;
-        }
+// One thread per filter, one kernel per (n, m) (each with its own registers); `singular` counts
+// the filters whose update found S not positive definite (one atomic per warp). The 6-state
+// kernels are held to blocks of at most 128 threads, 5 an SM (at most 102 registers a thread,
+// a few bytes spilled, for 25 % more warps to hide the memory latency).
+#define KF_KERNEL(N, M, MAX_BLOCK, MIN_BLOCKS)                                                 \
+    extern "C" __global__ void __launch_bounds__(MAX_BLOCK, MIN_BLOCKS) kf_bank_##N##_##M(     \
+        const float* __restrict__ model, unsigned int filters_u, int stage,                    \
+        float* __restrict__ xs, float* __restrict__ ps, const float* __restrict__ zs,          \
+        unsigned int* __restrict__ singular) {                                                 \
+        size_t filters = filters_u;                                                            \
+        size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                              \
+        bool ok = j >= filters || kf_run<N, M>(model, filters, j, stage, xs, ps, zs);          \
+        unsigned int bad = __ballot_sync(0xffffffffu, !ok);                                    \
+        if (bad != 0 && (threadIdx.x & 31) == 0) atomicAdd(singular, __popc(bad));             \
     }
-    unsigned int bad = __ballot_sync(0xffffffffu, !ok);
-    if (bad != 0 && (threadIdx.x & 31) == 0) atomicAdd(singular, __popc(bad));
-}
+
+KF_KERNEL(1, 1, 1024, 1)
+KF_KERNEL(2, 1, 1024, 1)
+KF_KERNEL(2, 2, 1024, 1)
+KF_KERNEL(3, 1, 1024, 1)
+KF_KERNEL(3, 2, 1024, 1)
+KF_KERNEL(3, 3, 1024, 1)
+KF_KERNEL(4, 1, 1024, 1)
+KF_KERNEL(4, 2, 1024, 1)
+KF_KERNEL(4, 3, 1024, 1)
+KF_KERNEL(5, 1, 1024, 1)
+KF_KERNEL(5, 2, 1024, 1)
+KF_KERNEL(5, 3, 1024, 1)
+KF_KERNEL(6, 1, 128, 5)
+KF_KERNEL(6, 2, 128, 5)
+KF_KERNEL(6, 3, 128, 5)

@@ -1263,3 +1263,76 @@ fn fresh_seed() -> u32 {
     eprintln!("seed {seed} (SONOTRACK_TEST_SEED={seed} repeats this run)");
     seed
 }
+
+/// Worst difference of smoothed states: means relative to max(|x|, 1), covariances normwise.
+fn smoothed_diff(
+    a: &[sonotrack::track::smooth::Smoothed],
+    b: &[sonotrack::track::smooth::Smoothed],
+) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let dx = (&x.x - &y.x).norm() / x.x.norm().max(1.0);
+            let dp = match (&x.p, &y.p) {
+                (Some(p), Some(q)) => (p - q).norm() / p.norm().max(1e-300),
+                (None, None) => 0.0,
+                _ => f64::INFINITY,
+            };
+            dx.max(dp)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The GPU's parallel-in-time smoother (`kernels/smooth.cu`) equals sequential RTS (the Kalman
+/// issue's seed 002, checklist item 7) on the seed's scenario, fresh runs, for lengths 1, 63,
+/// 64, 65, 65,537 (means and covariances) and 2^20 (means), to 1e-10 in f64.
+#[test]
+fn gpu_scan_smoother_equals_sequential_rts() {
+    use sonotrack::testing::kalman::seed_records;
+    use sonotrack::track::smooth::{Covariance, rts};
+    if !cuda_present() {
+        return;
+    }
+    let run = fresh_seed();
+    for (n, cov) in [
+        (1usize, Covariance::Smooth),
+        (63, Covariance::Smooth),
+        (64, Covariance::Smooth),
+        (65, Covariance::Smooth),
+        (65_537, Covariance::Smooth),
+        (1 << 20, Covariance::Skip),
+    ] {
+        let (_, recs) = seed_records(run, n);
+        let want = rts::smooth(&recs, cov).unwrap();
+        let got = gpu::smooth_tracks(&[recs], cov).unwrap();
+        let worst = smoothed_diff(&want, &got[0]);
+        eprintln!("scan smoother, N = {n} ({cov:?}): worst difference {worst:.1e}");
+        assert!(worst < 1e-10, "N = {n}: {worst:e}");
+    }
+}
+
+/// Many tracks of different lengths in one GPU scan each equal their own sequential RTS (a
+/// track's terminal element cuts it off from the next).
+#[test]
+fn gpu_scan_smoother_keeps_tracks_apart() {
+    use sonotrack::testing::kalman::seed_records;
+    use sonotrack::track::smooth::{Covariance, rts};
+    if !cuda_present() {
+        return;
+    }
+    let run = fresh_seed();
+    let lengths = [1usize, 2, 64, 65, 300, 4097, 7, 0, 129];
+    let tracks: Vec<_> = lengths
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| seed_records(run + i as u32, n).1)
+        .collect();
+    let got = gpu::smooth_tracks(&tracks, Covariance::Smooth).unwrap();
+    assert_eq!(got.len(), tracks.len());
+    for (t, g) in tracks.iter().zip(&got) {
+        let want = rts::smooth(t, Covariance::Smooth).unwrap();
+        let worst = smoothed_diff(&want, g);
+        assert!(worst < 1e-10, "track of {}: {worst:e}", t.len());
+    }
+}

@@ -157,9 +157,11 @@ fn cuda_rows(opts: &BenchOptions) -> Result<Vec<Row>> {
     for (axes, name) in [(3, "CV-3D"), (2, "CV-2D")] {
         let model = cv_model(axes);
         for &m in &pick(sizes, &[]) {
-            let s = crate::gpu::kalman_kernel_time(&model, m, block, true)?;
+            let Some(s) = crate::gpu::kalman_kernel_time(&model, m, block, true)? else {
+                continue;
+            };
             rows.push(row(
-                format!("{m} filters, {name} predict+update, block {}", block),
+                format!("{m} filters, {name} predict+update, block {block}"),
                 s,
                 m,
                 &model,
@@ -170,7 +172,10 @@ fn cuda_rows(opts: &BenchOptions) -> Result<Vec<Row>> {
     let model = cv_model(3);
     for &m in sizes.iter().filter(|m| [262_144, 16_777_216].contains(*m)) {
         for block in BLOCKS {
-            let s = crate::gpu::kalman_kernel_time(&model, m, block, true)?;
+            let Some(s) = crate::gpu::kalman_kernel_time(&model, m, block, true)? else {
+                eprintln!("kf: blocks of {block} threads need more registers than a block has");
+                continue;
+            };
             rows.push(row(
                 format!("{m} filters, CV-3D predict+update, block sweep {block}"),
                 s,
@@ -180,6 +185,7 @@ fn cuda_rows(opts: &BenchOptions) -> Result<Vec<Row>> {
             ));
         }
     }
+    rows.push(scan_row()?);
     let c = crate::gpu::kalman_crossover(&model)?;
     for p in &c.points {
         rows.push(row(
@@ -206,4 +212,30 @@ fn cuda_rows(opts: &BenchOptions) -> Result<Vec<Row>> {
         c.size.map_or("none".into(), |s| format!("{s} filters"))
     );
     Ok(rows)
+}
+
+/// Tracks and steps of the scan smoother's row (the Kalman issue's figure).
+const SCAN_TRACKS: usize = 1024;
+const SCAN_STEPS: usize = 4096;
+
+/// The GPU's parallel-in-time smoother over [`SCAN_TRACKS`] tracks of [`SCAN_STEPS`] steps
+/// (the seed's 2-D constant-velocity scenario, n = 4, means and covariances), device time of
+/// the scan with the elements on the device.
+fn scan_row() -> Result<Row> {
+    let (_, recs) = crate::testing::kalman::seed_records(1, SCAN_STEPS);
+    let s = crate::gpu::smooth_scan_time(&recs, SCAN_TRACKS)?;
+    let count = SCAN_TRACKS * SCAN_STEPS;
+    Ok(Row {
+        stage: "smooth-scan".into(),
+        backend: "cuda".into(),
+        params: format!(
+            "{SCAN_TRACKS} tracks x {SCAN_STEPS} steps, CV-2D (n = 4), f64, means and covariances"
+        ),
+        median_us: s * 1e6,
+        per_unit: s * 1e9 / count as f64,
+        unit: "ns/step".into(),
+        gb_s: None,
+        wall_us: None,
+        reps: 10,
+    })
 }

@@ -6,6 +6,7 @@ use crate::error::{BackendError, Error, Result};
 use crate::gpu::spec::GpuSpec;
 use crate::track::kalman::bank::{BankModel, FilterBank, KalmanBank};
 use crate::track::kalman::crossover::Crossover;
+use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::{FilterParams, ParticleFilter};
 
 const WHY: &str = "built without the `cuda` feature";
@@ -70,6 +71,14 @@ pub fn kalman_kernel_time(
     _filters: usize,
     _block: u32,
     _both: bool,
-) -> Result<f64> {
+) -> Result<Option<f64>> {
+    Err(not_compiled())
+}
+
+pub fn smooth_tracks(_tracks: &[Vec<Record>], _cov: Covariance) -> Result<Vec<Vec<Smoothed>>> {
+    Err(not_compiled())
+}
+
+pub fn smooth_scan_time(_track: &[Record], _tracks: usize) -> Result<f64> {
     Err(not_compiled())
 }

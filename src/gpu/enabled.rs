@@ -9,6 +9,7 @@ use crate::gpu::cuda;
 use crate::gpu::spec::{GpuSpec, fp32_lanes_per_sm};
 use crate::track::kalman::bank::{BankModel, FilterBank, KalmanBank};
 use crate::track::kalman::crossover::{self, Crossover};
+use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::{FilterParams, ParticleFilter};
 
 fn unavailable(why: String) -> Error {
@@ -148,15 +149,19 @@ pub fn kalman_bank_auto(
 
 /// Median device time (seconds, event-timed) of one launch of the bank kernel over `filters`
 /// filters of `model` with `block` threads per block; `both`: predict and update in one launch,
-/// else an update alone.
+/// else an update alone. None where the kernel cannot run blocks that large (its registers).
 pub fn kalman_kernel_time(
     model: &BankModel,
     filters: usize,
     block: u32,
     both: bool,
-) -> Result<f64> {
+) -> Result<Option<f64>> {
     let (x0, p0) = unit_start(model.n);
     let mut bank = cuda_bank(model, filters, &x0, &p0)?;
+    let (max, _) = bank.limits().map_err(bank_error)?;
+    if block > max {
+        return Ok(None);
+    }
     bank.set_block(block).map_err(bank_error)?;
     let z: Vec<f32> = (0..model.m * filters)
         .map(|i| (i % 7) as f32 * 0.1)
@@ -171,6 +176,94 @@ pub fn kalman_kernel_time(
     cuda::median_event_time(&g, || {
         bank.enqueue(stage)
             .map_err(|e| BackendError::new("cuda", e.to_string()))
+    })
+    .map(Some)
+    .map_err(Error::Backend)
+}
+
+/// The parallel-in-time RTS smoother over many tracks at once: the elements built here (in
+/// parallel), the scan on the GPU, one result per record of each track.
+pub fn smooth_tracks(tracks: &[Vec<Record>], cov: Covariance) -> Result<Vec<Vec<Smoothed>>> {
+    use rayon::prelude::*;
+    let n = match tracks.iter().find_map(|t| t.first()) {
+        Some(r) => r.x.len(),
+        None => return Ok(tracks.iter().map(|_| Vec::new()).collect()),
+    };
+    if tracks.iter().flatten().any(|r| r.x.len() != n) {
+        return Err(Error::Usage(
+            "the GPU smoother takes tracks of one state size at a time".into(),
+        ));
+    }
+    let elems: Vec<Vec<_>> = tracks
+        .par_iter()
+        .map(|t| crate::track::smooth::scan::elements(t, cov))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::Usage(format!("smoothing: {e}")))?;
+    let count: usize = elems.iter().map(Vec::len).sum();
+    let mut host = Vec::with_capacity(count * cuda::smooth::element_len(n));
+    for e in &elems {
+        cuda::smooth::pack(e, n, &mut host);
+    }
+    let gpu = cuda::gpu().map_err(unavailable)?;
+    let kernels = cuda::smooth::ScanKernels::new(gpu.clone()).map_err(Error::Backend)?;
+    let s = gpu.stream.clone();
+    let mut buf = s
+        .clone_htod(&host)
+        .map_err(cuda::err("copying the smoother's elements"))
+        .map_err(Error::Backend)?;
+    kernels
+        .suffix_scan(n, &mut buf, count)
+        .map_err(Error::Backend)?;
+    s.memcpy_dtoh(&buf, &mut host)
+        .map_err(cuda::err("reading the smoothed states"))
+        .map_err(Error::Backend)?;
+    s.synchronize()
+        .map_err(cuda::err("the smoother's scan"))
+        .map_err(Error::Backend)?;
+    let mut k = 0;
+    Ok(elems
+        .iter()
+        .map(|e| {
+            (0..e.len())
+                .map(|_| {
+                    let (x, p) = cuda::smooth::unpack(&host, n, k);
+                    k += 1;
+                    Smoothed {
+                        x,
+                        p: (cov == Covariance::Smooth).then_some(p),
+                    }
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// Median device time (seconds, event-timed) of the GPU scan over `tracks` copies of one
+/// track's elements laid end to end (the elements already on the device).
+pub fn smooth_scan_time(track: &[Record], tracks: usize) -> Result<f64> {
+    let n = track.first().map_or(0, |r| r.x.len());
+    let elems = crate::track::smooth::scan::elements(track, Covariance::Smooth)
+        .map_err(|e| Error::Usage(format!("smoothing: {e}")))?;
+    let mut one = Vec::new();
+    cuda::smooth::pack(&elems, n, &mut one);
+    let host: Vec<f64> = std::iter::repeat_n(one.as_slice(), tracks)
+        .flatten()
+        .copied()
+        .collect();
+    let gpu = cuda::gpu().map_err(unavailable)?;
+    let kernels = cuda::smooth::ScanKernels::new(gpu.clone()).map_err(Error::Backend)?;
+    let s = gpu.stream.clone();
+    let src = s
+        .clone_htod(&host)
+        .map_err(cuda::err("copying the smoother's elements"))
+        .map_err(Error::Backend)?;
+    let mut buf = src.clone();
+    let count = elems.len() * tracks;
+    cuda::median_event_time(&gpu, || {
+        // Each run scans the same elements afresh.
+        s.memcpy_dtod(&src, &mut buf)
+            .map_err(cuda::err("restoring the elements"))?;
+        kernels.suffix_scan(n, &mut buf, count)
     })
     .map_err(Error::Backend)
 }

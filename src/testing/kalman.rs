@@ -6,7 +6,8 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::rng::philox::{normals4, philox4x32_10};
 use crate::track::kalman::bank::{BankError, BankModel, FilterBank};
-use crate::track::smooth::kalman::{LinearModel, symmetric, update as update64};
+use crate::track::smooth::Record;
+use crate::track::smooth::kalman::{LinearModel, filter, symmetric, update as update64};
 
 /// Standard normal number `i` of stream `s`.
 pub fn normal(s: u32, i: usize) -> f64 {
@@ -181,4 +182,63 @@ pub fn max_rel_diff(a: &[f32], b: &[f32]) -> f64 {
         .zip(b)
         .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
     f64::from(worst / scale)
+}
+
+/// Standard normals for run `run`, step `k`: (process noise 2, measurement noise 2).
+pub fn seed_noise(run: u32, k: usize) -> [f64; 4] {
+    normals4(philox4x32_10([k as u32, run, 0, 0], [0x5eed, 2])).map(f64::from)
+}
+
+/// A run of the seed 002 scenario (a 2-D constant-velocity target, T = 1 s, q = 0.1 m²/s³, R =
+/// 10 m² per axis, initial velocity (10, 5) m/s): the true states and the measurements.
+pub fn seed_scenario(
+    m: &LinearModel,
+    run: u32,
+    steps: usize,
+) -> (Vec<DVector<f64>>, Vec<DVector<f64>>) {
+    let q_chol = m.q.clone().cholesky().map(|c| c.l());
+    let mut x = DVector::from_vec(vec![0.0, 0.0, 10.0, 5.0]);
+    let (mut truth, mut zs) = (Vec::new(), Vec::new());
+    for k in 0..steps {
+        let w = seed_noise(run, k);
+        if k > 0 {
+            // Process noise through Q's Cholesky factor (its two axes are independent).
+            let mut v = DVector::zeros(4);
+            if let Some(l) = &q_chol {
+                let u = DVector::from_vec(vec![
+                    w[0],
+                    w[1],
+                    seed_noise(run + 1000, k)[0],
+                    seed_noise(run + 1000, k)[1],
+                ]);
+                v = l * u;
+            }
+            x = &m.f * &x + v;
+        }
+        let z = &m.h * &x + DVector::from_vec(vec![w[2], w[3]]) * m.r[(0, 0)].sqrt();
+        truth.push(x.clone());
+        zs.push(z);
+    }
+    (truth, zs)
+}
+
+/// The seed 002 scenario's model.
+pub fn seed_model() -> LinearModel {
+    LinearModel::constant_velocity(2, 1.0, 0.1, 10.0)
+}
+
+/// Its prior: P₀ = diag(100, 100, 25, 25).
+pub fn seed_prior() -> (DVector<f64>, DMatrix<f64>) {
+    (
+        DVector::from_vec(vec![0.0, 0.0, 10.0, 5.0]),
+        DMatrix::from_diagonal(&DVector::from_vec(vec![100.0, 100.0, 25.0, 25.0])),
+    )
+}
+
+/// Run `run` of `steps` steps: the true states and the forward filter's records.
+pub fn seed_records(run: u32, steps: usize) -> (Vec<DVector<f64>>, Vec<Record>) {
+    let m = seed_model();
+    let (truth, zs) = seed_scenario(&m, run, steps);
+    let (x0, p0) = seed_prior();
+    (truth, filter(&m, &x0, &p0, &zs).unwrap())
 }

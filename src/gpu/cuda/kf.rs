@@ -1,4 +1,5 @@
-//! The batched Kalman filter bank on the GPU (`kernels/kf.cu`, one thread per filter): the
+//! The batched Kalman filter bank on the GPU (`kernels/kf.cu`, one thread per filter, one
+//! kernel per model size): the
 //! states and covariances stay resident on the device in the CPU twin's structure-of-arrays
 //! layout ([`crate::track::kalman::bank`]); each stage is one launch, and only the measurements
 //! go up and the count of singular updates comes back.
@@ -61,7 +62,7 @@ impl CudaKalmanBank {
             )));
         }
         let s = gpu.stream.clone();
-        let kernel = gpu.function("kf_bank")?;
+        let kernel = gpu.function(&format!("kf_bank_{n}_{m}"))?;
         let alloc = |len: usize| {
             s.alloc_zeros::<f32>(len)
                 .map_err(err("allocating the bank"))
@@ -88,11 +89,28 @@ impl CudaKalmanBank {
         Ok(bank)
     }
 
-    /// Threads per block (a multiple of 32, at most 1,024).
+    /// The largest block the kernel can run with (its registers decide) and its registers per
+    /// thread.
+    pub fn limits(&self) -> Result<(u32, u32), BankError> {
+        use cudarc::driver::sys::CUfunction_attribute_enum as A;
+        let max = self
+            .kernel
+            .get_attribute(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+            .map_err(err("reading kf_bank's limits"))?;
+        let regs = self
+            .kernel
+            .num_regs()
+            .map_err(err("reading kf_bank's registers"))?;
+        Ok((max.max(0) as u32, regs.max(0) as u32))
+    }
+
+    /// Threads per block: a multiple of 32 up to [`CudaKalmanBank::limits`]' largest.
     pub fn set_block(&mut self, block: u32) -> Result<(), BankError> {
-        if block == 0 || block % 32 != 0 || block > 1024 {
+        let (max, regs) = self.limits()?;
+        if block == 0 || block % 32 != 0 || block > max {
             return Err(BankError::Model(format!(
-                "block of {block} threads (use a multiple of 32 up to 1024)"
+                "block of {block} threads (use a multiple of 32 up to {max}: kf_bank uses {regs} \
+                 registers a thread)"
             )));
         }
         self.block = block;
@@ -118,23 +136,16 @@ impl CudaKalmanBank {
             block_dim: (self.block, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (n, m, filters, stage) = (
-            self.n as i32,
-            self.m as i32,
-            self.filters as u32,
-            stage as i32,
-        );
+        let (filters, stage) = (self.filters as u32, stage as i32);
         let mut b = s.launch_builder(&self.kernel);
         b.arg(&self.model)
-            .arg(&n)
-            .arg(&m)
             .arg(&filters)
             .arg(&stage)
             .arg(&mut self.x)
             .arg(&mut self.p)
             .arg(&self.z)
             .arg(&mut self.singular);
-        // SAFETY: the arguments match kf_bank's signature; x, p and z hold n, n·n and m values
+        // SAFETY: the arguments match kf_bank_N_M's signature (this bank's n and m); x, p and z hold n, n·n and m values
         // per filter and the grid covers `filters` threads (the rest return at once).
         unsafe { b.launch(cfg) }.map_err(err("kf_bank"))?;
         Ok(())

@@ -19,6 +19,7 @@ pub mod gcc;
 pub mod host;
 pub mod kf;
 pub mod pf;
+pub mod smooth;
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../../../kernels/pf.cu"),
     "\n",
     include_str!("../../../kernels/kf.cu"),
+    "\n",
+    include_str!("../../../kernels/smooth.cu"),
 );
 
 /// NVRTC options; part of the cache key.

@@ -3,7 +3,9 @@
 //! z = H x + ω, R), state resident in structure-of-arrays f32 — element e of filter j at
 //! `e * M + j`, so a lane (or a GPU thread) per filter reads consecutive words — and one call
 //! per stage for all of them. The update is the Joseph form with a Cholesky solve of the
-//! innovation covariance, and every covariance is symmetrised after each stage. The CPU path
+//! innovation covariance. P is read from its upper triangle, and each stage computes the new
+//! P's upper triangle a row at a time and mirrors it, so every covariance is symmetric by
+//! construction (the GPU kernel, `kernels/kf.cu`, does the same in the same order). The CPU path
 //! spreads the filters over the cores in chunks; the f64 reference is
 //! [`crate::track::smooth::kalman`].
 
@@ -259,10 +261,12 @@ impl KalmanBank {
                             x: std::array::from_fn(
                                 |e| if e < n { x[e * filters + j] } else { 0.0 },
                             ),
+                            // P is read from its upper triangle (kept symmetric).
                             p: std::array::from_fn(|r| {
                                 std::array::from_fn(|c| {
-                                    if r < n && c < n {
-                                        p[(r * n + c) * filters + j]
+                                    let (a, b) = (r.min(c), r.max(c));
+                                    if b < n {
+                                        p[(a * n + b) * filters + j]
                                     } else {
                                         0.0
                                     }
@@ -345,7 +349,8 @@ pub fn length(what: &'static str, got: usize, want: usize) -> Result<(), BankErr
     }
 }
 
-/// x = F x, P = F P Fᵀ + Q (symmetrised).
+/// x = F x, P = F P Fᵀ + Q: a row of F P at a time, then that row of the new P's upper
+/// triangle, mirrored below (the kernel's order, so that the two agree bit for bit).
 fn predict(model: &BankModel, l: &mut Local) {
     let n = model.n;
     let f = |r: usize, c: usize| model.f[r * n + c];
@@ -353,24 +358,39 @@ fn predict(model: &BankModel, l: &mut Local) {
     for (r, xr) in x.iter_mut().enumerate().take(n) {
         *xr = (0..n).map(|c| f(r, c) * l.x[c]).sum();
     }
-    // FP, then (FP) Fᵀ + Q.
-    let mut fp = [[0.0f32; MAX_N]; MAX_N];
-    for r in 0..n {
-        for c in 0..n {
-            fp[r][c] = (0..n).map(|k| f(r, k) * l.p[k][c]).sum();
-        }
-    }
     let mut p = [[0.0f32; MAX_N]; MAX_N];
     for r in 0..n {
-        for c in 0..n {
-            p[r][c] = (0..n).map(|k| fp[r][k] * f(c, k)).sum::<f32>() + model.q[r * n + c];
+        let fp: [f32; MAX_N] = std::array::from_fn(|c| {
+            if c < n {
+                (0..n).map(|k| f(r, k) * l.p[k][c]).sum()
+            } else {
+                0.0
+            }
+        });
+        for c in r..n {
+            p[r][c] = (0..n).map(|k| fp[k] * f(c, k)).sum::<f32>() + model.q[r * n + c];
+            p[c][r] = p[r][c];
         }
     }
     l.x = x;
-    l.p = symmetrised(&p, n);
+    l.p = p;
 }
 
-/// The Joseph-form update with measurement z; false (state left as it was) where the
+/// Row c of A = I − W H.
+fn a_row(model: &BankModel, w: &[[f32; MAX_M]; MAX_N], c: usize) -> [f32; MAX_N] {
+    let (n, m) = (model.n, model.m);
+    std::array::from_fn(|k| {
+        if k >= n {
+            return 0.0;
+        }
+        let wh: f32 = (0..m).map(|i| w[c][i] * model.h[i * n + k]).sum();
+        let one = if c == k { 1.0 } else { 0.0 };
+        one - wh
+    })
+}
+
+/// The Joseph-form update with measurement z, P = A P Aᵀ + W R Wᵀ with A = I − W H, its upper
+/// triangle a row at a time and mirrored below; false (state left as it was) where the
 /// innovation covariance is not positive definite.
 fn update(model: &BankModel, l: &mut Local, z: &[f32; MAX_M]) -> bool {
     let (n, m) = (model.n, model.m);
@@ -403,48 +423,33 @@ fn update(model: &BankModel, l: &mut Local, z: &[f32; MAX_M]) -> bool {
     for r in 0..n {
         l.x[r] += (0..m).map(|i| w[r][i] * innov[i]).sum::<f32>();
     }
-    // A = I − W H; P = A P Aᵀ + W R Wᵀ.
-    let mut a = [[0.0f32; MAX_N]; MAX_N];
-    for r in 0..n {
-        for c in 0..n {
-            let wh: f32 = (0..m).map(|i| w[r][i] * h(i, c)).sum();
-            a[r][c] = if r == c { 1.0 } else { 0.0 } - wh;
-        }
-    }
-    let mut ap = [[0.0f32; MAX_N]; MAX_N];
-    for r in 0..n {
-        for c in 0..n {
-            ap[r][c] = (0..n).map(|k| a[r][k] * l.p[k][c]).sum();
-        }
-    }
-    let mut wr = [[0.0f32; MAX_M]; MAX_N];
-    for r in 0..n {
-        for c in 0..m {
-            wr[r][c] = (0..m).map(|k| w[r][k] * model.r[k * m + c]).sum();
-        }
-    }
     let mut p = [[0.0f32; MAX_N]; MAX_N];
     for r in 0..n {
-        for c in 0..n {
-            let apat: f32 = (0..n).map(|k| ap[r][k] * a[c][k]).sum();
-            let wrw: f32 = (0..m).map(|k| wr[r][k] * w[c][k]).sum();
+        let ar = a_row(model, &w, r);
+        let ap: [f32; MAX_N] = std::array::from_fn(|c| {
+            if c < n {
+                (0..n).map(|k| ar[k] * l.p[k][c]).sum()
+            } else {
+                0.0
+            }
+        });
+        let wr: [f32; MAX_M] = std::array::from_fn(|c| {
+            if c < m {
+                (0..m).map(|k| w[r][k] * model.r[k * m + c]).sum()
+            } else {
+                0.0
+            }
+        });
+        for c in r..n {
+            let ac = a_row(model, &w, c);
+            let apat: f32 = (0..n).map(|k| ap[k] * ac[k]).sum();
+            let wrw: f32 = (0..m).map(|k| wr[k] * w[c][k]).sum();
             p[r][c] = apat + wrw;
+            p[c][r] = p[r][c];
         }
     }
-    l.p = symmetrised(&p, n);
+    l.p = p;
     true
-}
-
-fn symmetrised(p: &[[f32; MAX_N]; MAX_N], n: usize) -> [[f32; MAX_N]; MAX_N] {
-    let mut out = *p;
-    for r in 0..n {
-        for c in 0..r {
-            let v = 0.5 * (p[r][c] + p[c][r]);
-            out[r][c] = v;
-            out[c][r] = v;
-        }
-    }
-    out
 }
 
 /// The lower Cholesky factor of the m×m matrix s (None unless positive definite).

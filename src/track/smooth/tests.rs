@@ -5,64 +5,12 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::kalman::{LinearModel, filter};
 use super::*;
-use crate::rng::philox::{normals4, philox4x32_10};
+use crate::testing::kalman::seed_records as records;
 
 const STEPS: usize = 500;
 const RUNS: u32 = 50;
 const SKIP: usize = 50;
-
-/// Standard normals for run `run`, step `k`: (process noise 2, measurement noise 2).
-fn noise(run: u32, k: usize) -> [f64; 4] {
-    normals4(philox4x32_10([k as u32, run, 0, 0], [0x5eed, 2])).map(f64::from)
-}
-
-/// A run of the scenario: the true states and the measurements.
-fn scenario(m: &LinearModel, run: u32, steps: usize) -> (Vec<DVector<f64>>, Vec<DVector<f64>>) {
-    let q_chol = m.q.clone().cholesky().map(|c| c.l());
-    let mut x = DVector::from_vec(vec![0.0, 0.0, 10.0, 5.0]);
-    let (mut truth, mut zs) = (Vec::new(), Vec::new());
-    for k in 0..steps {
-        let w = noise(run, k);
-        if k > 0 {
-            // Process noise through Q's Cholesky factor (its two axes are independent).
-            let mut v = DVector::zeros(4);
-            if let Some(l) = &q_chol {
-                let u = DVector::from_vec(vec![
-                    w[0],
-                    w[1],
-                    noise(run + 1000, k)[0],
-                    noise(run + 1000, k)[1],
-                ]);
-                v = l * u;
-            }
-            x = &m.f * &x + v;
-        }
-        let z = &m.h * &x + DVector::from_vec(vec![w[2], w[3]]) * m.r[(0, 0)].sqrt();
-        truth.push(x.clone());
-        zs.push(z);
-    }
-    (truth, zs)
-}
-
-fn model() -> LinearModel {
-    LinearModel::constant_velocity(2, 1.0, 0.1, 10.0)
-}
-
-fn prior() -> (DVector<f64>, DMatrix<f64>) {
-    (
-        DVector::from_vec(vec![0.0, 0.0, 10.0, 5.0]),
-        DMatrix::from_diagonal(&DVector::from_vec(vec![100.0, 100.0, 25.0, 25.0])),
-    )
-}
-
-fn records(run: u32, steps: usize) -> (Vec<DVector<f64>>, Vec<Record>) {
-    let m = model();
-    let (truth, zs) = scenario(&m, run, steps);
-    let (x0, p0) = prior();
-    (truth, filter(&m, &x0, &p0, &zs).unwrap())
-}
 
 fn rel(a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
     (a - b).norm() / b.norm().max(1e-300)
