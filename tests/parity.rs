@@ -14,8 +14,34 @@ use sonotrack::testing::fixtures::{gcc_params, noise_frames, pf_init, pf_measure
 use sonotrack::track::pf::CpuParticleFilter;
 use sonotrack::track::{Estimate, ParticleFilter, STATE_DIM, TrackStep};
 
+/// With `SONOTRACK_TEST_SEGV=1`, a segmentation fault prints the faulting thread's backtrace
+/// before the process aborts (a debugging aid for the device; the tests run in parallel there
+/// crash, one at a time they pass).
+fn report_segfaults() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    extern "C" fn on_segv(_: libc::c_int) {
+        let bt = std::backtrace::Backtrace::force_capture();
+        // Straight to descriptor 2: the test harness captures eprintln.
+        let text = format!(
+            "SIGSEGV on thread {:?}:\n{bt}\n",
+            std::thread::current().name()
+        );
+        // SAFETY: writes a live buffer of its own length.
+        unsafe { libc::write(2, text.as_ptr().cast(), text.len()) };
+        std::process::abort();
+    }
+    if std::env::var_os("SONOTRACK_TEST_SEGV").is_some_and(|v| v == "1") {
+        ONCE.call_once(|| {
+            // SAFETY: installs a handler for a signal that ends the process anyway; the
+            // handler only prints and aborts.
+            unsafe { libc::signal(libc::SIGSEGV, on_segv as *const () as libc::sighandler_t) };
+        });
+    }
+}
+
 /// The CUDA backend, or None with a message.
 fn cuda_present() -> bool {
+    report_segfaults();
     match gpu::available() {
         Ok(d) => {
             eprintln!("CUDA: {d}");
@@ -523,6 +549,7 @@ fn tempered_and_degenerate_steps_agree() {
 /// delays, the move and its reflection), and a resampled, roughened step's cloud agree.
 #[test]
 fn direction_filter_agrees() {
+    report_segfaults();
     for (particles, curved) in [
         (3000usize, true),
         (20_000, true),

@@ -173,7 +173,8 @@ pub fn kalman_kernel_time(
         cuda::kf::Stage::Update
     };
     let g = cuda::gpu().map_err(unavailable)?;
-    cuda::median_event_time(&g, || {
+    let s = bank.stream().clone();
+    cuda::median_event_time(&g, &s, || {
         bank.enqueue(stage)
             .map_err(|e| BackendError::new("cuda", e.to_string()))
     })
@@ -206,7 +207,7 @@ pub fn smooth_tracks(tracks: &[Vec<Record>], cov: Covariance) -> Result<Vec<Vec<
     }
     let gpu = cuda::gpu().map_err(unavailable)?;
     let kernels = cuda::smooth::ScanKernels::new(gpu.clone()).map_err(Error::Backend)?;
-    let s = gpu.stream.clone();
+    let s = kernels.stream.clone();
     let mut buf = s
         .clone_htod(&host)
         .map_err(cuda::err("copying the smoother's elements"))
@@ -252,14 +253,14 @@ pub fn smooth_scan_time(track: &[Record], tracks: usize) -> Result<f64> {
         .collect();
     let gpu = cuda::gpu().map_err(unavailable)?;
     let kernels = cuda::smooth::ScanKernels::new(gpu.clone()).map_err(Error::Backend)?;
-    let s = gpu.stream.clone();
+    let s = kernels.stream.clone();
     let src = s
         .clone_htod(&host)
         .map_err(cuda::err("copying the smoother's elements"))
         .map_err(Error::Backend)?;
     let mut buf = src.clone();
     let count = elems.len() * tracks;
-    cuda::median_event_time(&gpu, || {
+    cuda::median_event_time(&gpu, &s, || {
         // Each run scans the same elements afresh.
         s.memcpy_dtod(&src, &mut buf)
             .map_err(cuda::err("restoring the elements"))?;

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::{Gpu, err};
 use crate::error::BackendError;
@@ -22,7 +22,10 @@ pub enum Stage {
 
 /// M filters resident on the GPU.
 pub struct CudaKalmanBank {
-    gpu: Arc<Gpu>,
+    /// Keeps the GPU (context and kernels) for as long as the bank lives.
+    _gpu: Arc<Gpu>,
+    /// The bank's own stream.
+    stream: Arc<CudaStream>,
     kernel: CudaFunction,
     n: usize,
     m: usize,
@@ -61,7 +64,10 @@ impl CudaKalmanBank {
                 u32::MAX
             )));
         }
-        let s = gpu.stream.clone();
+        let s = gpu
+            .stream
+            .fork()
+            .map_err(err("creating the bank's stream"))?;
         let kernel = gpu.function(&format!("kf_bank_{n}_{m}"))?;
         let alloc = |len: usize| {
             s.alloc_zeros::<f32>(len)
@@ -82,7 +88,8 @@ impl CudaKalmanBank {
                 .alloc_zeros::<u32>(1)
                 .map_err(err("allocating the bank"))?,
             block: crate::gpu::KF_BLOCK,
-            gpu,
+            stream: s,
+            _gpu: gpu,
         };
         let (x, p) = crate::track::kalman::bank::replicated(x0, p0, filters);
         bank.load(&x, &p)?;
@@ -120,8 +127,7 @@ impl CudaKalmanBank {
     /// Upload the measurements (m × M) for the next update.
     pub fn put_measurements(&mut self, z: &[f32]) -> Result<(), BankError> {
         length("z", z.len(), self.m * self.filters)?;
-        self.gpu
-            .stream
+        self.stream
             .memcpy_htod(z, &mut self.z)
             .map_err(err("copying the measurements"))?;
         Ok(())
@@ -130,7 +136,7 @@ impl CudaKalmanBank {
     /// Queue one launch of `stage` on the GPU's stream (the measurements already uploaded),
     /// without waiting.
     pub fn enqueue(&mut self, stage: Stage) -> Result<(), BankError> {
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let cfg = LaunchConfig {
             grid_dim: ((self.filters as u32).div_ceil(self.block), 1, 1),
             block_dim: (self.block, 1, 1),
@@ -153,7 +159,7 @@ impl CudaKalmanBank {
 
     /// Launch `stage`, wait, and return the count of singular updates.
     fn run(&mut self, stage: Stage) -> Result<usize, BankError> {
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         s.memset_zeros(&mut self.singular)
             .map_err(err("clearing the count"))?;
         self.enqueue(stage)?;
@@ -164,9 +170,14 @@ impl CudaKalmanBank {
         Ok(count[0] as usize)
     }
 
+    /// The stream the bank's work is queued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// Wait for everything queued.
     pub fn synchronize(&self) -> Result<(), BankError> {
-        self.gpu.stream.synchronize().map_err(err("kf_bank"))?;
+        self.stream.synchronize().map_err(err("kf_bank"))?;
         Ok(())
     }
 }
@@ -183,7 +194,7 @@ impl FilterBank for CudaKalmanBank {
     fn load(&mut self, x: &[f32], p: &[f32]) -> Result<(), BankError> {
         length("x", x.len(), self.n * self.filters)?;
         length("p", p.len(), self.n * self.n * self.filters)?;
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         s.memcpy_htod(x, &mut self.x)
             .map_err(err("copying the states"))?;
         s.memcpy_htod(p, &mut self.p)
@@ -192,7 +203,7 @@ impl FilterBank for CudaKalmanBank {
     }
 
     fn read(&mut self) -> Result<(Vec<f32>, Vec<f32>), BankError> {
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let mut x = vec![0.0f32; self.n * self.filters];
         let mut p = vec![0.0f32; self.n * self.n * self.filters];
         s.memcpy_dtoh(&self.x, &mut x)

@@ -1,6 +1,8 @@
-//! The CUDA backend: one context and kernel module per process, shared by the correlator and
-//! the particle-filter bank; the filter works on the context's stream, the correlator on one of
-//! its own (a replay correlates the next batch on a second thread while the filter steps).
+//! The CUDA backend: one context and kernel module per process, shared by the correlators, the
+//! particle-filter banks, the Kalman banks and the smoother; each of those works on a stream of
+//! its own, forked from the context's stream when it is made (a replay correlates the next
+//! batch on a second thread while the filter steps, and two filters in one process never queue
+//! work into each other's graph capture: on one shared stream that crashed the driver).
 //!
 //! Loading. cudarc opens libcuda, libnvrtc and libcufft at run time and *panics* when one is
 //! missing, or present but lacking a symbol (an older driver than the CUDA version it was built
@@ -551,7 +553,7 @@ pub fn copy_bandwidth_gb_s() -> Result<f64, BackendError> {
     let n = 64 << 20; // floats: 256 MiB
     let src = s.alloc_zeros::<f32>(n).map_err(err("allocating"))?;
     let mut dst = s.alloc_zeros::<f32>(n).map_err(err("allocating"))?;
-    let t = median_event_time(&g, || {
+    let t = median_event_time(&g, &s, || {
         s.memcpy_dtod(&src, &mut dst).map_err(err("copy"))?;
         Ok(())
     })?;
@@ -567,7 +569,7 @@ pub fn upload_bandwidth_gb_s(bytes: usize) -> Result<f64, BackendError> {
     let src = host::Pinned::<f32>::new(n)?;
     let dst = s.alloc_zeros::<f32>(n).map_err(err("allocating"))?;
     let to = dptr(&dst, &s);
-    let t = median_event_time(&g, || {
+    let t = median_event_time(&g, &s, || {
         // SAFETY: `dst` holds `n` floats; `src` is not written while the copy runs (the timing
         // synchronises after each copy).
         unsafe { src.copy_to_device(to, n, &s) }
@@ -575,13 +577,13 @@ pub fn upload_bandwidth_gb_s(bytes: usize) -> Result<f64, BackendError> {
     Ok((n * 4) as f64 / t / 1e9)
 }
 
-/// Median over ten runs (after one warm-up) of the device time of what `f` enqueues, timed
-/// with events on the stream.
+/// Median over ten runs (after one warm-up) of the device time of what `f` enqueues on `s`,
+/// timed with events on it.
 pub(crate) fn median_event_time(
     g: &Gpu,
+    s: &CudaStream,
     mut f: impl FnMut() -> Result<(), BackendError>,
 ) -> Result<f64, BackendError> {
-    let s = &g.stream;
     let timer = host::DeviceTimer::new(&g.ctx, true)?;
     let mut times = Vec::new();
     for i in 0..11 {

@@ -38,7 +38,9 @@
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg, result};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PushKernelArg, result,
+};
 
 use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
 use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_cluster};
@@ -381,6 +383,9 @@ fn particle_args<'a>(
 
 pub struct CudaParticleFilter {
     gpu: Arc<Gpu>,
+    /// The filter's own stream (forked from the context's when it is made), so that filters in
+    /// one process never queue work into each other's graph captures.
+    stream: Arc<CudaStream>,
     params: FilterParams,
     /// Particles per track.
     particles: usize,
@@ -645,7 +650,10 @@ impl CudaParticleFilter {
                 ),
             ));
         }
-        let s = gpu.stream.clone();
+        let s = gpu
+            .stream
+            .fork()
+            .map_err(err("creating the filter's stream"))?;
         let n = p.particles;
         let slots = p.slots;
         let nb = n.div_ceil(PF_BLOCK as usize);
@@ -791,6 +799,7 @@ impl CudaParticleFilter {
             particles: n,
             k,
             params: p,
+            stream: s.clone(),
             gpu,
         })
     }
@@ -836,7 +845,7 @@ impl CudaParticleFilter {
         if v.is_empty() {
             return Ok(());
         }
-        let st = self.gpu.stream.cu_stream();
+        let st = self.stream.cu_stream();
         // SAFETY: every destination passed is a part of `d_up`/`d_down` or a buffer sized for
         // all slots, which holds `v`; a pageable source is staged by the driver before the
         // call returns.
@@ -848,7 +857,7 @@ impl CudaParticleFilter {
     /// not mapped, a copy brings them to `d_up` first.
     fn enqueue_resample(&mut self, t: usize) -> Result<(), BackendError> {
         if self.up_mapped.is_none() {
-            let s = self.gpu.stream.clone();
+            let s = self.stream.clone();
             // SAFETY: `d_up` is `up_size` bytes like `up`, and `ptr.rough` is its part at
             // `lay.rough`; the factors are not written again until the next step's decisions,
             // which come after this copy on the stream.
@@ -864,7 +873,7 @@ impl CudaParticleFilter {
     /// buffer, roughening the particles as it copies them: by the factors of the slow path's
     /// finalize (`chol`) or, after the usual step, by the host's (`ptr.rough`).
     fn launch_resample(&mut self, t: usize, mask: u32) -> Result<(), BackendError> {
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let nn = self.particles;
         let nb = n_tiles(self.particles) as u32;
         let tile = tiling(self.particles).1;
@@ -941,7 +950,7 @@ impl CudaParticleFilter {
     /// resample do so in a sequence of their own (`Seq::Resample`), which `step_with` launches
     /// once it has read the decisions, and only when a track needs it.
     fn enqueue_step(&mut self, t: usize) -> Result<(), BackendError> {
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         self.enqueue_fetch(&s, self.lay.up_len)?;
         self.launch_step(&s, t, false)?;
         self.bring_back(&s)
@@ -953,7 +962,7 @@ impl CudaParticleFilter {
     /// `Stamp::write`). The results come back through the mapped `down` (a live step needs
     /// it).
     fn enqueue_live(&mut self, t: usize) -> Result<(), BackendError> {
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         self.enqueue_fetch(&s, self.lay.tdoa)?;
         self.launch_step(&s, t, true)
     }
@@ -1107,7 +1116,7 @@ impl CudaParticleFilter {
     /// resample); resampling and roughening; download. The other
     /// tracks are left as the step left them. No synchronisation.
     fn enqueue_slow(&mut self, t: usize) -> Result<(), BackendError> {
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let nn = self.particles;
         let nb = n_tiles(self.particles) as u32;
         let nbt = self.particles.div_ceil(PF_BLOCK as usize) as u32;
@@ -1175,7 +1184,7 @@ impl CudaParticleFilter {
     /// Run the captured sequence `seq` for `t` tracks, capturing it first if needed. No
     /// synchronisation.
     fn run_graph(&mut self, t: usize, seq: Seq) -> Result<(), BackendError> {
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let enqueue = |me: &mut Self| match seq {
             Seq::Step => me.enqueue_step(t),
             Seq::Resample => me.enqueue_resample(t),
@@ -1207,7 +1216,7 @@ impl CudaParticleFilter {
     /// (`early`), or until the stream has finished. Fails when the stream reports an error,
     /// finishes without writing the flags, or takes longer than WAIT_TIMEOUT.
     fn wait_for(&self, early: bool, which: &[usize]) -> Result<(), BackendError> {
-        let s = &self.gpu.stream;
+        let s = &self.stream;
         if !early {
             return s
                 .synchronize()
@@ -1385,8 +1394,7 @@ impl CudaParticleFilter {
     fn cancel_prepared(&mut self) -> Result<(), BackendError> {
         if let Some(pr) = self.prepared.take() {
             self.write_stamp(pr.value | LIVE_CANCEL)?;
-            self.gpu
-                .stream
+            self.stream
                 .synchronize()
                 .map_err(err("withdrawing a live filter step"))?;
         }
@@ -1485,7 +1493,7 @@ impl CudaParticleFilter {
                 None
             }
         };
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         // Where the kernels write the results into `down` themselves, the host waits only for
         // the tracks' flags there (each written after its sums), not for the whole graph: the
         // resampling after the finalize goes on on the device while the host uses the
@@ -1661,7 +1669,7 @@ impl Drop for CudaParticleFilter {
         if let Some(pr) = self.prepared.take() {
             let _ = self.write_stamp(pr.value | LIVE_CANCEL);
         }
-        drain_before_drop(&self.gpu.stream, KERNELS);
+        drain_before_drop(&self.stream, KERNELS);
     }
 }
 
@@ -1689,7 +1697,7 @@ impl ParticleFilter for CudaParticleFilter {
                 ),
             ));
         }
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let mut model_cdf = [0.0f32; MAX_MODELS];
         let mut acc = 0.0f32;
         for (m, pr) in init.model_probs.iter().take(MAX_MODELS).enumerate() {
@@ -1785,7 +1793,7 @@ impl ParticleFilter for CudaParticleFilter {
                 format!("track slot {slot} out of range"),
             ));
         }
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let n = self.particles;
         let mut state = vec![0.0f32; STATE_DIM * n];
         let mut model = vec![0u32; n];
@@ -1832,7 +1840,7 @@ impl ParticleFilter for CudaParticleFilter {
             ));
         }
         self.reference[sl] = std::array::from_fn(|c| parts.state[c * n]);
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let (dst_s, dst_m) = if self.cur[sl] == 0 {
             (&mut self.s0, &mut self.m0)
         } else {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use nalgebra::{DMatrix, DVector};
 
 use super::{Gpu, err};
@@ -21,9 +21,9 @@ pub fn element_len(n: usize) -> usize {
     2 * n * n + n
 }
 
-/// The scan's two kernels.
+/// The scan's two kernels and the stream they run on.
 pub struct ScanKernels {
-    gpu: Arc<Gpu>,
+    pub stream: Arc<CudaStream>,
     totals: CudaFunction,
     apply: CudaFunction,
 }
@@ -33,7 +33,10 @@ impl ScanKernels {
         Ok(Self {
             totals: gpu.function("sm_tile_totals")?,
             apply: gpu.function("sm_tile_apply")?,
-            gpu,
+            stream: gpu
+                .stream
+                .fork()
+                .map_err(err("creating the smoother's stream"))?,
         })
     }
 
@@ -54,7 +57,7 @@ impl ScanKernels {
                 format!("the GPU smoother takes 1 to 6 states, not {n}"),
             ));
         }
-        let s = self.gpu.stream.clone();
+        let s = self.stream.clone();
         let tiles = count.div_ceil(TILE);
         let cfg = LaunchConfig {
             grid_dim: ((tiles as u32).div_ceil(BLOCK), 1, 1),
