@@ -1255,6 +1255,7 @@ fn kalman_bank_edges_agree() {
     assert_eq!(FilterBank::step(&mut cpu, &[0.0; 70]).unwrap(), 70);
     let (cx, _) = FilterBank::read(&mut cpu).unwrap();
     assert_eq!(cx[0], 2.0, "left at the prediction");
+    assert_eq!(FilterBank::states(&mut cpu).unwrap(), cx);
     assert!(FilterBank::update(&mut cpu, &[0.0; 69]).is_err());
     let auto = gpu::kalman_bank_auto(&model, 70, &x0, &p0).unwrap();
     eprintln!("a 70-filter bank runs on the {}", auto.backend());
@@ -1266,6 +1267,24 @@ fn kalman_bank_edges_agree() {
     let (gx, _) = g.read().unwrap();
     assert_eq!(gx, cx);
     assert!(g.update(&[0.0; 69]).is_err());
+    // Checklist item 5: the state stays on the device; a step moves the measurements in and
+    // the estimates out (O(M (m + n)) bytes), never the covariances.
+    let filters = 10_000;
+    let lm = sonotrack::testing::kalman::model(fresh_seed(), 6, 3);
+    let bm = sonotrack::testing::kalman::bank_model(&lm);
+    let mut b = gpu::kalman_bank(&bm, filters, &[0.0; 6], &[0.0; 36]).unwrap();
+    let before = b.bytes_moved();
+    let z = vec![0.5f32; 3 * filters];
+    for _ in 0..10 {
+        b.step(&z).unwrap();
+        assert_eq!(b.states().unwrap().len(), 6 * filters);
+    }
+    let per_step = (b.bytes_moved() - before) / 10;
+    eprintln!("bytes moved a step: {per_step} for {filters} filters (n 6, m 3)");
+    assert!(
+        per_step <= ((3 + 6) * 4 * filters + 64) as u64,
+        "{per_step}"
+    );
     let c = gpu::kalman_crossover(&model).unwrap();
     eprintln!("crossover (2x1): {c:?}");
     assert_eq!(

@@ -37,6 +37,8 @@ pub struct CudaKalmanBank {
     singular: CudaSlice<u32>,
     /// Threads per block.
     block: u32,
+    /// Bytes copied between host and device so far.
+    moved: u64,
 }
 
 impl From<BackendError> for BankError {
@@ -89,6 +91,7 @@ impl CudaKalmanBank {
                 .map_err(err("allocating the bank"))?,
             block: crate::gpu::KF_BLOCK,
             stream: s,
+            moved: 0,
             _gpu: gpu,
         };
         let (x, p) = crate::track::kalman::bank::replicated(x0, p0, filters);
@@ -130,6 +133,7 @@ impl CudaKalmanBank {
         self.stream
             .memcpy_htod(z, &mut self.z)
             .map_err(err("copying the measurements"))?;
+        self.moved += 4 * z.len() as u64;
         Ok(())
     }
 
@@ -151,8 +155,9 @@ impl CudaKalmanBank {
             .arg(&mut self.p)
             .arg(&self.z)
             .arg(&mut self.singular);
-        // SAFETY: the arguments match kf_bank_N_M's signature (this bank's n and m); x, p and z hold n, n·n and m values
-        // per filter and the grid covers `filters` threads (the rest return at once).
+        // SAFETY: the arguments match kf_bank_N_M's signature (this bank's n and m); x, p and z
+        // hold n, n·n and m values per filter and the grid covers `filters` threads (the rest
+        // return at once).
         unsafe { b.launch(cfg) }.map_err(err("kf_bank"))?;
         Ok(())
     }
@@ -167,6 +172,7 @@ impl CudaKalmanBank {
         s.memcpy_dtoh(&self.singular, &mut count)
             .map_err(err("reading the count"))?;
         s.synchronize().map_err(err("kf_bank"))?;
+        self.moved += 4;
         Ok(count[0] as usize)
     }
 
@@ -199,6 +205,7 @@ impl FilterBank for CudaKalmanBank {
             .map_err(err("copying the states"))?;
         s.memcpy_htod(p, &mut self.p)
             .map_err(err("copying the covariances"))?;
+        self.moved += 4 * (x.len() + p.len()) as u64;
         self.synchronize()
     }
 
@@ -211,7 +218,22 @@ impl FilterBank for CudaKalmanBank {
         s.memcpy_dtoh(&self.p, &mut p)
             .map_err(err("reading the covariances"))?;
         self.synchronize()?;
+        self.moved += 4 * (x.len() + p.len()) as u64;
         Ok((x, p))
+    }
+
+    fn states(&mut self) -> Result<Vec<f32>, BankError> {
+        let mut x = vec![0.0f32; self.n * self.filters];
+        self.stream
+            .memcpy_dtoh(&self.x, &mut x)
+            .map_err(err("reading the states"))?;
+        self.synchronize()?;
+        self.moved += 4 * x.len() as u64;
+        Ok(x)
+    }
+
+    fn bytes_moved(&self) -> u64 {
+        self.moved
     }
 
     fn predict(&mut self) -> Result<(), BankError> {

@@ -72,6 +72,13 @@ pub trait FilterBank: Send {
     fn update(&mut self, z: &[f32]) -> Result<usize, BankError>;
     /// Predict and update in one pass over the state; returns as [`FilterBank::update`].
     fn step(&mut self, z: &[f32]) -> Result<usize, BankError>;
+    /// Every filter's state (n × M), without the covariances: a step's estimates.
+    fn states(&mut self) -> Result<Vec<f32>, BankError>;
+    /// Bytes moved between host and device so far (0 on the CPU): measurements in, estimates
+    /// and counts out, never the covariances unless asked for.
+    fn bytes_moved(&self) -> u64 {
+        0
+    }
 }
 
 impl BankModel {
@@ -326,6 +333,10 @@ impl FilterBank for KalmanBank {
     fn step(&mut self, z: &[f32]) -> Result<usize, BankError> {
         KalmanBank::step(self, z)?;
         Ok(self.singular)
+    }
+
+    fn states(&mut self) -> Result<Vec<f32>, BankError> {
+        Ok(self.x.clone())
     }
 }
 
