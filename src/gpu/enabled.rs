@@ -8,7 +8,7 @@ use crate::error::{BackendError, Error, Result};
 use crate::gpu::cuda;
 use crate::gpu::spec::{GpuSpec, fp32_lanes_per_sm};
 use crate::track::kalman::bank::{BankModel, FilterBank, KalmanBank};
-use crate::track::kalman::crossover::{self, Crossover};
+use crate::track::kalman::crossover::{self, Crossover, unit_start};
 use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::{FilterParams, ParticleFilter};
 
@@ -107,10 +107,13 @@ pub fn kalman_crossover(model: &BankModel) -> Result<Crossover> {
     };
     let c = crossover::measure(model, &mut make).map_err(bank_error)?;
     log::info!(
-        "Kalman bank ({}x{}): the GPU serves banks from {} filters",
+        "Kalman bank ({}x{}): {}",
         model.n,
         model.m,
-        c.size.map_or("no size measured".into(), |s| s.to_string())
+        c.size.map_or(
+            "the CPU was faster at every size measured, so every bank stays on it".into(),
+            |s| format!("the GPU serves banks from {s} filters")
+        )
     );
     cache.lock().map_err(|_| poisoned())?.insert(key, c.clone());
     Ok(c)
@@ -121,13 +124,6 @@ fn poisoned() -> Error {
         "cuda",
         "the crossover cache was poisoned by a panic",
     ))
-}
-
-fn unit_start(n: usize) -> (Vec<f32>, Vec<f32>) {
-    let p0 = (0..n * n)
-        .map(|e| if e / n == e % n { 1.0 } else { 0.0 })
-        .collect();
-    (vec![0.0; n], p0)
 }
 
 /// A bank on the backend the measured crossover picks for its size: the GPU from the crossover

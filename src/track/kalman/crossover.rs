@@ -48,6 +48,14 @@ pub fn decide(points: &[Point]) -> Option<usize> {
     size
 }
 
+/// A start every bank of n states can take: x = 0, P = I (n×n, row-major).
+pub fn unit_start(n: usize) -> (Vec<f32>, Vec<f32>) {
+    let p0 = (0..n * n)
+        .map(|e| if e / n == e % n { 1.0 } else { 0.0 })
+        .collect();
+    (vec![0.0; n], p0)
+}
+
 /// Median seconds of `reps` steps of `bank` (after one warm-up step).
 pub fn time_step(bank: &mut dyn FilterBank, z: &[f32], reps: usize) -> Result<f64, BankError> {
     bank.step(z)?;
@@ -67,11 +75,8 @@ pub fn measure(
     model: &BankModel,
     make_gpu: &mut dyn FnMut(usize) -> Result<Box<dyn FilterBank>, BankError>,
 ) -> Result<Crossover, BankError> {
-    let (n, m) = (model.n, model.m);
-    let x0 = vec![0.0f32; n];
-    let p0: Vec<f32> = (0..n * n)
-        .map(|e| if e / n == e % n { 1.0 } else { 0.0 })
-        .collect();
+    let m = model.m;
+    let (x0, p0) = unit_start(model.n);
     let mut points = Vec::new();
     let mut wins = 0;
     for filters in SIZES {
