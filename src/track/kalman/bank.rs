@@ -204,30 +204,26 @@ impl KalmanBank {
     /// Update every filter with its measurement: `z` is m × M, structure of arrays (element i
     /// of filter j at `i * M + j`).
     pub fn update(&mut self, z: &[f32]) -> Result<(), BankError> {
-        let (m, filters) = (self.model.m, self.filters);
-        length("z", z.len(), m * filters)?;
-        let model = self.model.clone();
-        let singular = std::sync::atomic::AtomicUsize::new(0);
-        self.for_each(|l, j| {
-            let zj: [f32; MAX_M] =
-                std::array::from_fn(|i| if i < m { z[i * filters + j] } else { 0.0 });
-            if !update(&model, l, &zj) {
-                singular.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        });
-        self.singular = singular.into_inner();
-        Ok(())
+        self.measure(z, false)
     }
 
     /// Predict and update every filter in one pass (the same arithmetic as `predict` then
     /// `update`).
     pub fn step(&mut self, z: &[f32]) -> Result<(), BankError> {
+        self.measure(z, true)
+    }
+
+    /// Update every filter with its measurement, predicting it first when `predict_first`;
+    /// counts the singular updates.
+    fn measure(&mut self, z: &[f32], predict_first: bool) -> Result<(), BankError> {
         let (m, filters) = (self.model.m, self.filters);
         length("z", z.len(), m * filters)?;
         let model = self.model.clone();
         let singular = std::sync::atomic::AtomicUsize::new(0);
         self.for_each(|l, j| {
-            predict(&model, l);
+            if predict_first {
+                predict(&model, l);
+            }
             let zj: [f32; MAX_M] =
                 std::array::from_fn(|i| if i < m { z[i * filters + j] } else { 0.0 });
             if !update(&model, l, &zj) {
