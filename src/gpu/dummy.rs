@@ -4,7 +4,7 @@
 use crate::dsp::gcc::{Correlator, GccParams};
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::spec::GpuSpec;
-use crate::track::kalman::bank::{BankModel, FilterBank, KalmanBank};
+use crate::track::kalman::bank::{BankModel, FilterBank};
 use crate::track::kalman::crossover::Crossover;
 use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::{FilterParams, ParticleFilter};
@@ -51,19 +51,6 @@ pub fn kalman_bank(
 
 pub fn kalman_crossover(_model: &BankModel) -> Result<Crossover> {
     Err(not_compiled())
-}
-
-/// Without a GPU backend every bank is on the CPU.
-pub fn kalman_bank_auto(
-    model: &BankModel,
-    filters: usize,
-    x0: &[f32],
-    p0: &[f32],
-) -> Result<Box<dyn FilterBank>> {
-    Ok(Box::new(
-        KalmanBank::new(model.clone(), filters, x0, p0)
-            .map_err(|e| Error::Backend(BackendError::new("cpu", e.to_string())))?,
-    ))
 }
 
 pub fn kalman_kernel_time(

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::cuda;
 use crate::gpu::spec::{GpuSpec, fp32_lanes_per_sm};
-use crate::track::kalman::bank::{BankModel, FilterBank, KalmanBank};
+use crate::track::kalman::bank::{BankModel, FilterBank};
 use crate::track::kalman::crossover::{self, Crossover, unit_start};
 use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::{FilterParams, ParticleFilter};
@@ -126,23 +126,6 @@ fn poisoned() -> Error {
     ))
 }
 
-/// A bank on the backend the measured crossover picks for its size: the GPU from the crossover
-/// on, the CPU below it or where no GPU can be used.
-pub fn kalman_bank_auto(
-    model: &BankModel,
-    filters: usize,
-    x0: &[f32],
-    p0: &[f32],
-) -> Result<Box<dyn FilterBank>> {
-    let on_gpu = kalman_crossover(model).is_ok_and(|c| c.gpu_for(filters));
-    if on_gpu {
-        return kalman_bank(model, filters, x0, p0);
-    }
-    Ok(Box::new(
-        KalmanBank::new(model.clone(), filters, x0, p0).map_err(bank_error)?,
-    ))
-}
-
 /// Median device time (seconds, event-timed) of one launch of the bank kernel over `filters`
 /// filters of `model` with `block` threads per block; `both`: predict and update in one launch,
 /// else an update alone. None where the kernel cannot run blocks that large (its registers).
@@ -236,7 +219,8 @@ pub fn smooth_tracks(tracks: &[Vec<Record>], cov: Covariance) -> Result<Vec<Vec<
 }
 
 /// Median device time (seconds, event-timed) of the GPU scan over `tracks` copies of one
-/// track's elements laid end to end (the elements already on the device).
+/// track's elements laid end to end (the elements already on the device). The scan works in
+/// place, so each run restores the elements first; that copy is timed alone and taken off.
 pub fn smooth_scan_time(track: &[Record], tracks: usize) -> Result<f64> {
     let n = track.first().map_or(0, |r| r.x.len());
     let elems = crate::track::smooth::scan::elements(track, Covariance::Smooth)
@@ -256,11 +240,15 @@ pub fn smooth_scan_time(track: &[Record], tracks: usize) -> Result<f64> {
         .map_err(Error::Backend)?;
     let mut buf = src.clone();
     let count = elems.len() * tracks;
-    cuda::median_event_time(&gpu, &s, || {
-        // Each run scans the same elements afresh.
-        s.memcpy_dtod(&src, &mut buf)
-            .map_err(cuda::err("restoring the elements"))?;
+    let restore = |buf: &mut cudarc::driver::CudaSlice<f64>| {
+        s.memcpy_dtod(&src, buf)
+            .map_err(cuda::err("restoring the elements"))
+    };
+    let both = cuda::median_event_time(&gpu, &s, || {
+        restore(&mut buf)?;
         kernels.suffix_scan(n, &mut buf, count)
     })
-    .map_err(Error::Backend)
+    .map_err(Error::Backend)?;
+    let copy = cuda::median_event_time(&gpu, &s, || restore(&mut buf)).map_err(Error::Backend)?;
+    Ok(both - copy)
 }

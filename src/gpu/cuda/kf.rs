@@ -1,8 +1,8 @@
 //! The batched Kalman filter bank on the GPU (`kernels/kf.cu`, one thread per filter, one
-//! kernel per model size): the
-//! states and covariances stay resident on the device in the CPU twin's structure-of-arrays
-//! layout ([`crate::track::kalman::bank`]); each stage is one launch, and only the measurements
-//! go up and the count of singular updates comes back.
+//! kernel per model size): the states and covariances stay resident on the device in the CPU
+//! twin's structure-of-arrays layout ([`crate::track::kalman::bank`]); each stage is one
+//! launch, and only the measurements go up and the estimates and the count of singular updates
+//! come back.
 
 use std::sync::Arc;
 
