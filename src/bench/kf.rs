@@ -47,7 +47,50 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
         });
     }
     rows.push(imm_row(opts)?);
+    rows.push(imm_filter_row(opts)?);
     Ok(rows)
+}
+
+/// The tracker's IMM filter ([`crate::track::kalman::imm_filter`]: three cubature filters
+/// with data association over each pair's peaks) on the five-hydrophone pier array (10 pairs,
+/// 4 peaks each), [`IMM_TRACKS`] tracks stepped one after another on one thread.
+fn imm_filter_row(opts: &BenchOptions) -> Result<Row> {
+    use crate::testing::fixtures::{pf_init, pf_measurement, pf_params};
+    use crate::track::{Estimate, ParticleFilter, TrackStep};
+    let mut p = pf_params(16, 3);
+    p.slots = IMM_TRACKS;
+    let mut f = crate::track::kalman::imm_filter::ImmFilter::new(p.clone());
+    let steps: Vec<TrackStep> = (0..IMM_TRACKS as u32)
+        .map(|slot| TrackStep::fixed(slot, 0.05, 0.01))
+        .collect();
+    for t in &steps {
+        f.init_track(&crate::track::TrackInit {
+            slot: t.slot,
+            ..pf_init()
+        })?;
+    }
+    let mut out = vec![Estimate::new(3); IMM_TRACKS];
+    let mut frame = 0u64;
+    let (s, reps) = time_median(opts.budget_s, 3, || {
+        frame += 1;
+        let m = pf_measurement(&p, frame);
+        let t = std::time::Instant::now();
+        f.step(&m, &steps, &mut out)?;
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    Ok(Row {
+        stage: "imm-filter".into(),
+        backend: "cpu".into(),
+        params: format!(
+            "{IMM_TRACKS} tracks, the tracker's 3 models (cubature, 7 states), 5 sensors, 10 pairs x 4 peaks, f64, one thread"
+        ),
+        median_us: s * 1e6,
+        per_unit: s * 1e9 / IMM_TRACKS as f64,
+        unit: "ns/track-step".into(),
+        gb_s: None,
+        wall_us: None,
+        reps,
+    })
 }
 
 /// Tracks in the IMM row (the Kalman issue's figure: 3 models, 1,024 tracks per frame).

@@ -9,6 +9,19 @@ use crate::gpu::BackendChoice;
 use crate::track::logic::{ConfirmRule, DeleteRule};
 use crate::track::{ModelKind, ModelSelection};
 
+/// The filter each track runs (`tracker.filter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterKind {
+    /// A multi-model particle filter per track (CPU or CUDA; the default).
+    #[default]
+    Particle,
+    /// An interacting multiple model estimator over the same motion models: per mode one
+    /// cubature Kalman filter with data association over each pair's peaks (CPU, f64; see
+    /// `track::kalman::imm_filter`).
+    Imm,
+}
+
 /// One motion model (`[[tracker.models]]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +115,10 @@ pub struct TrackerConfig {
     pub measurement: super::Measurement,
     #[serde(default)]
     pub curves: super::CurvesConfig,
+    /// "particle" (the default) or "imm" (the interacting multiple model estimator: cheap, no
+    /// GPU needed, one Gaussian per motion model).
+    #[serde(default)]
+    pub filter: FilterKind,
 }
 
 /// Bytes per particle and track slot: 7 state floats, a model index and a log-weight.
@@ -211,6 +228,7 @@ impl Default for TrackerConfig {
             delete_fraction: default_delete_fraction(),
             measurement: super::Measurement::default(),
             curves: super::CurvesConfig::default(),
+            filter: FilterKind::default(),
         }
     }
 }

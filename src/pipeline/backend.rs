@@ -1,12 +1,13 @@
 //! Choosing the compute backend once, at start-up: the CUDA correlator and filter bank when
 //! asked for and available, else their CPU twins, with the reason.
 
-use crate::config::Config;
+use crate::config::{Config, FilterKind};
 use crate::dsp::gcc::{Correlator, CpuCorrelator};
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::{self, BackendChoice};
 use crate::pipeline::overlap_batches;
 use crate::track::ParticleFilter;
+use crate::track::kalman::imm_filter::ImmFilter;
 use crate::track::pf::CpuParticleFilter;
 
 /// The two halves of a backend.
@@ -21,8 +22,17 @@ pub struct Backends {
 pub fn cpu(cfg: &Config) -> (Box<dyn Correlator>, Box<dyn ParticleFilter>) {
     (
         Box::new(CpuCorrelator::new(cfg.gcc_params())),
-        Box::new(CpuParticleFilter::new(cfg.filter_params())),
+        cpu_filter(cfg),
     )
+}
+
+/// The configuration's filter on the CPU: the particle filters, or the IMM bank (which runs on
+/// the CPU whatever the backend).
+pub fn cpu_filter(cfg: &Config) -> Box<dyn ParticleFilter> {
+    match cfg.tracker.filter {
+        FilterKind::Particle => Box::new(CpuParticleFilter::new(cfg.filter_params())),
+        FilterKind::Imm => Box::new(ImmFilter::new(cfg.filter_params())),
+    }
 }
 
 /// The reason inside an error, without the "cuda backend:" prefix callers add themselves.
@@ -40,7 +50,10 @@ fn open_gpu(cfg: &Config) -> std::result::Result<Backends, String> {
     correlator
         .prepare_batches(&overlap_batches(gpu::REPLAY_BATCH))
         .map_err(|e| e.what)?;
-    let filter = gpu::particle_filter(cfg.filter_params()).map_err(reason)?;
+    let filter = match cfg.tracker.filter {
+        FilterKind::Particle => gpu::particle_filter(cfg.filter_params()).map_err(reason)?,
+        FilterKind::Imm => cpu_filter(cfg),
+    };
     Ok(Backends {
         correlator,
         filter,

@@ -29,7 +29,6 @@ use crate::output::{
 use crate::pipeline::backend::Backends;
 use crate::track::ParticleFilter;
 use crate::track::manager::{TrackManager, TrackReport};
-use crate::track::pf::CpuParticleFilter;
 use crate::track::smooth::tracks::{Mode as SmoothMode, TrackSmoother};
 
 /// Frame accounting and timing, reported in status messages and the replay summary.
@@ -281,7 +280,7 @@ impl Pipeline {
         // device memory, which must outlive it.
         if self.tracker.backend() != "cpu" {
             self.tracker
-                .replace_bank(Box::new(CpuParticleFilter::new(self.cfg.filter_params())))?;
+                .replace_bank(backend::cpu_filter(&self.cfg))?;
         }
         if let Some(c) = cor {
             self.correlator_to_cpu(c);

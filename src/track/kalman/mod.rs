@@ -2,8 +2,11 @@
 //! filter bank in structure-of-arrays f32 (the CPU twin of `kernels/kf.cu`, and the
 //! [`bank::FilterBank`] both backends implement); [`crossover`], the measured bank size from
 //! which the GPU serves a bank; [`imm`], the interacting multiple model estimator over linear
-//! models (f64, one track).
+//! models (f64, one track); [`imm_filter`], the IMM over the tracker's motion models as the
+//! tracker's filter (`tracker.filter = "imm"`), with [`cubature`], its sigma-point rule.
 
 pub mod bank;
 pub mod crossover;
+pub mod cubature;
 pub mod imm;
+pub mod imm_filter;
