@@ -71,12 +71,14 @@ __device__ __forceinline__ void kf_a_row(const float (&w)[N][M], const float* __
     }
 }
 
-// The Joseph-form update, P = A P Aᵀ + W R Wᵀ with A = I − W H, its upper triangle a row at a
-// time and mirrored below; false (state untouched) where S is not positive definite.
+// The Joseph-form update with innovation `innov`, P = A P Aᵀ + W R Wᵀ with A = I − W H, its
+// upper triangle a row at a time and mirrored below; false (state untouched) where S is not
+// positive definite.
 template <int N, int M>
-__device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
-                                                const float* __restrict__ rm, const float (&z)[M],
-                                                float (&x)[N], float (&p)[N][N]) {
+__device__ __forceinline__ bool kf_update_innov(const float* __restrict__ h,
+                                                const float* __restrict__ rm,
+                                                const float (&innov)[M], float (&x)[N],
+                                                float (&p)[N][N]) {
     // W starts as P Hᵀ and is solved in place, row by row.
     float w[N][M];
 #pragma unroll
@@ -143,14 +145,6 @@ __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
 #pragma unroll
         for (int i = 0; i < M; ++i) w[r][i] = y[i];
     }
-    float innov[M];
-#pragma unroll
-    for (int i = 0; i < M; ++i) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int k = 0; k < N; ++k) acc += h[i * N + k] * x[k];
-        innov[i] = z[i] - acc;
-    }
 #pragma unroll
     for (int r = 0; r < N; ++r) {
         float acc = 0.0f;
@@ -199,6 +193,22 @@ __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
         for (int c = 0; c < N; ++c) p[r][c] = pn[r][c];
     }
     return true;
+}
+
+// The linear update with measurement z: the innovation z − H x, then kf_update_innov.
+template <int N, int M>
+__device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
+                                                const float* __restrict__ rm, const float (&z)[M],
+                                                float (&x)[N], float (&p)[N][N]) {
+    float innov[M];
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc += h[i * N + k] * x[k];
+        innov[i] = z[i] - acc;
+    }
+    return kf_update_innov<N, M>(h, rm, innov, x, p);
 }
 
 // One filter's stages: load, predict and/or update, store; true unless its update was singular.
@@ -273,3 +283,65 @@ KF_KERNEL(5, 3, 1024, 1)
 KF_KERNEL(6, 1, 128, 5)
 KF_KERNEL(6, 2, 128, 5)
 KF_KERNEL(6, 3, 128, 5)
+
+// The extended filter's TDOA measurement (src/track/kalman/tdoa.rs, `linearise`): pair (a, b)'s
+// range difference |p − s_a| − |p − s_b| at the state, and its Jacobian row (position part).
+__device__ __forceinline__ float kf_tdoa_row(const float* __restrict__ sa,
+                                             const float* __restrict__ sb, const float (&x)[6],
+                                             float (&h)[6]) {
+    float dxa = x[0] - sa[0], dya = x[1] - sa[1], dza = x[2] - sa[2];
+    float dxb = x[0] - sb[0], dyb = x[1] - sb[1], dzb = x[2] - sb[2];
+    float ra = fmaxf(sqrtf(dxa * dxa + dya * dya + dza * dza), 1e-6f);
+    float rb = fmaxf(sqrtf(dxb * dxb + dyb * dyb + dzb * dzb), 1e-6f);
+    h[0] = dxa / ra - dxb / rb;
+    h[1] = dya / ra - dyb / rb;
+    h[2] = dza / ra - dzb / rb;
+    h[3] = 0.0f;
+    h[4] = 0.0f;
+    h[5] = 0.0f;
+    return ra - rb;
+}
+
+// The extended filter's step over 6-state constant-velocity filters: predict with the model
+// (F, Q as kf_bank's), then one scalar Joseph update per pair, re-linearised after each, with
+// the pair's range difference zs[i * M + j]. A singular pair is skipped and the filter counted.
+extern "C" __global__ void __launch_bounds__(128, 5)
+    kf_tdoa_6(const float* __restrict__ model, unsigned int filters_u,
+              const float* __restrict__ sensors, const unsigned int* __restrict__ pairs,
+              unsigned int n_pairs, float r, float* __restrict__ xs, float* __restrict__ ps,
+              const float* __restrict__ zs, unsigned int* __restrict__ singular) {
+    size_t filters = filters_u;
+    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    bool ok = true;
+    if (j < filters) {
+        float x[6];
+        float p[6][6];
+#pragma unroll
+        for (int e = 0; e < 6; ++e) x[e] = xs[e * filters + j];
+#pragma unroll
+        for (int rr = 0; rr < 6; ++rr) {
+#pragma unroll
+            for (int c = rr; c < 6; ++c) {
+                p[rr][c] = ps[(rr * 6 + c) * filters + j];
+                p[c][rr] = p[rr][c];
+            }
+        }
+        kf_predict_local<6>(model, model + 36, x, p);
+        const float rm[1] = {r};
+        for (unsigned int i = 0; i < n_pairs; ++i) {
+            float h[6];
+            float rd = kf_tdoa_row(sensors + 3 * pairs[2 * i], sensors + 3 * pairs[2 * i + 1], x, h);
+            float innov[1] = {zs[i * filters + j] - rd};
+            ok = kf_update_innov<6, 1>(h, rm, innov, x, p) && ok;
+        }
+#pragma unroll
+        for (int e = 0; e < 6; ++e) xs[e * filters + j] = x[e];
+#pragma unroll
+        for (int rr = 0; rr < 6; ++rr) {
+#pragma unroll
+            for (int c = 0; c < 6; ++c) ps[(rr * 6 + c) * filters + j] = p[rr][c];
+        }
+    }
+    unsigned int bad = __ballot_sync(0xffffffffu, !ok);
+    if (bad != 0 && (threadIdx.x & 31) == 0) atomicAdd(singular, __popc(bad));
+}

@@ -1295,6 +1295,52 @@ fn kalman_bank_edges_agree() {
     );
 }
 
+/// The extended (TDOA) step, `kf_tdoa_6`, against its CPU twin on fresh random sources (one and
+/// 50 steps; 1 to 100,003 filters), and against the f64 reference after one step.
+#[test]
+fn kalman_tdoa_step_agrees() {
+    use sonotrack::testing::kalman::max_rel_diff;
+    use sonotrack::testing::kalman_tdoa::{reference, workload};
+    use sonotrack::track::kalman::bank::{FilterBank, KalmanBank};
+    if !cuda_present() {
+        return;
+    }
+    let fresh = fresh_seed();
+    for (filters, steps) in [(1usize, 50usize), (63, 1), (1000, 50), (100_003, 1)] {
+        let w = workload(fresh + filters as u32, filters, steps);
+        let mut cpu =
+            KalmanBank::new(w.bank_model.clone(), filters, &[0.0; 6], &[0.0; 36]).unwrap();
+        let mut g = gpu::kalman_bank(&w.bank_model, filters, &[0.0; 6], &[0.0; 36]).unwrap();
+        cpu.load(&w.x0, &w.p0).unwrap();
+        g.load(&w.x0, &w.p0).unwrap();
+        let mut f64_err = 0.0f64;
+        for (k, z) in w.z.iter().enumerate() {
+            let sc = FilterBank::step_tdoa(&mut cpu, &w.geo, z).unwrap();
+            let sg = g.step_tdoa(&w.geo, z).unwrap();
+            assert_eq!(sc, sg);
+            if k == 0 {
+                let (x, _) = g.read().unwrap();
+                for j in (0..filters).step_by((filters / 100).max(1)) {
+                    let (xr, _) = reference(&w, j, 1);
+                    for e in 0..6 {
+                        let d = (f64::from(x[e * filters + j]) - xr[e]).abs() / xr.amax().max(1.0);
+                        f64_err = f64_err.max(d);
+                    }
+                }
+            }
+        }
+        let (xc, pc) = FilterBank::read(&mut cpu).unwrap();
+        let (xg, pg) = g.read().unwrap();
+        let (dx, dp) = (max_rel_diff(&xc, &xg), max_rel_diff(&pc, &pg));
+        eprintln!(
+            "kf_tdoa_6 M {filters} steps {steps} seed {}: twin x {dx:.1e} P {dp:.1e}; f64 x after one step {f64_err:.1e}",
+            fresh + filters as u32
+        );
+        assert!(dx <= 1e-6 && dp <= 1e-6, "twin: x {dx:e} P {dp:e}");
+        assert!(f64_err <= 1e-4, "f64: {f64_err:e}");
+    }
+}
+
 /// A fresh seed for each run (printed, so a failure can be replayed with
 /// `SONOTRACK_TEST_SEED=N`).
 fn fresh_seed() -> u32 {

@@ -523,6 +523,38 @@ fn several_sources_get_one_track_each() {
     }
 }
 
+/// `tracker.filter = "imm"` (the IMM estimator in place of the particle filters) meets the
+/// pier recording's targets and gives each of two boats one track.
+#[test]
+fn the_imm_filter_meets_the_pier_target_and_separates_two_boats() {
+    let opts = cpu_opts();
+    if let Some(dir) = common::shared_scene("pier_five") {
+        let (mut cfg, wav, truth) = replay::resolve(&dir, None).unwrap();
+        cfg.tracker.filter = sonotrack::config::FilterKind::Imm;
+        let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &opts).unwrap();
+        let a = s.accuracy.clone().unwrap();
+        eprintln!("pier_five, IMM: {a}");
+        assert!(a.rmse_m <= 0.025, "{a}");
+        assert_eq!(a.within_pct, 100.0, "{a}");
+        check_spread("pier_five, IMM", &s);
+    }
+    let mut spec = SceneSpec::preset("two-boats").unwrap();
+    spec.duration_s = 8.0;
+    let (mut cfg, wav, truth, _dir) = scene("imm-two-boats", &spec);
+    cfg.tracker.max_tracks = 3;
+    cfg.tracker.filter = sonotrack::config::FilterKind::Imm;
+    let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &opts).unwrap();
+    let e = s.evaluation.unwrap();
+    let o = e.ospa.unwrap();
+    eprintln!(
+        "two boats, IMM: {} born; OSPA {:.4} m, {} ID switches",
+        s.births, o.mean_m, e.id_switches
+    );
+    assert_eq!(s.births, 2, "one track per source");
+    assert!(o.mean_m < 0.1, "{o:?}");
+    assert_eq!(e.id_switches, 0);
+}
+
 /// One talker keeps one track with several slots. A second track born beside the first (from
 /// peaks the first does not claim: a reflection in the office, 0.9 m from the talker) used to
 /// slide onto the first's source and follow it to the end (1.09 tracks per frame); a track that

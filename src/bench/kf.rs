@@ -17,6 +17,7 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     if backends.contains(&"cuda") {
         rows.extend(cuda_rows(opts)?);
+        rows.push(tdoa_row(opts, "cuda", TDOA_FILTERS)?);
     }
     if !backends.contains(&"cpu") {
         return Ok(rows);
@@ -46,9 +47,54 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
             reps,
         });
     }
+    rows.push(tdoa_row(opts, "cpu", if opts.quick { 4096 } else { TDOA_FILTERS })?);
     rows.push(imm_row(opts)?);
     rows.push(imm_filter_row(opts)?);
     Ok(rows)
+}
+
+/// Filters in the extended (TDOA) row.
+const TDOA_FILTERS: usize = 262_144;
+
+/// The extended filter's step ([`FilterBank::step_tdoa`]: CV-3D predict, then one scalar
+/// update per pair of a five-sensor array, 10 pairs) of `filters` filters, wall time per step
+/// as a caller sees it (the range differences up, the count back).
+fn tdoa_row(opts: &BenchOptions, backend: &str, filters: usize) -> Result<Row> {
+    use crate::track::kalman::bank::FilterBank;
+    let w = crate::testing::kalman_tdoa::workload(5, filters, 1);
+    let mut bank: Box<dyn FilterBank> = match backend {
+        "cuda" => crate::gpu::kalman_bank(&w.bank_model, filters, &[0.0; 6], &[0.0; 36])?,
+        _ => Box::new(
+            KalmanBank::new(w.bank_model.clone(), filters, &[0.0; 6], &[0.0; 36])
+                .map_err(|e| Error::Usage(e.to_string()))?,
+        ),
+    };
+    let bank_err = |e: crate::track::kalman::bank::BankError| Error::Usage(e.to_string());
+    let (s, reps) = time_median(opts.budget_s, 3, || {
+        // Every repetition restarts from the prior, so that each times the same first step.
+        bank.load(&w.x0, &w.p0).map_err(bank_err)?;
+        let t = std::time::Instant::now();
+        bank.step_tdoa(&w.geo, &w.z[0]).map_err(bank_err)?;
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    Ok(Row {
+        stage: "kf-tdoa".into(),
+        backend: backend.into(),
+        params: format!(
+            "{filters} filters, CV-3D + 10 TDOA pairs (extended, one scalar update a pair), wall{}",
+            if backend == "cpu" {
+                format!(", {} threads", rayon::current_num_threads())
+            } else {
+                String::new()
+            }
+        ),
+        median_us: s * 1e6,
+        per_unit: s * 1e9 / filters as f64,
+        unit: "ns/filter-step".into(),
+        gb_s: None,
+        wall_us: None,
+        reps,
+    })
 }
 
 /// The tracker's IMM filter ([`crate::track::kalman::imm_filter`]: three cubature filters

@@ -634,3 +634,15 @@ fn mqtt_sink_checks() {
     .unwrap_err();
     assert_eq!(e.key, "output.sink[0].site", "{e}");
 }
+
+#[test]
+fn tracker_filter_is_particle_or_imm() {
+    let c = Config::parse_str(GOOD, "t").unwrap();
+    assert_eq!(c.tracker.filter, crate::config::FilterKind::Particle);
+    let c = Config::parse_str(&format!("{GOOD}[tracker]\nfilter = \"imm\"\n"), "t").unwrap();
+    assert_eq!(c.tracker.filter, crate::config::FilterKind::Imm);
+    let e = Config::parse_str(&format!("{GOOD}[tracker]\nfilter = \"kalman\"\n"), "t")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("filter") && e.contains("imm"), "{e}");
+}

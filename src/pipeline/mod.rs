@@ -279,8 +279,7 @@ impl Pipeline {
         // The filter first: a live step of a GPU filter may be waiting on the correlator's
         // device memory, which must outlive it.
         if self.tracker.backend() != "cpu" {
-            self.tracker
-                .replace_bank(backend::cpu_filter(&self.cfg))?;
+            self.tracker.replace_bank(backend::cpu_filter(&self.cfg))?;
         }
         if let Some(c) = cor {
             self.correlator_to_cpu(c);

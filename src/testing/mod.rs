@@ -5,3 +5,4 @@ pub mod faults;
 pub mod fixtures;
 pub mod fuzz;
 pub mod kalman;
+pub mod kalman_tdoa;

@@ -10,7 +10,8 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKern
 
 use super::{Gpu, err};
 use crate::error::BackendError;
-use crate::track::kalman::bank::{BankError, BankModel, FilterBank, length};
+use crate::track::kalman::bank::{BankError, BankModel, FilterBank, length, tdoa_ready};
+use crate::track::kalman::tdoa::TdoaGeometry;
 
 /// The stages of one launch (`kernels/kf.cu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +24,7 @@ pub enum Stage {
 /// M filters resident on the GPU.
 pub struct CudaKalmanBank {
     /// Keeps the GPU (context and kernels) for as long as the bank lives.
-    _gpu: Arc<Gpu>,
+    gpu: Arc<Gpu>,
     /// The bank's own stream.
     stream: Arc<CudaStream>,
     kernel: CudaFunction,
@@ -39,6 +40,20 @@ pub struct CudaKalmanBank {
     block: u32,
     /// Bytes copied between host and device so far.
     moved: u64,
+    /// The model as given (the TDOA step checks its size).
+    host_model: BankModel,
+    /// The extended filter's geometry on the device, uploaded at its first step and again only
+    /// when it changes.
+    tdoa: Option<TdoaOnDevice>,
+}
+
+/// A TDOA geometry on the device, with its measurement buffer.
+struct TdoaOnDevice {
+    geo: TdoaGeometry,
+    kernel: CudaFunction,
+    sensors: CudaSlice<f32>,
+    pairs: CudaSlice<u32>,
+    z: CudaSlice<f32>,
 }
 
 impl From<BackendError> for BankError {
@@ -92,7 +107,9 @@ impl CudaKalmanBank {
             block: crate::gpu::KF_BLOCK,
             stream: s,
             moved: 0,
-            _gpu: gpu,
+            host_model: model.clone(),
+            tdoa: None,
+            gpu,
         };
         let (x, p) = crate::track::kalman::bank::replicated(x0, p0, filters);
         bank.load(&x, &p)?;
@@ -176,6 +193,32 @@ impl CudaKalmanBank {
         Ok(count[0] as usize)
     }
 
+    /// The geometry on the device (uploaded when it differs from the last step's).
+    fn tdoa_on_device(&mut self, geo: &TdoaGeometry) -> Result<(), BankError> {
+        if self.tdoa.as_ref().is_some_and(|t| t.geo == *geo) {
+            return Ok(());
+        }
+        let s = self.stream.clone();
+        let sensors = s
+            .clone_htod(&geo.packed_sensors())
+            .map_err(err("copying the sensors"))?;
+        let pairs = s
+            .clone_htod(&geo.packed_pairs())
+            .map_err(err("copying the pairs"))?;
+        let z = s
+            .alloc_zeros::<f32>(geo.pairs.len() * self.filters)
+            .map_err(err("allocating the range differences"))?;
+        self.moved += 4 * (3 * geo.sensors.len() + 2 * geo.pairs.len()) as u64;
+        self.tdoa = Some(TdoaOnDevice {
+            geo: geo.clone(),
+            kernel: self.gpu.function("kf_tdoa_6")?,
+            sensors,
+            pairs,
+            z,
+        });
+        Ok(())
+    }
+
     /// The stream the bank's work is queued on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
@@ -248,5 +291,48 @@ impl FilterBank for CudaKalmanBank {
     fn step(&mut self, z: &[f32]) -> Result<usize, BankError> {
         self.put_measurements(z)?;
         self.run(Stage::Both)
+    }
+
+    fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<usize, BankError> {
+        tdoa_ready(&self.host_model, geo)?;
+        length("z", z.len(), geo.pairs.len() * self.filters)?;
+        self.tdoa_on_device(geo)?;
+        let s = self.stream.clone();
+        let Some(t) = self.tdoa.as_mut() else {
+            return Err(BankError::Backend(
+                "the TDOA geometry is not on the device".into(),
+            ));
+        };
+        s.memcpy_htod(z, &mut t.z)
+            .map_err(err("copying the range differences"))?;
+        s.memset_zeros(&mut self.singular)
+            .map_err(err("clearing the count"))?;
+        let cfg = LaunchConfig {
+            grid_dim: ((self.filters as u32).div_ceil(self.block), 1, 1),
+            block_dim: (self.block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (filters, n_pairs, r) = (self.filters as u32, geo.pairs.len() as u32, geo.r);
+        let mut b = s.launch_builder(&t.kernel);
+        b.arg(&self.model)
+            .arg(&filters)
+            .arg(&t.sensors)
+            .arg(&t.pairs)
+            .arg(&n_pairs)
+            .arg(&r)
+            .arg(&mut self.x)
+            .arg(&mut self.p)
+            .arg(&t.z)
+            .arg(&mut self.singular);
+        // SAFETY: the arguments match kf_tdoa_6's signature; the bank has 6 states (checked
+        // above), so x and p hold 6 and 36 values per filter; z holds n_pairs values per filter,
+        // and the pairs index the uploaded sensors (checked by `TdoaGeometry::check`).
+        unsafe { b.launch(cfg) }.map_err(err("kf_tdoa_6"))?;
+        let mut count = [0u32];
+        s.memcpy_dtoh(&self.singular, &mut count)
+            .map_err(err("reading the count"))?;
+        s.synchronize().map_err(err("kf_tdoa_6"))?;
+        self.moved += 4 * z.len() as u64 + 4;
+        Ok(count[0] as usize)
     }
 }

@@ -11,6 +11,8 @@
 
 use rayon::prelude::*;
 
+use crate::track::kalman::tdoa::{TdoaGeometry, linearise};
+
 /// The largest state a bank holds.
 pub const MAX_N: usize = 6;
 /// The largest measurement.
@@ -74,6 +76,12 @@ pub trait FilterBank: Send {
     fn step(&mut self, z: &[f32]) -> Result<usize, BankError>;
     /// Every filter's state (n × M), without the covariances: a step's estimates.
     fn states(&mut self) -> Result<Vec<f32>, BankError>;
+    /// The extended filter's step: predict with the model, then update with each pair of
+    /// `geo` in turn, linearised at the state so far ([`crate::track::kalman::tdoa`]); `z` holds
+    /// each pair's range difference (pairs × M, metres). Needs the 6-state constant-velocity
+    /// layout (position, velocity). Returns how many filters met a singular update (that pair is
+    /// skipped, the rest applied).
+    fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<usize, BankError>;
     /// Bytes moved between host and device so far (0 on the CPU): measurements in, estimates
     /// and counts out, never the covariances unless asked for.
     fn bytes_moved(&self) -> u64 {
@@ -234,6 +242,27 @@ impl KalmanBank {
         Ok(())
     }
 
+    /// The extended filter's step (see [`FilterBank::step_tdoa`]).
+    pub fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<(), BankError> {
+        tdoa_ready(&self.model, geo)?;
+        let filters = self.filters;
+        length("z", z.len(), geo.pairs.len() * filters)?;
+        let model = self.model.clone();
+        let singular = std::sync::atomic::AtomicUsize::new(0);
+        self.for_each(|l, j| {
+            predict(&model, l);
+            let mut ok = true;
+            for (i, &(a, b)) in geo.pairs.iter().enumerate() {
+                ok &= update_pair(geo, (a as usize, b as usize), l, z[i * filters + j]);
+            }
+            if !ok {
+                singular.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        self.singular = singular.into_inner();
+        Ok(())
+    }
+
     /// Replace every state and covariance (structure of arrays).
     pub fn load(&mut self, x: &[f32], p: &[f32]) -> Result<(), BankError> {
         let n = self.model.n;
@@ -334,6 +363,40 @@ impl FilterBank for KalmanBank {
     fn states(&mut self) -> Result<Vec<f32>, BankError> {
         Ok(self.x.clone())
     }
+
+    fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<usize, BankError> {
+        KalmanBank::step_tdoa(self, geo, z)?;
+        Ok(self.singular)
+    }
+}
+
+/// Check that a bank of `model` can take TDOA steps with `geo`: 6 states (position,
+/// velocity) and a valid geometry.
+pub fn tdoa_ready(model: &BankModel, geo: &TdoaGeometry) -> Result<(), BankError> {
+    if model.n != 6 {
+        return Err(BankError::Model(format!(
+            "a TDOA step needs the 6-state position-velocity model (this bank has n = {})",
+            model.n
+        )));
+    }
+    geo.check()
+}
+
+/// One pair's scalar update of the extended filter: the range difference and its Jacobian row
+/// at the state, the innovation z − h(x), then the Joseph update; false if singular.
+fn update_pair(geo: &TdoaGeometry, (a, b): (usize, usize), l: &mut Local, z: f32) -> bool {
+    let mut h = [0.0f32; 6];
+    let rd = linearise(&geo.sensors[a], &geo.sensors[b], &l.x, &mut h);
+    let r = [geo.r];
+    let lin = Linear {
+        n: 6,
+        m: 1,
+        h: &h,
+        r: &r,
+    };
+    let mut innov = [0.0f32; MAX_M];
+    innov[0] = z - rd;
+    update_innov(lin, l, &innov)
 }
 
 /// A bank's starting arrays: every filter at `x0` (n values) and `p0` (n×n, row-major), in the
@@ -383,8 +446,28 @@ fn predict(model: &BankModel, l: &mut Local) {
     l.p = p;
 }
 
+/// A measurement's model for one update: its size m, H (m×n, row-major) and R (m×m).
+#[derive(Clone, Copy)]
+struct Linear<'a> {
+    n: usize,
+    m: usize,
+    h: &'a [f32],
+    r: &'a [f32],
+}
+
+impl<'a> Linear<'a> {
+    fn of(model: &'a BankModel) -> Self {
+        Self {
+            n: model.n,
+            m: model.m,
+            h: &model.h,
+            r: &model.r,
+        }
+    }
+}
+
 /// Row c of A = I − W H.
-fn a_row(model: &BankModel, w: &[[f32; MAX_M]; MAX_N], c: usize) -> [f32; MAX_N] {
+fn a_row(model: Linear, w: &[[f32; MAX_M]; MAX_N], c: usize) -> [f32; MAX_N] {
     let (n, m) = (model.n, model.m);
     std::array::from_fn(|k| {
         if k >= n {
@@ -396,10 +479,20 @@ fn a_row(model: &BankModel, w: &[[f32; MAX_M]; MAX_N], c: usize) -> [f32; MAX_N]
     })
 }
 
-/// The Joseph-form update with measurement z, P = A P Aᵀ + W R Wᵀ with A = I − W H, its upper
-/// triangle a row at a time and mirrored below; false (state left as it was) where the
-/// innovation covariance is not positive definite.
+/// The linear update with measurement z: the innovation z − H x, then [`update_innov`].
 fn update(model: &BankModel, l: &mut Local, z: &[f32; MAX_M]) -> bool {
+    let (n, m) = (model.n, model.m);
+    let mut innov = [0.0f32; MAX_M];
+    for (i, v) in innov.iter_mut().enumerate().take(m) {
+        *v = z[i] - (0..n).map(|k| model.h[i * n + k] * l.x[k]).sum::<f32>();
+    }
+    update_innov(Linear::of(model), l, &innov)
+}
+
+/// The Joseph-form update with innovation `innov`, P = A P Aᵀ + W R Wᵀ with A = I − W H, its
+/// upper triangle a row at a time and mirrored below; false (state left as it was) where the
+/// innovation covariance is not positive definite.
+fn update_innov(model: Linear, l: &mut Local, innov: &[f32; MAX_M]) -> bool {
     let (n, m) = (model.n, model.m);
     let h = |r: usize, c: usize| model.h[r * n + c];
     // PHᵀ (n×m) and S = H P Hᵀ + R (m×m).
@@ -422,10 +515,6 @@ fn update(model: &BankModel, l: &mut Local, z: &[f32; MAX_M]) -> bool {
     let mut w = [[0.0f32; MAX_M]; MAX_N];
     for r in 0..n {
         w[r] = chol_solve(&chol, &pht[r], m);
-    }
-    let mut innov = [0.0f32; MAX_M];
-    for (i, v) in innov.iter_mut().enumerate().take(m) {
-        *v = z[i] - (0..n).map(|k| h(i, k) * l.x[k]).sum::<f32>();
     }
     for r in 0..n {
         l.x[r] += (0..m).map(|i| w[r][i] * innov[i]).sum::<f32>();

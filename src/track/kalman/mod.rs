@@ -3,10 +3,12 @@
 //! [`bank::FilterBank`] both backends implement); [`crossover`], the measured bank size from
 //! which the GPU serves a bank; [`imm`], the interacting multiple model estimator over linear
 //! models (f64, one track); [`imm_filter`], the IMM over the tracker's motion models as the
-//! tracker's filter (`tracker.filter = "imm"`), with [`cubature`], its sigma-point rule.
+//! tracker's filter (`tracker.filter = "imm"`), with [`cubature`], its sigma-point rule;
+//! [`tdoa`], the range-difference measurement of the bank's extended filter.
 
 pub mod bank;
 pub mod crossover;
 pub mod cubature;
 pub mod imm;
 pub mod imm_filter;
+pub mod tdoa;
