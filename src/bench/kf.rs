@@ -47,7 +47,11 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
             reps,
         });
     }
-    rows.push(tdoa_row(opts, "cpu", if opts.quick { 4096 } else { TDOA_FILTERS })?);
+    rows.push(tdoa_row(
+        opts,
+        "cpu",
+        if opts.quick { 4096 } else { TDOA_FILTERS },
+    )?);
     rows.push(imm_row(opts)?);
     rows.push(imm_filter_row(opts)?);
     Ok(rows)

@@ -5,6 +5,10 @@ use crate::output::SinkConfig;
 use crate::output::serial::reports_per_s;
 use crate::track::TrackMode;
 
+/// IMM filter cost per track and step, seconds (three models, five sensors and 10 pairs × 4
+/// peaks on one x86 core: `sonotrack bench --what kf`, the `imm-filter` row, 19-21 µs on
+/// dev-cpu; BENCHMARKS.md "Particle filter or IMM").
+pub const CPU_S_PER_IMM_TRACK_STEP: f64 = 20e-6;
 /// CPU filter cost per particle and step, seconds (one x86 core, `sonotrack bench --backend cpu`
 /// on the development machine, BENCHMARKS.md "CPU processing time").
 const CPU_S_PER_PARTICLE_STEP: f64 = 22e-9;
@@ -147,35 +151,50 @@ impl Config {
             .iter()
             .map(|m| format!("{}({:?})", m.name, m.kind))
             .collect();
-        let _ = writeln!(
-            s,
-            "tracker: backend {:?}, {} particles, models {} ({:?} selection), TDOA std {} samples, Pd {}, max speed {} m/s, seed {}",
-            t.backend,
-            t.particles,
-            names.join(", "),
-            t.model_selection,
-            t.tdoa_std_samples,
-            t.detection_probability,
-            t.max_speed_m_s,
-            t.seed
-        );
-        let bytes = self.particle_memory_bytes();
-        let steps_s = t.particles as f64 * t.max_tracks as f64 * CPU_S_PER_PARTICLE_STEP;
-        let share = steps_s / (hop as f64 / fs);
-        let _ = writeln!(
-            s,
-            "  particles hold {:.1} MiB ({} x {} track slots); on the CPU backend a full set of tracks costs about {:.0} % of real time (at {:.0} ns per particle and step; `sonotrack bench` measures this machine){}",
-            bytes as f64 / (1u64 << 20) as f64,
-            t.particles,
-            t.max_tracks,
-            share * 100.0,
-            CPU_S_PER_PARTICLE_STEP * 1e9,
-            if share > 1.0 {
-                ": too slow for live audio on the CPU, use fewer particles or the GPU"
-            } else {
-                ""
-            }
-        );
+        if t.filter == super::FilterKind::Imm {
+            let share = t.max_tracks as f64 * CPU_S_PER_IMM_TRACK_STEP / (hop as f64 / fs);
+            let _ = writeln!(
+                s,
+                "tracker: IMM filter (one cubature Kalman filter per model, data association over each pair's peaks; on the CPU whatever the backend), models {}, TDOA std {} samples, Pd {}, max speed {} m/s\n  a full set of {} tracks costs about {:.1} % of real time (at {:.0} us per track and step)",
+                names.join(", "),
+                t.tdoa_std_samples,
+                t.detection_probability,
+                t.max_speed_m_s,
+                t.max_tracks,
+                share * 100.0,
+                CPU_S_PER_IMM_TRACK_STEP * 1e6
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "tracker: backend {:?}, {} particles, models {} ({:?} selection), TDOA std {} samples, Pd {}, max speed {} m/s, seed {}",
+                t.backend,
+                t.particles,
+                names.join(", "),
+                t.model_selection,
+                t.tdoa_std_samples,
+                t.detection_probability,
+                t.max_speed_m_s,
+                t.seed
+            );
+            let bytes = self.particle_memory_bytes();
+            let steps_s = t.particles as f64 * t.max_tracks as f64 * CPU_S_PER_PARTICLE_STEP;
+            let share = steps_s / (hop as f64 / fs);
+            let _ = writeln!(
+                s,
+                "  particles hold {:.1} MiB ({} x {} track slots); on the CPU backend a full set of tracks costs about {:.0} % of real time (at {:.0} ns per particle and step; `sonotrack bench` measures this machine){}",
+                bytes as f64 / (1u64 << 20) as f64,
+                t.particles,
+                t.max_tracks,
+                share * 100.0,
+                CPU_S_PER_PARTICLE_STEP * 1e9,
+                if share > 1.0 {
+                    ": too slow for live audio on the CPU, use fewer particles or the GPU"
+                } else {
+                    ""
+                }
+            );
+        }
         if let Some(frames) = self.lag_frames() {
             let per_frame =
                 self.smoothing.lag_s * LAG_S_PER_TRACK_FRAME_SECOND * t.max_tracks as f64;

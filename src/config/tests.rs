@@ -641,6 +641,7 @@ fn tracker_filter_is_particle_or_imm() {
     assert_eq!(c.tracker.filter, crate::config::FilterKind::Particle);
     let c = Config::parse_str(&format!("{GOOD}[tracker]\nfilter = \"imm\"\n"), "t").unwrap();
     assert_eq!(c.tracker.filter, crate::config::FilterKind::Imm);
+    assert!(c.explain().contains("IMM filter"), "{}", c.explain());
     let e = Config::parse_str(&format!("{GOOD}[tracker]\nfilter = \"kalman\"\n"), "t")
         .unwrap_err()
         .to_string();
