@@ -266,4 +266,101 @@ mod tests {
         assert_eq!(c.frame(None, 3), None);
         assert_eq!(c.frame(Some(false), 1), Some(false));
     }
+
+    /// Seed 001's checklist C8 on the scan logic, by Monte Carlo: one tentative track is born
+    /// on each scan whose gate holds a measurement while none is held (a target's detection,
+    /// or clutter), and scans are hits with probability P_D (a target) or q (clutter in the
+    /// gate). (a) clutter alone (q = 0.1, 1,000 runs of 1,000 scans): confirmed false tracks
+    /// per 1,000 scans; (b) P_D = 0.9: the share of targets confirmed within 5 scans of
+    /// appearing; (c) a confirmed target that disappears is deleted K = N − M + 1 scans later
+    /// with nothing in its gate (the digest asks K + 1), and a few later where clutter (q = 0.1)
+    /// still falls in it.
+    #[test]
+    fn c8_initiation_confirmation_deletion() {
+        use crate::rng::philox::{PhiloxStream, Stream};
+        // Scans until the first confirmation (None: not within `limit`).
+        fn until_confirmed(
+            logic: &TrackLogic,
+            rng: &mut PhiloxStream,
+            p: f64,
+            limit: usize,
+        ) -> Option<usize> {
+            let mut h: Option<ScanHistory> = None;
+            for scan in 1..=limit {
+                let hit = rng.uniform_f64() < p;
+                match h.as_mut() {
+                    // A birth's own scan is its first hit.
+                    None if hit => {
+                        let mut t = ScanHistory::default();
+                        assert_eq!(logic.scan(&mut t, true), Verdict::Keep);
+                        h = Some(t);
+                    }
+                    None => {}
+                    Some(t) => match logic.scan(t, hit) {
+                        Verdict::Confirm => return Some(scan),
+                        Verdict::Delete => h = None,
+                        Verdict::Keep => {}
+                    },
+                }
+            }
+            None
+        }
+        let mut rng = PhiloxStream::new(8, 0, Stream::Simulate);
+        for rule in [ConfirmRule::Cascade, ConfirmRule::Sliding] {
+            let logic = TrackLogic { m: 2, n: 3, rule };
+            let runs = 1000;
+            let mut false_confirmed = 0usize;
+            for _ in 0..runs {
+                let mut left = 1000usize;
+                while let Some(at) = until_confirmed(&logic, &mut rng, 0.1, left) {
+                    false_confirmed += 1;
+                    left -= at;
+                }
+            }
+            let per_1000 = false_confirmed as f64 / runs as f64;
+            let within5 = (0..runs)
+                .filter(|_| until_confirmed(&logic, &mut rng, 0.9, 5).is_some())
+                .count() as f64
+                / runs as f64;
+            // (c): confirmed, then only clutter in the gate (q = 0.1), or nothing at all.
+            let gone_after = |rng: &mut PhiloxStream, q: f64| {
+                let mut h = ScanHistory::default();
+                for _ in 0..4 {
+                    logic.scan(&mut h, true);
+                }
+                assert!(h.confirmed);
+                (1..=50)
+                    .find(|_| logic.scan(&mut h, rng.uniform_f64() < q) == Verdict::Delete)
+                    .unwrap_or(51)
+            };
+            let worst = (0..runs)
+                .map(|_| gone_after(&mut rng, 0.1))
+                .max()
+                .unwrap_or(0);
+            assert_eq!(gone_after(&mut rng, 0.0), logic.n - logic.m + 1);
+            eprintln!(
+                "C8, {rule:?} 2/3: {per_1000:.2} false confirmations per 1,000 clutter scans; \
+                 {:.1} % of targets confirmed within 5 scans; deleted at most {worst} scans after the target went",
+                100.0 * within5
+            );
+            // Without clutter the target is gone after K = N − M + 1 scans (above); clutter in
+            // the gate can hold it a few more.
+            assert!(worst <= 8, "{worst}");
+            // The two readings trade C8 (a) against (b): the cascade deletes a tentative track
+            // at its first miss, which keeps clutter out (0.2-0.3 a 1,000 scans) but needs two
+            // hits in a row and then two of three (86 % of targets within five scans, not the
+            // 95 % asked); the sliding reading confirms 99 % within five scans and 16 clutter
+            // tracks a 1,000 scans (BENCHMARKS.md, "Track logic against C8").
+            match rule {
+                ConfirmRule::Cascade => {
+                    assert!(per_1000 <= 1.0, "{per_1000}");
+                    assert!(within5 >= 0.8, "{within5}");
+                }
+                ConfirmRule::Sliding => {
+                    assert!(within5 >= 0.95, "{within5}");
+                    assert!(per_1000 <= 25.0, "{per_1000}");
+                }
+            }
+        }
+    }
 }
