@@ -1341,6 +1341,65 @@ fn kalman_tdoa_step_agrees() {
     }
 }
 
+/// Seed 001 C10: the GPU's batched (track, measurement) costs against the CPU twin on 1,000
+/// fresh random frames (1-12 tracks, 0-20 measurements, four model sizes): the same pairs
+/// gated, costs within 1e-12 (relative), and the same assignment by the auction, except a
+/// logged near-tie (totals within 1e-4).
+#[test]
+fn mfa_pair_costs_agree() {
+    use sonotrack::testing::mfa::pair_cost_input;
+    use sonotrack::track::associate::{auction, total_cost};
+    use sonotrack::track::mfa::pair_costs::pair_costs;
+    if !cuda_present() {
+        return;
+    }
+    let fresh = fresh_seed();
+    let (mut worst, mut ties, mut finite) = (0.0f64, 0, 0usize);
+    for k in 0..1000u32 {
+        let (n, m) = [(4, 2), (6, 3), (2, 1), (6, 2)][k as usize % 4];
+        let seed = fresh.wrapping_add(k * 977);
+        let tracks = 1 + (seed % 12) as usize;
+        let meas = (seed / 12 % 21) as usize;
+        let inp = pair_cost_input(seed, n, m, tracks, meas);
+        let cpu = pair_costs(&inp);
+        let gpu_cost = gpu::mfa_pair_costs(&inp).unwrap();
+        assert_eq!(cpu.len(), gpu_cost.len());
+        for (a, b) in cpu.iter().zip(&gpu_cost) {
+            assert_eq!(
+                a.is_finite(),
+                b.is_finite(),
+                "frame {k}: gated differently: {a} {b}"
+            );
+            if a.is_finite() {
+                finite += 1;
+                worst = worst.max((a - b).abs() / a.abs().max(1.0));
+            }
+        }
+        let matrix = |c: &[f64]| -> Vec<Vec<f64>> {
+            (0..tracks)
+                .map(|t| c[t * meas..(t + 1) * meas].to_vec())
+                .collect()
+        };
+        let miss = -(1.0 - inp.list.pd).ln();
+        let (mc, mg) = (matrix(&cpu), matrix(&gpu_cost));
+        let (ac, ag) = (auction(&mc, miss), auction(&mg, miss));
+        if ac != ag {
+            let (tc, tg) = (total_cost(&mc, miss, &ac), total_cost(&mc, miss, &ag));
+            assert!(
+                (tc - tg).abs() < 1e-4,
+                "frame {k}: {ac:?} against {ag:?} ({tc} {tg})"
+            );
+            eprintln!("frame {k}: a near-tie ({tc} against {tg})");
+            ties += 1;
+        }
+    }
+    eprintln!(
+        "MFA pair costs, 1,000 frames from seed {fresh}: {finite} gated pairs, worst relative difference {worst:.1e}, {ties} near-ties"
+    );
+    assert!(worst <= 1e-12, "{worst:e}");
+    assert!(finite > 1000);
+}
+
 /// A fresh seed for each run (printed, so a failure can be replayed with
 /// `SONOTRACK_TEST_SEED=N`).
 fn fresh_seed() -> u32 {

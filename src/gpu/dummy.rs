@@ -20,6 +20,10 @@ pub fn available() -> std::result::Result<String, String> {
     Err(WHY.into())
 }
 
+pub fn mfa_pair_costs(_inp: &crate::track::mfa::pair_costs::PairCostInput) -> Result<Vec<f64>> {
+    Err(not_compiled())
+}
+
 pub fn correlator(_params: GccParams, _batch: usize) -> Result<Box<dyn Correlator>> {
     Err(not_compiled())
 }

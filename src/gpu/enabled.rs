@@ -16,6 +16,13 @@ fn unavailable(why: String) -> Error {
     Error::Backend(BackendError::new("cuda", why))
 }
 
+/// Every (track, measurement) pair's multi-frame assignment cost on the GPU (the twin of
+/// [`crate::track::mfa::pair_costs::pair_costs`]).
+pub fn mfa_pair_costs(inp: &crate::track::mfa::pair_costs::PairCostInput) -> Result<Vec<f64>> {
+    let gpu = cuda::gpu().map_err(unavailable)?;
+    Ok(cuda::mfa::pair_costs(&gpu, inp)?)
+}
+
 /// A description of the GPU, or why there is none.
 pub fn available() -> std::result::Result<String, String> {
     cuda::gpu().map(|g| g.describe())

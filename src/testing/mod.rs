@@ -6,3 +6,4 @@ pub mod fixtures;
 pub mod fuzz;
 pub mod kalman;
 pub mod kalman_tdoa;
+pub mod mfa;

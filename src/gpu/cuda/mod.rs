@@ -20,6 +20,7 @@
 pub mod gcc;
 pub mod host;
 pub mod kf;
+pub mod mfa;
 pub mod pf;
 pub mod smooth;
 
@@ -45,6 +46,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../../../kernels/kf.cu"),
     "\n",
     include_str!("../../../kernels/smooth.cu"),
+    "\n",
+    include_str!("../../../kernels/mfa.cu"),
 );
 
 /// NVRTC options; part of the cache key.

@@ -1,9 +1,11 @@
 //! Multi-frame assignment (MFA): the pieces of the sliding-window S-D assignment of the Kalman
 //! issue that stand alone — the candidate cost ([`cost`]), each track's candidate tree over a
-//! window of frames ([`tree`]) and the sliding window that commits its oldest frame ([`window`],
+//! window of frames ([`tree`]), the batched cost of every (track, measurement) pair of a frame
+//! ([`pair_costs`], with a GPU twin) and the sliding window that commits its oldest frame ([`window`],
 //! over linear-Gaussian tracks) — over the solver in [`crate::math::sd_assign`]. Its place
 //! beside GNN in the particle-filter tracker is still to come.
 
 pub mod cost;
+pub mod pair_costs;
 pub mod tree;
 pub mod window;
