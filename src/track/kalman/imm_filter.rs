@@ -519,6 +519,12 @@ impl ParticleFilter for ImmFilter {
             .iter()
             .copied()
             .fold(f32::NEG_INFINITY, f32::max);
+        if !top.is_finite() {
+            return Err(BackendError::new(
+                "cpu",
+                format!("IMM filter: slot {slot}: no particle has a finite weight"),
+            ));
+        }
         let w: Vec<f64> = particles
             .log_weight
             .iter()

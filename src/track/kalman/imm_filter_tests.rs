@@ -167,6 +167,9 @@ fn particles_round_trip_through_the_cubature_points() {
         log_weight: vec![],
     };
     assert!(f.write_particles(0, &empty).is_err());
+    let mut dead = before.clone();
+    dead.log_weight.fill(f32::NEG_INFINITY);
+    assert!(f.write_particles(0, &dead).is_err());
     // A step of a slot with no track is an error, not a panic.
     let m = TdoaMeasurement::empty(0, p.pairs.len(), 1, p.tdoa_std_s);
     let mut est = vec![Estimate::new(3)];
