@@ -103,7 +103,7 @@ fn tdoa_row(opts: &BenchOptions, backend: &str, filters: usize) -> Result<Row> {
 
 /// The tracker's IMM filter ([`crate::track::kalman::imm_filter`]: three cubature filters
 /// with data association over each pair's peaks) on the five-hydrophone pier array (10 pairs,
-/// 4 peaks each), [`IMM_TRACKS`] tracks stepped one after another on one thread.
+/// 4 peaks each), [`IMM_TRACKS`] tracks in one step (spread over the cores).
 fn imm_filter_row(opts: &BenchOptions) -> Result<Row> {
     use crate::testing::fixtures::{pf_init, pf_measurement, pf_params};
     use crate::track::{Estimate, ParticleFilter, TrackStep};
@@ -132,7 +132,8 @@ fn imm_filter_row(opts: &BenchOptions) -> Result<Row> {
         stage: "imm-filter".into(),
         backend: "cpu".into(),
         params: format!(
-            "{IMM_TRACKS} tracks, the tracker's 3 models (cubature, 7 states), 5 sensors, 10 pairs x 4 peaks, f64, one thread"
+            "{IMM_TRACKS} tracks, the tracker's 3 models (cubature, 7 states), 5 sensors, 10 pairs x 4 peaks, f64, {} threads",
+            rayon::current_num_threads()
         ),
         median_us: s * 1e6,
         per_unit: s * 1e9 / IMM_TRACKS as f64,

@@ -178,3 +178,31 @@ fn particles_round_trip_through_the_cubature_points() {
             .is_err()
     );
 }
+
+#[test]
+fn many_tracks_at_once_give_what_one_at_a_time_gives() {
+    // 20 tracks (spread over the cores) against the same tracks stepped one per call.
+    let mut p = pf_params(16, 3);
+    p.slots = 20;
+    let (mut together, mut alone) = (ImmFilter::new(p.clone()), ImmFilter::new(p.clone()));
+    let steps: Vec<TrackStep> = (0..20u32).map(|s| TrackStep::fixed(s, 0.1, 0.0)).collect();
+    for t in &steps {
+        let mut init = pf_init();
+        init.slot = t.slot;
+        init.mean[0] += f64::from(t.slot) * 0.3;
+        together.init_track(&init).unwrap();
+        alone.init_track(&init).unwrap();
+    }
+    let mut r = PhiloxStream::new(3, 0, Stream::Simulate);
+    let mut a = vec![Estimate::new(3); 20];
+    let mut b = vec![Estimate::new(3); 1];
+    for frame in 1..=5u64 {
+        let x = [-16.0 + 0.2 * frame as f32, 3.0, -12.0, 2.0, 0.0, 0.0, 0.0];
+        let m = frame_of(&p, &x, frame, Some(&mut r));
+        together.step(&m, &steps, &mut a).unwrap();
+        for (t, want) in steps.iter().zip(&a) {
+            alone.step(&m, std::slice::from_ref(t), &mut b).unwrap();
+            assert_eq!(&b[0], want);
+        }
+    }
+}
