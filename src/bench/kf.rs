@@ -32,20 +32,18 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
             bank.update(&z).map_err(|e| Error::Usage(e.to_string()))?;
             Ok(t.elapsed().as_secs_f64())
         })?;
-        rows.push(Row {
-            stage: "kf".into(),
-            backend: "cpu".into(),
-            params: format!(
+        rows.push(Row::per_ns(
+            "kf",
+            "cpu",
+            format!(
                 "{m} filters, CV-3D predict+update, {} threads",
                 rayon::current_num_threads()
             ),
-            median_us: s * 1e6,
-            per_unit: s * 1e9 / m as f64,
-            unit: "ns/filter-step".into(),
-            gb_s: None,
-            wall_us: None,
+            s,
+            m,
+            "ns/filter-step",
             reps,
-        });
+        ));
     }
     rows.push(tdoa_row(
         opts,
@@ -81,10 +79,10 @@ fn tdoa_row(opts: &BenchOptions, backend: &str, filters: usize) -> Result<Row> {
         bank.step_tdoa(&w.geo, &w.z[0]).map_err(bank_err)?;
         Ok(t.elapsed().as_secs_f64())
     })?;
-    Ok(Row {
-        stage: "kf-tdoa".into(),
-        backend: backend.into(),
-        params: format!(
+    Ok(Row::per_ns(
+        "kf-tdoa",
+        backend,
+        format!(
             "{filters} filters, CV-3D + 10 TDOA pairs (extended, one scalar update a pair), wall{}",
             if backend == "cpu" {
                 format!(", {} threads", rayon::current_num_threads())
@@ -92,13 +90,11 @@ fn tdoa_row(opts: &BenchOptions, backend: &str, filters: usize) -> Result<Row> {
                 String::new()
             }
         ),
-        median_us: s * 1e6,
-        per_unit: s * 1e9 / filters as f64,
-        unit: "ns/filter-step".into(),
-        gb_s: None,
-        wall_us: None,
+        s,
+        filters,
+        "ns/filter-step",
         reps,
-    })
+    ))
 }
 
 /// The tracker's IMM filter ([`crate::track::kalman::imm_filter`]: three cubature filters
@@ -128,20 +124,18 @@ fn imm_filter_row(opts: &BenchOptions) -> Result<Row> {
         f.step(&m, &steps, &mut out)?;
         Ok(t.elapsed().as_secs_f64())
     })?;
-    Ok(Row {
-        stage: "imm-filter".into(),
-        backend: "cpu".into(),
-        params: format!(
+    Ok(Row::per_ns(
+        "imm-filter",
+        "cpu",
+        format!(
             "{IMM_TRACKS} tracks, the tracker's 3 models (cubature, 7 states), 5 sensors, 10 pairs x 4 peaks, f64, {} threads",
             rayon::current_num_threads()
         ),
-        median_us: s * 1e6,
-        per_unit: s * 1e9 / IMM_TRACKS as f64,
-        unit: "ns/track-step".into(),
-        gb_s: None,
-        wall_us: None,
+        s,
+        IMM_TRACKS,
+        "ns/track-step",
         reps,
-    })
+    ))
 }
 
 /// Tracks in the IMM row (the Kalman issue's figure: 3 models, 1,024 tracks per frame).
@@ -188,20 +182,18 @@ fn imm_row(opts: &BenchOptions) -> Result<Row> {
             ))
         }
     })?;
-    Ok(Row {
-        stage: "imm".into(),
-        backend: "cpu".into(),
-        params: format!(
+    Ok(Row::per_ns(
+        "imm",
+        "cpu",
+        format!(
             "{IMM_TRACKS} tracks, 3 models (CV, CT ±0.2 rad/s) 2-D, f64, {} threads",
             rayon::current_num_threads()
         ),
-        median_us: s * 1e6,
-        per_unit: s * 1e9 / IMM_TRACKS as f64,
-        unit: "ns/track-step".into(),
-        gb_s: None,
-        wall_us: None,
+        s,
+        IMM_TRACKS,
+        "ns/track-step",
         reps,
-    })
+    ))
 }
 
 /// A constant-velocity model in `axes` dimensions (step 0.05 s, positions measured with 0.1 m²

@@ -44,6 +44,32 @@ pub struct Row {
     pub reps: usize,
 }
 
+impl Row {
+    /// A row of median `s` seconds a call over `units` units (per unit in `unit`, which names
+    /// nanoseconds: "ns/filter-step"), without bandwidth or wall-time columns.
+    pub fn per_ns(
+        stage: &str,
+        backend: &str,
+        params: String,
+        s: f64,
+        units: usize,
+        unit: &str,
+        reps: usize,
+    ) -> Self {
+        Self {
+            stage: stage.into(),
+            backend: backend.into(),
+            params,
+            median_us: s * 1e6,
+            per_unit: s * 1e9 / units as f64,
+            unit: unit.into(),
+            gb_s: None,
+            wall_us: None,
+            reps,
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {

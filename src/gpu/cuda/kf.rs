@@ -40,8 +40,6 @@ pub struct CudaKalmanBank {
     block: u32,
     /// Bytes copied between host and device so far.
     moved: u64,
-    /// The model as given (the TDOA step checks its size).
-    host_model: BankModel,
     /// The extended filter's geometry on the device, uploaded at its first step and again only
     /// when it changes.
     tdoa: Option<TdoaOnDevice>,
@@ -107,7 +105,6 @@ impl CudaKalmanBank {
             block: crate::gpu::KF_BLOCK,
             stream: s,
             moved: 0,
-            host_model: model.clone(),
             tdoa: None,
             gpu,
         };
@@ -158,11 +155,7 @@ impl CudaKalmanBank {
     /// without waiting.
     pub fn enqueue(&mut self, stage: Stage) -> Result<(), BankError> {
         let s = self.stream.clone();
-        let cfg = LaunchConfig {
-            grid_dim: ((self.filters as u32).div_ceil(self.block), 1, 1),
-            block_dim: (self.block, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = self.launch_config();
         let (filters, stage) = (self.filters as u32, stage as i32);
         let mut b = s.launch_builder(&self.kernel);
         b.arg(&self.model)
@@ -179,12 +172,29 @@ impl CudaKalmanBank {
         Ok(())
     }
 
+    /// One thread per filter, in blocks of `self.block`.
+    fn launch_config(&self) -> LaunchConfig {
+        LaunchConfig {
+            grid_dim: ((self.filters as u32).div_ceil(self.block), 1, 1),
+            block_dim: (self.block, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
     /// Launch `stage`, wait, and return the count of singular updates.
     fn run(&mut self, stage: Stage) -> Result<usize, BankError> {
+        self.counted(|bank| bank.enqueue(stage))
+    }
+
+    /// Clear the singular count, queue `launch`, wait, and return the count.
+    fn counted(
+        &mut self,
+        launch: impl FnOnce(&mut Self) -> Result<(), BankError>,
+    ) -> Result<usize, BankError> {
         let s = self.stream.clone();
         s.memset_zeros(&mut self.singular)
             .map_err(err("clearing the count"))?;
-        self.enqueue(stage)?;
+        launch(self)?;
         let mut count = [0u32];
         s.memcpy_dtoh(&self.singular, &mut count)
             .map_err(err("reading the count"))?;
@@ -216,6 +226,34 @@ impl CudaKalmanBank {
             pairs,
             z,
         });
+        Ok(())
+    }
+
+    /// Queue one `kf_tdoa_6` launch with the geometry and range differences on the device.
+    fn enqueue_tdoa(&mut self) -> Result<(), BankError> {
+        let cfg = self.launch_config();
+        let s = self.stream.clone();
+        let Some(t) = self.tdoa.as_ref() else {
+            return Err(BankError::Backend(
+                "the TDOA geometry is not on the device".into(),
+            ));
+        };
+        let (filters, n_pairs, r) = (self.filters as u32, t.geo.pairs.len() as u32, t.geo.r);
+        let mut b = s.launch_builder(&t.kernel);
+        b.arg(&self.model)
+            .arg(&filters)
+            .arg(&t.sensors)
+            .arg(&t.pairs)
+            .arg(&n_pairs)
+            .arg(&r)
+            .arg(&mut self.x)
+            .arg(&mut self.p)
+            .arg(&t.z)
+            .arg(&mut self.singular);
+        // SAFETY: the arguments match kf_tdoa_6's signature; the bank has 6 states (checked by
+        // `step_tdoa`), so x and p hold 6 and 36 values per filter; z holds n_pairs values per
+        // filter, and the pairs index the uploaded sensors (checked by `TdoaGeometry::check`).
+        unsafe { b.launch(cfg) }.map_err(err("kf_tdoa_6"))?;
         Ok(())
     }
 
@@ -294,7 +332,7 @@ impl FilterBank for CudaKalmanBank {
     }
 
     fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<usize, BankError> {
-        tdoa_ready(&self.host_model, geo)?;
+        tdoa_ready(self.n, geo)?;
         length("z", z.len(), geo.pairs.len() * self.filters)?;
         self.tdoa_on_device(geo)?;
         let s = self.stream.clone();
@@ -305,34 +343,7 @@ impl FilterBank for CudaKalmanBank {
         };
         s.memcpy_htod(z, &mut t.z)
             .map_err(err("copying the range differences"))?;
-        s.memset_zeros(&mut self.singular)
-            .map_err(err("clearing the count"))?;
-        let cfg = LaunchConfig {
-            grid_dim: ((self.filters as u32).div_ceil(self.block), 1, 1),
-            block_dim: (self.block, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (filters, n_pairs, r) = (self.filters as u32, geo.pairs.len() as u32, geo.r);
-        let mut b = s.launch_builder(&t.kernel);
-        b.arg(&self.model)
-            .arg(&filters)
-            .arg(&t.sensors)
-            .arg(&t.pairs)
-            .arg(&n_pairs)
-            .arg(&r)
-            .arg(&mut self.x)
-            .arg(&mut self.p)
-            .arg(&t.z)
-            .arg(&mut self.singular);
-        // SAFETY: the arguments match kf_tdoa_6's signature; the bank has 6 states (checked
-        // above), so x and p hold 6 and 36 values per filter; z holds n_pairs values per filter,
-        // and the pairs index the uploaded sensors (checked by `TdoaGeometry::check`).
-        unsafe { b.launch(cfg) }.map_err(err("kf_tdoa_6"))?;
-        let mut count = [0u32];
-        s.memcpy_dtoh(&self.singular, &mut count)
-            .map_err(err("reading the count"))?;
-        s.synchronize().map_err(err("kf_tdoa_6"))?;
-        self.moved += 4 * z.len() as u64 + 4;
-        Ok(count[0] as usize)
+        self.moved += 4 * z.len() as u64;
+        self.counted(|bank| bank.enqueue_tdoa())
     }
 }

@@ -244,7 +244,7 @@ impl KalmanBank {
 
     /// The extended filter's step (see [`FilterBank::step_tdoa`]).
     pub fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<(), BankError> {
-        tdoa_ready(&self.model, geo)?;
+        tdoa_ready(self.model.n, geo)?;
         let filters = self.filters;
         length("z", z.len(), geo.pairs.len() * filters)?;
         let model = self.model.clone();
@@ -370,13 +370,12 @@ impl FilterBank for KalmanBank {
     }
 }
 
-/// Check that a bank of `model` can take TDOA steps with `geo`: 6 states (position,
+/// Check that a bank of `n` states can take TDOA steps with `geo`: 6 states (position,
 /// velocity) and a valid geometry.
-pub fn tdoa_ready(model: &BankModel, geo: &TdoaGeometry) -> Result<(), BankError> {
-    if model.n != 6 {
+pub fn tdoa_ready(n: usize, geo: &TdoaGeometry) -> Result<(), BankError> {
+    if n != 6 {
         return Err(BankError::Model(format!(
-            "a TDOA step needs the 6-state position-velocity model (this bank has n = {})",
-            model.n
+            "a TDOA step needs the 6-state position-velocity model (this bank has n = {n})"
         )));
     }
     geo.check()
