@@ -35,7 +35,7 @@ pub use curves::{CurvesConfig, Measurement};
 pub use gcc::GccConfig;
 pub use output::OutputConfig;
 pub use smoothing::SmoothingConfig;
-pub use tracker::{FilterKind, ModelConfig, TrackerConfig, default_models};
+pub use tracker::{Association, FilterKind, ModelConfig, TrackerConfig, default_models};
 
 use crate::audio::sim::SceneSpec;
 use crate::dsp::geometry::Span;

@@ -145,6 +145,8 @@ impl Config {
                 crate::dsp::gcc::Weighting::Phat => self.gcc_params().window_coefficients(),
                 _ => Vec::new(),
             },
+            mfa_lists: (self.tracker.association == super::Association::Mfa)
+                .then_some(self.tracker.mfa_lists),
         }
     }
 

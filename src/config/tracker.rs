@@ -22,6 +22,19 @@ pub enum FilterKind {
     Imm,
 }
 
+/// How each sensor pair's peaks are given to the tracks (`tracker.association`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Association {
+    /// Global nearest neighbour, frame by frame (the default).
+    #[default]
+    Gnn,
+    /// Multi-frame assignment over a sliding window of `tracker.mfa_lists` lists (the tracks
+    /// and the next S - 1 frames): each frame's choice also weighs the frames after it, so the
+    /// tracker runs S - 2 frames behind the newest frame.
+    Mfa,
+}
+
 /// One motion model (`[[tracker.models]]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -119,6 +132,17 @@ pub struct TrackerConfig {
     /// GPU needed, one Gaussian per motion model).
     #[serde(default)]
     pub filter: FilterKind,
+    /// "gnn" (the default) or "mfa" (multi-frame assignment: later frames help decide each
+    /// frame's peaks, at S - 2 frames of latency).
+    #[serde(default)]
+    pub association: Association,
+    /// Multi-frame assignment: S, the lists of its window (the tracks and S - 1 frames), 3 to 5.
+    #[serde(default = "default_mfa_lists")]
+    pub mfa_lists: usize,
+}
+
+fn default_mfa_lists() -> usize {
+    3
 }
 
 /// Bytes per particle and track slot: 7 state floats, a model index and a log-weight.
@@ -229,6 +253,8 @@ impl Default for TrackerConfig {
             measurement: super::Measurement::default(),
             curves: super::CurvesConfig::default(),
             filter: FilterKind::default(),
+            association: Association::default(),
+            mfa_lists: default_mfa_lists(),
         }
     }
 }
@@ -399,6 +425,26 @@ impl Config {
                 "tracker.max_speed_m_s",
                 format!("{}", t.max_speed_m_s),
                 "give the fastest expected source speed in m/s, > 0",
+            );
+        }
+        if !(3..=5).contains(&t.mfa_lists) {
+            return err(
+                "tracker.mfa_lists",
+                format!("{}", t.mfa_lists),
+                "use 3 to 5 lists (the tracks and 2 to 4 frames; 3 is the default)",
+            );
+        }
+        if t.association == Association::Mfa && t.measurement != super::Measurement::Peaks {
+            return err(
+                "tracker.association",
+                format!(
+                    "\"mfa\" with tracker.measurement = \"{}\"",
+                    match t.measurement {
+                        super::Measurement::Curves => "curves",
+                        _ => "auto",
+                    }
+                ),
+                "multi-frame assignment serves the peaks path only: set tracker.measurement = \"peaks\", or tracker.association = \"gnn\"",
             );
         }
         if !(1..=100).contains(&t.init_frames) {

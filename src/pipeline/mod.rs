@@ -487,15 +487,18 @@ impl Pipeline {
             } else {
                 None
             };
+            // (Under multi-frame assignment the reports are an older frame's, and none come
+            // while its window fills.)
+            let shown = if self.tracker.latency_frames() > 0 {
+                self.tracker.committed()
+            } else {
+                Some((frame.seq, t_centre))
+            };
             self.smoothed.clear();
-            let ended = ended_of(&self.tbd, &self.tracker);
-            for sm in &mut self.smoothers {
-                self.smoothed.extend(sm.push(&reports, ended));
-            }
-            if !self.sinks.runners.is_empty() {
-                self.send_frame(frame.seq, t_centre, &reports, health, wall);
-            }
             self.reports = reports;
+            if let Some((seq, t)) = shown {
+                self.publish(seq, t, health, wall);
+            }
             let here = start.elapsed();
             total += here;
             let took = here + share;
@@ -515,17 +518,69 @@ impl Pipeline {
                 self.emit_status(t_centre);
                 self.next_status_s = now_s + self.cfg.output.status_interval_s;
             }
-            observe(&FrameView {
-                seq: frame.seq,
-                t_centre_s: t_centre,
-                reports: &self.reports,
-                smoothed: &self.smoothed,
-                gcc,
-                health,
-            });
+            if let Some((seq, t)) = shown {
+                observe(&FrameView {
+                    seq,
+                    t_centre_s: t,
+                    reports: &self.reports,
+                    smoothed: &self.smoothed,
+                    gcc,
+                    health,
+                });
+            }
             outside += after.elapsed();
         }
         Ok((total, outside))
+    }
+
+    /// A frame's reports (in `self.reports`) to the smoothers and the sinks.
+    fn publish(&mut self, seq: u64, t: f64, health: &FrameHealth, wall: Option<SystemTime>) {
+        let reports = std::mem::take(&mut self.reports);
+        let ended = ended_of(&self.tbd, &self.tracker);
+        for sm in &mut self.smoothers {
+            self.smoothed.extend(sm.push(&reports, ended));
+        }
+        if !self.sinks.runners.is_empty() {
+            self.send_frame(seq, t, &reports, health, wall);
+        }
+        self.reports = reports;
+    }
+
+    /// The end of the stream under multi-frame assignment: the frames its window still holds
+    /// are committed (each with the frames after it that there are), published and shown. A
+    /// failing filter moves to the CPU and the frame is redone there.
+    fn drain_tracker(&mut self, observe: &mut dyn FnMut(&FrameView)) -> Result<()> {
+        let health = FrameHealth::default();
+        let gcc = GccFrame {
+            seq: 0,
+            peaks: Vec::new(),
+            curves: Vec::new(),
+        };
+        while let Some(res) = self.tracker.drain_one() {
+            let reports = match res {
+                Ok(r) => r,
+                Err(e) if self.tracker.backend() != "cpu" => {
+                    self.switch_to_cpu(None, &e)?;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let Some((seq, t)) = self.tracker.committed() else {
+                continue;
+            };
+            self.smoothed.clear();
+            self.reports = reports;
+            self.publish(seq, t, &health, None);
+            observe(&FrameView {
+                seq,
+                t_centre_s: t,
+                reports: &self.reports,
+                smoothed: &self.smoothed,
+                gcc: &gcc,
+                health: &health,
+            });
+        }
+        Ok(())
     }
     /// Count a frame's zero-lag peaks; when that flags or frees a pair, tell the tracker and
     /// log which channels.
@@ -794,6 +849,7 @@ impl Pipeline {
             progress(read_total);
         }
         flush(self, &mut pending, ahead, assembler, true)?;
+        self.drain_tracker(observe)?;
         self.emit_status(last_t);
         Ok(())
     }

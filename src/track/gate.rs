@@ -91,6 +91,82 @@ pub fn gates(p: &FilterParams, est: &Estimate, lag_s: f32, sigma_s: f32) -> Gate
     }
 }
 
+/// How each pair's TDOA moves over the next frames: its rate, the rate's variance from the
+/// velocity's spread, and the power spectral density of the rate's random walk under
+/// accelerations of `accel_std` per axis (s/s, s²/s², s²/s³). For a track with estimate `est`
+/// at the frame (already carried to it) and frames `hop_s` apart; [`multi-frame
+/// assignment`](crate::track::mfa::pair_window) follows each pair's TDOA with them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rates {
+    pub rate: Vec<f64>,
+    pub rate_var: Vec<f64>,
+    pub accel_psd: Vec<f64>,
+}
+
+/// Each pair's TDOA rate for a track (see [`Rates`]): finite differences of the predicted
+/// TDOAs over one hop along the velocity, at the velocity's sigma points, and with one axis's
+/// velocity raised by `accel_std` × 1 s at a time.
+pub fn rates(p: &FilterParams, est: &Estimate, lag_s: f32, accel_std: f64, hop_s: f64) -> Rates {
+    let k = LikelihoodConsts::new(p, p.tdoa_std_s);
+    let n = p.pairs.len();
+    let pos = Vector3::new(est.mean[0], est.mean[1], est.mean[2]);
+    let vel = Vector3::new(est.mean[3], est.mean[4], est.mean[5]);
+    // (The state's own velocity stays the estimate's in every evaluation: the TDOAs' small
+    // correction for motion during the propagation is not what moves them between frames.)
+    let at = |x: Vector3<f64>, out: &mut Vec<f32>| {
+        let state = [
+            x.x as f32,
+            x.y as f32,
+            x.z as f32,
+            vel.x as f32,
+            vel.y as f32,
+            vel.z as f32,
+            est.turn_rate,
+        ];
+        predict_tdoas(p, &k, &state, lag_s, out);
+    };
+    let tdoas = |v: &Vector3<f64>, out: &mut Vec<f32>| at(pos + v * hop_s, out);
+    let mut now = vec![0.0f32; n];
+    at(pos, &mut now);
+    let rate_of = |v: &Vector3<f64>, out: &mut Vec<f32>| -> Vec<f64> {
+        tdoas(v, out);
+        out.iter()
+            .zip(&now)
+            .map(|(a, b)| f64::from(a - b) / hop_s)
+            .collect()
+    };
+    let mut buf = vec![0.0f32; n];
+    let rate = rate_of(&vel, &mut buf);
+    let cov = Matrix3::from_fn(|r, c| est.cov[3 + r][3 + c]);
+    let eig = cov.symmetric_eigen();
+    let mut rate_var = vec![0.0f64; n];
+    for (col, l) in eig.eigenvectors.column_iter().zip(eig.eigenvalues.iter()) {
+        let d = col.into_owned() * l.max(0.0).sqrt();
+        if !d.iter().all(|v| v.is_finite()) {
+            continue;
+        }
+        let plus = rate_of(&(vel + d), &mut buf);
+        let minus = rate_of(&(vel - d), &mut buf);
+        for i in 0..n {
+            rate_var[i] += (0.5 * (plus[i] - minus[i])).powi(2);
+        }
+    }
+    let mut accel_psd = vec![0.0f64; n];
+    for a in 0..3 {
+        let mut v = vel;
+        v[a] += accel_std;
+        let up = rate_of(&v, &mut buf);
+        for i in 0..n {
+            accel_psd[i] += (up[i] - rate[i]).powi(2) * hop_s;
+        }
+    }
+    Rates {
+        rate,
+        rate_var,
+        accel_psd,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,9 +35,12 @@ use crate::track::birth::{
     BirthFix, BirthInputs, BirthSearch, DIVERGED_SPREADS, NoBirth, birth_fix, spread_limit_m,
 };
 use crate::track::edge::{EdgeClock, beyond, start_of};
-use crate::track::gate::{Gates, gates};
+use crate::track::gate::{Gates, Rates, gates, rates};
 use crate::track::logic::{
     ConfirmRule, DeleteRule, MissWindow, ScanClock, ScanHistory, TrackLogic, Verdict,
+};
+use crate::track::lookahead::{
+    HeldFrame, Lookahead, PairContext, WindowRow, assign_pair_over_window,
 };
 use crate::track::mirror::{MirrorVerdict, Twin, mirrored_init};
 use crate::track::models::Kinematics;
@@ -196,6 +199,9 @@ pub struct ManagerSettings {
     /// The analysis window with PHAT weighting (empty without): received levels come from
     /// peak heights through it ([`crate::dsp::coherence`]).
     pub phat_window: Vec<f32>,
+    /// Multi-frame assignment over this many lists (the tracks and S - 1 frames); None:
+    /// global nearest neighbour frame by frame.
+    pub mfa_lists: Option<usize>,
 }
 
 struct Track {
@@ -210,6 +216,8 @@ struct Track {
     /// This frame's gates (from the estimate predicted to the frame), and per pair the index
     /// of the peak assigned to the track.
     gates: Gates,
+    /// Multi-frame assignment: how each pair's TDOA moves over the next frames.
+    rates: Rates,
     assigned: Vec<Option<usize>>,
     clock: ScanClock,
     history: ScanHistory,
@@ -295,6 +303,11 @@ pub struct TrackManager {
     /// Per pair: flagged as crosstalk, its peaks at lag zero ignored (see
     /// [`crate::dsp::crosstalk`]).
     zero_masked: Vec<bool>,
+    /// Multi-frame assignment: the frames held back for the window.
+    lookahead: Option<Lookahead>,
+    /// The frame (sequence number and centre time) whose reports the last step returned; None
+    /// while the window fills.
+    committed: Option<(u64, f64)>,
 }
 
 /// Gaussian peak density (noise `sigma_s`) over the clutter density 1 / (2 max_tdoa).
@@ -366,6 +379,8 @@ impl TrackManager {
             mirrors_kept: 0,
             mirrors_taken: 0,
             twins_without_slot: 0,
+            lookahead: s.mfa_lists.map(Lookahead::new),
+            committed: None,
             bank,
             params,
             geo: s.geometry.clone(),
@@ -552,8 +567,9 @@ impl TrackManager {
         peaks: Option<crate::dsp::gcc::DevicePeaks>,
         pair_ok: &[bool],
     ) -> Result<bool, BackendError> {
-        // (A lone track with a mirror twin steps beside it, in the frame's own step.)
-        if self.tracks.len() != 1 || self.tracks[0].twin.is_some() {
+        // (A lone track with a mirror twin steps beside it, in the frame's own step; under
+        // multi-frame assignment the frame to step is an older one.)
+        if self.tracks.len() != 1 || self.tracks[0].twin.is_some() || self.lookahead.is_some() {
             return Ok(false);
         }
         let start = std::time::Instant::now();
@@ -590,6 +606,13 @@ impl TrackManager {
     /// Each track's gates for this frame: its estimate carried to the frame (constant velocity
     /// over the step, the velocity's spread added to the position's), then its predicted TDOAs.
     fn predict_gates(&mut self) {
+        // (The most agile model's acceleration: how fast a pair's TDOA rate may change.)
+        let accel = self
+            .params
+            .models
+            .iter()
+            .map(|m| f64::from(m.accel_std))
+            .fold(0.0, f64::max);
         for (t, step) in self.tracks.iter_mut().zip(&self.steps) {
             let dt = f64::from(step.dt_s);
             let mut e = t.est.clone();
@@ -603,6 +626,9 @@ impl TrackManager {
                 }
             }
             t.gates = gates(&self.params, &e, step.lag_s, self.sigma_s);
+            if self.lookahead.is_some() {
+                t.rates = rates(&self.params, &e, step.lag_s, accel, self.s.hop_s);
+            }
         }
     }
 
@@ -624,12 +650,41 @@ impl TrackManager {
                     (self.meas.amp[base] > 0.0).then_some(self.meas.tdoa_s[base])
                 })
                 .collect();
-            let rows: Vec<(bool, &Gates)> = self
-                .tracks
-                .iter()
-                .map(|t| (t.confirmed(), &t.gates))
-                .collect();
-            let got = assign_pair(&rows, pi, &peaks, self.s.gate_sigmas);
+            let got = match self.lookahead.as_mut() {
+                Some(la) => {
+                    let rows: Vec<WindowRow> = self
+                        .tracks
+                        .iter()
+                        .map(|t| WindowRow {
+                            confirmed: t.confirmed(),
+                            gates: &t.gates,
+                            rates: &t.rates,
+                        })
+                        .collect();
+                    let c = PairContext {
+                        pair: &self.s.pairs[pi],
+                        index: pi,
+                        sample_rate_hz: self.s.sample_rate_hz,
+                        hop_s: self.s.hop_s,
+                        gate_sigmas: self.s.gate_sigmas,
+                    };
+                    let (got, solved) = assign_pair_over_window(&c, &rows, &self.meas, la.later());
+                    if solved {
+                        la.solved += 1;
+                    } else {
+                        la.fallbacks += 1;
+                    }
+                    got
+                }
+                None => {
+                    let rows: Vec<(bool, &Gates)> = self
+                        .tracks
+                        .iter()
+                        .map(|t| (t.confirmed(), &t.gates))
+                        .collect();
+                    assign_pair(&rows, pi, &peaks, self.s.gate_sigmas)
+                }
+            };
             for (t, a) in self.tracks.iter_mut().zip(got) {
                 t.assigned[pi] = a;
             }
@@ -729,6 +784,8 @@ impl TrackManager {
     }
 
     /// Process one frame's GCC result. `pair_ok[p]` is false for pairs with a bad channel.
+    /// Returns the reports of the frame [`Self::committed`] names: this one, or under
+    /// multi-frame assignment the one S - 2 frames before it (none while the window fills).
     pub fn step(
         &mut self,
         seq: u64,
@@ -737,6 +794,80 @@ impl TrackManager {
         pair_ok: &[bool],
     ) -> Result<Vec<TrackReport>, BackendError> {
         let informative = self.build_measurement(seq, gcc, pair_ok);
+        let Some(la) = self.lookahead.as_mut() else {
+            self.committed = Some((seq, t_centre_s));
+            return self.commit(seq, t_centre_s, informative);
+        };
+        let held = HeldFrame {
+            seq,
+            t_centre_s,
+            meas: self.meas.clone(),
+            peak_value: self.peak_value.clone(),
+            informative,
+            heading_deg: self.heading_deg,
+        };
+        match la.push(held) {
+            Some(f) => self.commit_held(f),
+            None => {
+                self.committed = None;
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// The end of the stream under multi-frame assignment: commit the next frame still held
+    /// (with fewer frames after it in view). None once every frame is committed (and always
+    /// without multi-frame assignment).
+    pub fn drain_one(&mut self) -> Option<Result<Vec<TrackReport>, BackendError>> {
+        let f = self.lookahead.as_mut()?.drain_one()?;
+        Some(self.commit_held(f))
+    }
+
+    /// The frame (sequence number, centre time) whose reports the last [`Self::step`] or
+    /// [`Self::drain_one`] returned; None while a multi-frame window fills.
+    pub fn committed(&self) -> Option<(u64, f64)> {
+        self.committed
+    }
+
+    /// Frames the reports run behind the newest frame (S - 2 under multi-frame assignment).
+    pub fn latency_frames(&self) -> usize {
+        self.lookahead.as_ref().map_or(0, Lookahead::latency_frames)
+    }
+
+    /// Multi-frame assignment: pair assignments solved over the window, and those the single
+    /// frame decided (the window's problem had no solution).
+    pub fn window_counts(&self) -> Option<(u64, u64)> {
+        self.lookahead.as_ref().map(|l| (l.solved, l.fallbacks))
+    }
+
+    /// Commit a held frame: its measurement and heading in place, then the frame's work. A
+    /// failed commit (the filter's backend failed) goes back to the front of the window, to
+    /// be redone when the caller steps the same frame again on another backend.
+    fn commit_held(&mut self, f: HeldFrame) -> Result<Vec<TrackReport>, BackendError> {
+        self.meas.clone_from(&f.meas);
+        self.peak_value.clone_from(&f.peak_value);
+        let newest = std::mem::replace(&mut self.heading_deg, f.heading_deg);
+        self.committed = Some((f.seq, f.t_centre_s));
+        let out = self.commit(f.seq, f.t_centre_s, f.informative);
+        // (The next frame's heading, when none comes, is the newest one known.)
+        if newest.is_some() {
+            self.heading_deg = newest;
+        }
+        if out.is_err() {
+            if let Some(la) = self.lookahead.as_mut() {
+                la.put_back(f);
+            }
+        }
+        out
+    }
+
+    /// One measured frame's work: gates, assignment, filter steps, track logic, births.
+    fn commit(
+        &mut self,
+        seq: u64,
+        t_centre_s: f64,
+        informative: usize,
+    ) -> Result<Vec<TrackReport>, BackendError> {
         if informative > 0 {
             self.informative_frames += 1;
         }
@@ -1288,6 +1419,7 @@ impl TrackManager {
             last_hit_s: b.t_state_s,
             frames: 0,
             gates: Gates::default(),
+            rates: Rates::default(),
             assigned: vec![None; self.s.pairs.len()],
             clock: ScanClock::default(),
             history: ScanHistory::default(),

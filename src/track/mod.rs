@@ -12,6 +12,7 @@ pub mod gate;
 pub mod kalman;
 pub mod likelihood;
 pub mod logic;
+pub mod lookahead;
 pub mod manager;
 pub mod mfa;
 pub mod mirror;
