@@ -555,6 +555,52 @@ fn the_imm_filter_meets_the_pier_target_and_separates_two_boats() {
     assert_eq!(e.id_switches, 0);
 }
 
+/// `tracker.association = "mfa"` (multi-frame assignment, S = 3 and 4): each boat of two keeps
+/// one track, as with GNN; the reports run S - 2 frames behind, yet every frame is reported once
+/// and in order (the frames the window holds at the end are committed), and each frame's reports
+/// are of that frame.
+#[test]
+fn multi_frame_assignment_reports_every_frame_and_separates_two_boats() {
+    let mut spec = SceneSpec::preset("two-boats").unwrap();
+    spec.duration_s = 6.0;
+    let (mut cfg, wav, truth, _dir) = scene("mfa-two-boats", &spec);
+    cfg.tracker.max_tracks = 3;
+    cfg.tracker.association = sonotrack::config::Association::Mfa;
+    for lists in [3, 4] {
+        cfg.tracker.mfa_lists = lists;
+        let s = replay::replay_file(&cfg, &wav, truth.as_ref(), &cpu_opts()).unwrap();
+        let seqs: Vec<u64> = s.frames.iter().map(|f| f.seq).collect();
+        assert_eq!(
+            seqs.len() as u64,
+            s.counters.frames_processed,
+            "S = {lists}"
+        );
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "S = {lists}");
+        for f in &s.frames {
+            for r in &f.reports {
+                // A report's state is its frame's (emitted before the frame's centre).
+                assert!(
+                    r.t <= f.t_frame + 1e-9 && r.t > f.t_frame - 0.5,
+                    "S = {lists}"
+                );
+            }
+        }
+        assert!(
+            s.frames.last().is_some_and(|f| !f.reports.is_empty()),
+            "S = {lists}: the last frame is reported"
+        );
+        let e = s.evaluation.unwrap();
+        let o = e.ospa.unwrap();
+        eprintln!(
+            "two boats, MFA S = {lists}: {} born; OSPA {:.4} m, {} ID switches",
+            s.births, o.mean_m, e.id_switches
+        );
+        assert_eq!(s.births, 2, "S = {lists}: one track per source");
+        assert!(o.mean_m < 0.1, "{o:?}");
+        assert_eq!(e.id_switches, 0);
+    }
+}
+
 /// One talker keeps one track with several slots. A second track born beside the first (from
 /// peaks the first does not claim: a reflection in the office, 0.9 m from the talker) used to
 /// slide onto the first's source and follow it to the end (1.09 tracks per frame); a track that

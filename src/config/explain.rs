@@ -195,6 +195,16 @@ impl Config {
                 }
             );
         }
+        if t.association == super::Association::Mfa {
+            let _ = writeln!(
+                s,
+                "  association: multi-frame assignment over {} lists (each pair's peaks given to the tracks with the next {} frames in view); reports run {} frame(s), {:.0} ms, behind the newest frame",
+                t.mfa_lists,
+                t.mfa_lists - 2,
+                t.mfa_lists - 2,
+                (t.mfa_lists - 2) as f64 * hop as f64 / fs * 1e3
+            );
+        }
         if let Some(frames) = self.lag_frames() {
             let per_frame =
                 self.smoothing.lag_s * LAG_S_PER_TRACK_FRAME_SECOND * t.max_tracks as f64;

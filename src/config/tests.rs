@@ -647,3 +647,28 @@ fn tracker_filter_is_particle_or_imm() {
         .to_string();
     assert!(e.contains("filter") && e.contains("imm"), "{e}");
 }
+
+#[test]
+fn tracker_association_is_gnn_or_mfa_with_three_to_five_lists() {
+    use crate::config::Association;
+    let c = Config::parse_str(GOOD, "t").unwrap();
+    assert_eq!(c.tracker.association, Association::Gnn);
+    assert_eq!(c.manager_settings().mfa_lists, None);
+    let c = Config::parse_str(&format!("{GOOD}[tracker]\nassociation = \"mfa\"\n"), "t").unwrap();
+    assert_eq!(c.tracker.association, Association::Mfa);
+    assert_eq!(c.manager_settings().mfa_lists, Some(3));
+    assert!(c.explain().contains("multi-frame"), "{}", c.explain());
+    let e = Config::parse_str(
+        &format!("{GOOD}[tracker]\nassociation = \"mfa\"\nmfa_lists = 6\n"),
+        "t",
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "tracker.mfa_lists", "{e}");
+    let e = Config::parse_str(
+        &format!("{GOOD}[tracker]\nassociation = \"mfa\"\nmeasurement = \"auto\"\n"),
+        "t",
+    )
+    .unwrap_err();
+    assert_eq!(e.key, "tracker.association", "{e}");
+    assert!(e.to_string().contains("peaks"), "{e}");
+}

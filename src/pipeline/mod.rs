@@ -580,6 +580,11 @@ impl Pipeline {
                 health: &health,
             });
         }
+        if let Some((solved, changed, fallbacks)) = self.tracker.window_counts() {
+            log::info!(
+                "multi-frame assignment: {solved} pair assignments over the window, {changed} of them changed by the later frames; {fallbacks} decided frame by frame (no solution over the window)"
+            );
+        }
         Ok(())
     }
     /// Count a frame's zero-lag peaks; when that flags or frees a pair, tell the tracker and

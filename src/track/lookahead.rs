@@ -42,6 +42,8 @@ pub struct Lookahead {
     /// (the S-D problem had no solution).
     pub solved: u64,
     pub fallbacks: u64,
+    /// Pair assignments where the window chose otherwise than the frame alone would have.
+    pub changed: u64,
 }
 
 impl Lookahead {
@@ -54,6 +56,7 @@ impl Lookahead {
             newest: None,
             solved: 0,
             fallbacks: 0,
+            changed: 0,
         }
     }
 
@@ -112,13 +115,14 @@ pub struct PairContext<'a> {
 /// Pair `c.index`'s peaks of the committed frame `now` to the tracks, with the `later` frames in
 /// view: the confirmed tracks by multi-frame assignment, then the tentative ones frame by frame
 /// on what is left (as [`assign_pair`] does). Returns each track's peak index, and whether the
-/// window was solved (false: the single frame decided).
+/// window was solved (false: the single frame decided) and whether its choice differs from the
+/// single frame's.
 pub fn assign_pair_over_window<'a>(
     c: &PairContext,
     rows: &[WindowRow],
     now: &TdoaMeasurement,
     later: impl Iterator<Item = &'a TdoaMeasurement>,
-) -> (Vec<Option<usize>>, bool) {
+) -> (Vec<Option<usize>>, bool, bool) {
     let k = now.peaks_per_pair;
     let pi = c.index;
     let fs = c.sample_rate_hz;
@@ -175,8 +179,9 @@ pub fn assign_pair_over_window<'a>(
         .map(|j| (now.amp[pi * k + j] > 0.0).then_some(now.tdoa_s[pi * k + j]))
         .collect();
     let gated: Vec<(bool, &Gates)> = rows.iter().map(|r| (r.confirmed, r.gates)).collect();
+    let alone = assign_pair(&gated, pi, &peaks, c.gate_sigmas);
     let Some(taken) = solved else {
-        return (assign_pair(&gated, pi, &peaks, c.gate_sigmas), false);
+        return (alone, false, false);
     };
     let mut out = vec![None; rows.len()];
     let mut left = peaks;
@@ -198,5 +203,6 @@ pub fn assign_pair_over_window<'a>(
             out[i] = j;
         }
     }
-    (out, true)
+    let changed = out != alone;
+    (out, true, changed)
 }

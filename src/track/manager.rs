@@ -668,12 +668,14 @@ impl TrackManager {
                         hop_s: self.s.hop_s,
                         gate_sigmas: self.s.gate_sigmas,
                     };
-                    let (got, solved) = assign_pair_over_window(&c, &rows, &self.meas, la.later());
+                    let (got, solved, changed) =
+                        assign_pair_over_window(&c, &rows, &self.meas, la.later());
                     if solved {
                         la.solved += 1;
                     } else {
                         la.fallbacks += 1;
                     }
+                    la.changed += u64::from(changed);
                     got
                 }
                 None => {
@@ -834,10 +836,13 @@ impl TrackManager {
         self.lookahead.as_ref().map_or(0, Lookahead::latency_frames)
     }
 
-    /// Multi-frame assignment: pair assignments solved over the window, and those the single
-    /// frame decided (the window's problem had no solution).
-    pub fn window_counts(&self) -> Option<(u64, u64)> {
-        self.lookahead.as_ref().map(|l| (l.solved, l.fallbacks))
+    /// Multi-frame assignment: pair assignments solved over the window, those where it chose
+    /// otherwise than the frame alone, and those the single frame decided (the window's
+    /// problem had no solution).
+    pub fn window_counts(&self) -> Option<(u64, u64, u64)> {
+        self.lookahead
+            .as_ref()
+            .map(|l| (l.solved, l.changed, l.fallbacks))
     }
 
     /// Commit a held frame: its measurement and heading in place, then the frame's work. A
