@@ -60,6 +60,10 @@ pub struct BirthInputs<'a> {
     pub explained: &'a [bool],
 }
 
+/// While a track is confirmed, a run of agreeing fixes may spread over this many times
+/// `init_frames` frames (see [`BirthSearch::offer`]).
+pub const BIRTH_SPAN: usize = 3;
+
 /// A peak takes part in a birth only if its weight is at least this share of its pair's
 /// heaviest peak's.
 pub const BIRTH_SHARE: f32 = 0.25;
@@ -215,9 +219,17 @@ impl BirthSearch {
         self.candidates.clear();
     }
 
-    /// Add this frame's fix (frame `seq`, centred at `t_centre_s`); when the last
-    /// `init_frames` fixes agree, the run's position (its last fix) and the mean square scatter
-    /// of the run about it.
+    /// Add this frame's fix (frame `seq`, centred at `t_centre_s`); when `init_frames` fixes
+    /// agree, the run's position (its last fix) and the mean square scatter of the run about
+    /// it.
+    ///
+    /// Alone (`tolerant` false), the run is the last `init_frames` fixes of consecutive frames
+    /// (one frame may be missing), each agreeing with the next. While a track is confirmed
+    /// (`tolerant`), its source's peaks are masked and another source is the strongest that
+    /// remains only in some frames (two others take turns, and their peaks mix into fixes that
+    /// fail): the run is then any `init_frames` fixes of the last [`BIRTH_SPAN`] ×
+    /// `init_frames` frames that agree with the newest, whatever came between.
+    #[allow(clippy::too_many_arguments)]
     pub fn offer(
         &mut self,
         seq: u64,
@@ -226,13 +238,18 @@ impl BirthSearch {
         geo: &ArrayGeometry,
         three_d: bool,
         max_speed_m_s: f64,
+        tolerant: bool,
     ) -> Result<(Fix, f64, f64), NoBirth> {
-        // Fixes from frames before the one just before this are stale.
-        if self
+        if tolerant {
+            let span = (BIRTH_SPAN * self.init_frames) as u64;
+            self.candidates
+                .retain(|c| seq.saturating_sub(c.seq) < span);
+        } else if self
             .candidates
             .back()
             .is_some_and(|c| seq.saturating_sub(c.seq) > 2)
         {
+            // Fixes from frames before the one just before this are stale.
             self.candidates.clear();
         }
         let t_fix = t_centre_s
@@ -246,38 +263,52 @@ impl BirthSearch {
             t_s: t_fix,
             fix,
         });
-        while self.candidates.len() > self.init_frames {
-            self.candidates.pop_front();
+        if !tolerant {
+            while self.candidates.len() > self.init_frames {
+                self.candidates.pop_front();
+            }
         }
-        if self.candidates.len() < self.init_frames {
-            return Err(NoBirth::Disagreeing);
-        }
-        // Consecutive fixes must agree to within what the source can move plus their spread.
+        // Fixes must agree to within what the source can move plus their spread.
         let aperture = geo.aperture_m();
         let slack = if three_d { 0.05 * aperture } else { 0.1 };
         let speed = if three_d { max_speed_m_s } else { 1.0 };
-        let agree = self
-            .candidates
-            .iter()
-            .zip(self.candidates.iter().skip(1))
-            .all(|(a, b)| {
-                let d = (a.fix.position - b.fix.position).norm();
-                let spread = (a.fix.covariance.trace() + b.fix.covariance.trace()).sqrt();
-                d <= speed * (b.t_s - a.t_s).abs() + 3.0 * spread + slack
-            });
-        if !agree {
-            return Err(NoBirth::Disagreeing);
-        }
+        let agree = |a: &Candidate, b: &Candidate| {
+            let d = (a.fix.position - b.fix.position).norm();
+            let spread = (a.fix.covariance.trace() + b.fix.covariance.trace()).sqrt();
+            d <= speed * (b.t_s - a.t_s).abs() + 3.0 * spread + slack
+        };
         let Some(last) = self.candidates.back() else {
             return Err(NoBirth::Disagreeing);
         };
-        let scatter = self
-            .candidates
+        let run: Vec<&Candidate> = if tolerant {
+            self.candidates.iter().filter(|c| agree(c, last)).collect()
+        } else {
+            let chained = self
+                .candidates
+                .iter()
+                .zip(self.candidates.iter().skip(1))
+                .all(|(a, b)| agree(a, b));
+            if chained {
+                self.candidates.iter().collect()
+            } else {
+                Vec::new()
+            }
+        };
+        if run.len() < self.init_frames {
+            return Err(NoBirth::Disagreeing);
+        }
+        let scatter = run
             .iter()
             .map(|c| (c.fix.position - last.fix.position).norm_squared())
             .sum::<f64>()
-            / self.candidates.len() as f64;
-        Ok((last.fix.clone(), scatter, last.t_s))
+            / run.len() as f64;
+        let out = (last.fix.clone(), scatter, last.t_s);
+        // (The run alone stays: a birth counts its fixes.)
+        if tolerant {
+            let keep: Vec<u64> = run.iter().map(|c| c.seq).collect();
+            self.candidates.retain(|c| keep.contains(&c.seq));
+        }
+        Ok(out)
     }
 
     /// The prior of a track born from `fix` (with the run's `scatter`) into `slot` at frame

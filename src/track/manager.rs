@@ -1354,14 +1354,24 @@ impl TrackManager {
                 Ok((f, used))
             }
         });
+        // (With a track confirmed, a run of fixes may have gaps: see [`BirthSearch::offer`].)
+        let tolerant = self.tracks.iter().any(Track::confirmed);
         let outcome = fix.and_then(|(f, _)| {
-            self.births_search
-                .offer(seq, t_centre_s, f, &self.geo, three_d, self.s.max_speed_m_s)
+            self.births_search.offer(
+                seq,
+                t_centre_s,
+                f,
+                &self.geo,
+                three_d,
+                self.s.max_speed_m_s,
+                tolerant,
+            )
         });
         let (fix, scatter, t_state) = match outcome {
             Ok(v) => v,
             Err(why) => {
-                if !matches!(why, NoBirth::Disagreeing) {
+                // (A tolerant run outlives frames without a fix; its span ages it out.)
+                if !matches!(why, NoBirth::Disagreeing) && !tolerant {
                     self.births_search.clear();
                 }
                 self.count_no_track(why);
