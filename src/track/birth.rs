@@ -185,6 +185,8 @@ struct Candidate {
     seq: u64,
     t_s: f64,
     fix: Fix,
+    /// Nearly every pair it used fits it (see [`BirthSearch::offer`]).
+    strong: bool,
 }
 
 /// A proposed birth: the prior of a new track and the time of its state.
@@ -223,12 +225,16 @@ impl BirthSearch {
     /// agree, the run's position (its last fix) and the mean square scatter of the run about
     /// it.
     ///
-    /// Alone (`tolerant` false), the run is the last `init_frames` fixes of consecutive frames
-    /// (one frame may be missing), each agreeing with the next. While a track is confirmed
-    /// (`tolerant`), its source's peaks are masked and another source is the strongest that
-    /// remains only in some frames (two others take turns, and their peaks mix into fixes that
-    /// fail): the run is then any `init_frames` fixes of the last [`BIRTH_SPAN`] ×
-    /// `init_frames` frames that agree with the newest, whatever came between.
+    /// The run is the last `init_frames` fixes of consecutive frames (one frame may be
+    /// missing), each agreeing with the next. While a track is confirmed (`tolerant`), its
+    /// source's peaks are masked and another source is the strongest that remains only in some
+    /// frames (two others take turns, and their peaks mix into fixes that fail): the run may
+    /// then also be any `init_frames` strong fixes (more pairs used than four sensors have, or
+    /// three for a direction, and all of them inliers, or all but one in eight:
+    /// [`consensus_inliers`]) of the last [`BIRTH_SPAN`] × `init_frames` frames
+    /// that agree with the newest, whatever came between. (Weaker fixes with gaps between are
+    /// too often a ghost: a second solution of a tracked source's leftover peaks, or a dead
+    /// channel's.)
     #[allow(clippy::too_many_arguments)]
     pub fn offer(
         &mut self,
@@ -239,7 +245,12 @@ impl BirthSearch {
         three_d: bool,
         max_speed_m_s: f64,
         tolerant: bool,
+        pairs_used: usize,
     ) -> Result<(Fix, f64, f64), NoBirth> {
+        // (Four sensors' six pairs, or three's three for a direction, hold no more independent
+        // TDOAs than the fix has unknowns: any consistent set of peaks fits them exactly.)
+        let exact = if three_d { 6 } else { 3 };
+        let strong = pairs_used > exact && fix.inliers >= consensus_inliers(pairs_used);
         if tolerant {
             let span = (BIRTH_SPAN * self.init_frames) as u64;
             self.candidates
@@ -262,12 +273,20 @@ impl BirthSearch {
             seq,
             t_s: t_fix,
             fix,
+            strong,
         });
         if !tolerant {
             while self.candidates.len() > self.init_frames {
                 self.candidates.pop_front();
             }
         }
+        // The last `init_frames` fixes, from frames at most two apart.
+        let recent: Vec<&Candidate> = self
+            .candidates
+            .iter()
+            .skip(self.candidates.len().saturating_sub(self.init_frames))
+            .collect();
+        let consecutive = recent.windows(2).all(|w| w[1].seq - w[0].seq <= 2);
         // Fixes must agree to within what the source can move plus their spread.
         let aperture = geo.aperture_m();
         let slack = if three_d { 0.05 * aperture } else { 0.1 };
@@ -280,19 +299,18 @@ impl BirthSearch {
         let Some(last) = self.candidates.back() else {
             return Err(NoBirth::Disagreeing);
         };
-        let run: Vec<&Candidate> = if tolerant {
-            self.candidates.iter().filter(|c| agree(c, last)).collect()
-        } else {
-            let chained = self
-                .candidates
+        let chained = consecutive
+            && recent.len() >= self.init_frames
+            && recent.windows(2).all(|w| agree(w[0], w[1]));
+        let run: Vec<&Candidate> = if chained {
+            recent
+        } else if tolerant && last.strong {
+            self.candidates
                 .iter()
-                .zip(self.candidates.iter().skip(1))
-                .all(|(a, b)| agree(a, b));
-            if chained {
-                self.candidates.iter().collect()
-            } else {
-                Vec::new()
-            }
+                .filter(|c| c.strong && agree(c, last))
+                .collect()
+        } else {
+            Vec::new()
         };
         if run.len() < self.init_frames {
             return Err(NoBirth::Disagreeing);

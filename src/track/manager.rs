@@ -1356,7 +1356,8 @@ impl TrackManager {
         });
         // (With a track confirmed, a run of fixes may have gaps: see [`BirthSearch::offer`].)
         let tolerant = self.tracks.iter().any(Track::confirmed);
-        let outcome = fix.and_then(|(f, _)| {
+        let outcome = fix.and_then(|(f, used)| {
+            let pairs_used = used.iter().flatten().count();
             self.births_search.offer(
                 seq,
                 t_centre_s,
@@ -1365,6 +1366,7 @@ impl TrackManager {
                 three_d,
                 self.s.max_speed_m_s,
                 tolerant,
+                pairs_used,
             )
         });
         let (fix, scatter, t_state) = match outcome {
