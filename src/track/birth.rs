@@ -253,8 +253,7 @@ impl BirthSearch {
         let strong = pairs_used > exact && fix.inliers >= consensus_inliers(pairs_used);
         if tolerant {
             let span = (BIRTH_SPAN * self.init_frames) as u64;
-            self.candidates
-                .retain(|c| seq.saturating_sub(c.seq) < span);
+            self.candidates.retain(|c| seq.saturating_sub(c.seq) < span);
         } else if self
             .candidates
             .back()
@@ -532,5 +531,65 @@ mod tests {
         assert_eq!(consensus_inliers(6), 6);
         assert_eq!(consensus_inliers(10), 9);
         assert_eq!(consensus_inliers(36), 32);
+    }
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+    use crate::testing::fixtures::harbour_config;
+
+    fn fix(x: f64, inliers: usize) -> Fix {
+        Fix {
+            position: Vector3::new(x, 5.0, -8.0),
+            covariance: Matrix3::identity() * 1e-4,
+            residual_rms_s: 1e-6,
+            inliers,
+        }
+    }
+
+    /// Offer fixes of one source at the given frames (10 pairs used, `inliers` of them fit),
+    /// with other frames' fixes elsewhere between; whether a birth came.
+    fn born(frames: &[u64], tolerant: bool, pairs_used: usize, inliers: usize) -> bool {
+        let geo = harbour_config().geometry();
+        let mut s = BirthSearch::new(3);
+        let mut any = false;
+        for seq in 0..=*frames.last().unwrap() {
+            let f = if frames.contains(&seq) {
+                fix(10.0, inliers)
+            } else {
+                // Another source's fix, far from the first.
+                fix(-40.0, 6)
+            };
+            let t = seq as f64 * 0.05;
+            any |= s
+                .offer(seq, t, f, &geo, true, 5.0, tolerant, pairs_used)
+                .is_ok_and(|(f, _, _)| (f.position.x - 10.0).abs() < 1e-9);
+        }
+        any
+    }
+
+    /// Three consecutive agreeing fixes make a birth either way. A source whose fixes come
+    /// every third frame (another's between) makes one only while a track is confirmed
+    /// (`tolerant`), and only from strong fixes: more pairs than four sensors have, nearly all
+    /// inliers.
+    #[test]
+    fn a_gapped_run_needs_a_confirmed_track_and_strong_fixes() {
+        assert!(born(&[4, 5, 6], false, 10, 10));
+        assert!(born(&[4, 5, 6], true, 10, 10));
+        let gapped = [0, 3, 6];
+        assert!(
+            !born(&gapped, false, 10, 10),
+            "no track: consecutive fixes only"
+        );
+        assert!(born(&gapped, true, 10, 10));
+        assert!(born(&gapped, true, 10, 9), "one in eight may miss");
+        assert!(!born(&gapped, true, 10, 7), "weak fixes");
+        assert!(
+            !born(&gapped, true, 6, 6),
+            "four sensors fit anything consistent"
+        );
+        // Too far apart: beyond the span of 3 × init_frames frames.
+        assert!(!born(&[0, 5, 10], true, 10, 10));
     }
 }

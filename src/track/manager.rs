@@ -1354,8 +1354,10 @@ impl TrackManager {
                 Ok((f, used))
             }
         });
-        // (With a track confirmed, a run of fixes may have gaps: see [`BirthSearch::offer`].)
-        let tolerant = self.tracks.iter().any(Track::confirmed);
+        // (With a track confirmed, a run of 3-D fixes may have gaps: see
+        // [`BirthSearch::offer`]. Directions are left out: in a room (the soundbar family) a
+        // reflection's direction then made tracks, measured.)
+        let tolerant = three_d && self.tracks.iter().any(Track::confirmed);
         let outcome = fix.and_then(|(f, used)| {
             let pairs_used = used.iter().flatten().count();
             self.births_search.offer(
