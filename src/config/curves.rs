@@ -54,6 +54,10 @@ pub struct CurvesConfig {
     /// Acceleration noise per axis (m/s²).
     #[serde(default = "default_accel")]
     pub accel_std_m_s2: f64,
+    /// Time constant (s) of the clutter map taken from the curves (0: none): what stays put
+    /// for about this long fades from the curves, except around tracked sources.
+    #[serde(default)]
+    pub clutter_map_s: f64,
 }
 
 fn default_particles() -> usize {
@@ -96,6 +100,7 @@ impl Default for CurvesConfig {
             lifetime_s: default_lifetime(),
             coherence: default_coherence(),
             accel_std_m_s2: default_accel(),
+            clutter_map_s: 0.0,
         }
     }
 }
@@ -126,6 +131,13 @@ impl Config {
                 "confirm",
                 format!("confirm {} with delete {}", c.confirm, c.delete),
                 "use 0 < delete < confirm < 1 (e.g. delete 0.1, confirm 0.9)",
+            );
+        }
+        if !(c.clutter_map_s == 0.0 || (1.0..=3600.0).contains(&c.clutter_map_s)) {
+            return err(
+                "clutter_map_s",
+                c.clutter_map_s.to_string(),
+                "use 0 (no clutter map) or 1 to 3600 s",
             );
         }
         if !(c.confirm_s >= 0.0 && c.confirm_s <= 60.0) {
@@ -219,6 +231,7 @@ impl Config {
             seed: self.tracker.seed,
             search: self.tracker.measurement == Measurement::Curves,
             confirm_s: c.confirm_s,
+            clutter_map_s: c.clutter_map_s,
         };
         Some(TbdTracker::new(model, set, frame_s))
     }

@@ -672,3 +672,23 @@ fn tracker_association_is_gnn_or_mfa_with_three_to_five_lists() {
     assert_eq!(e.key, "tracker.association", "{e}");
     assert!(e.to_string().contains("peaks"), "{e}");
 }
+
+#[test]
+fn curves_clutter_map_is_off_or_one_to_3600_s() {
+    let c = Config::parse_str(GOOD, "t").unwrap();
+    assert_eq!(c.tracker.curves.clutter_map_s, 0.0);
+    let c = Config::parse_str(
+        &format!("{GOOD}[tracker.curves]\nclutter_map_s = 60\n"),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(c.tracker.curves.clutter_map_s, 60.0);
+    for bad in ["0.5", "-1", "5000"] {
+        let e = Config::parse_str(
+            &format!("{GOOD}[tracker.curves]\nclutter_map_s = {bad}\n"),
+            "t",
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "tracker.curves.clutter_map_s", "{e}");
+    }
+}

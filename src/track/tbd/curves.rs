@@ -374,7 +374,19 @@ impl CurveModel {
     /// what a birth search sees once those sources have tracks.
     pub fn masked(&self, frame: &CurveFrame, positions: &[[f64; 3]]) -> CurveFrame {
         let mut out = frame.clone();
+        for (v, held) in out.curves.iter_mut().zip(self.held_lags(positions)) {
+            if held {
+                *v = 0.0;
+            }
+        }
+        out
+    }
+
+    /// Per (pair, lag) of a frame's curves: whether it lies within two main lobes of one of
+    /// `positions`' delays.
+    pub fn held_lags(&self, positions: &[[f64; 3]]) -> Vec<bool> {
         let cl = self.curve_len();
+        let mut out = vec![false; self.pairs.len() * cl];
         let reach = 2 * self.w as i64 + 1;
         for s in positions {
             for p in 0..self.pairs.len() {
@@ -384,7 +396,7 @@ impl CurveModel {
                 if hi < lo as i64 {
                     continue;
                 }
-                out.curves[p * cl + lo..=p * cl + hi as usize].fill(0.0);
+                out[p * cl + lo..=p * cl + hi as usize].fill(true);
             }
         }
         out

@@ -10,6 +10,7 @@
 //!   anchors the digest's acceptance tests (B-1 to B-9).
 
 pub mod bernoulli;
+pub mod clutter;
 pub mod curves;
 pub mod existence;
 pub mod infrared;

@@ -5,6 +5,7 @@
 //! ends when its existence falls below the deletion threshold.
 
 use super::bernoulli::{BernoulliFilter, BernoulliParams};
+use super::clutter::ClutterMap;
 use super::curves::{CurveFrame, CurveModel, DIM};
 use super::existence::Chain;
 use crate::dsp::gcc::GccFrame;
@@ -40,6 +41,8 @@ pub struct TbdSettings {
     /// it becomes a track: a birth drawn onto a peak of noise can lift it for a frame or two
     /// (its weights are an importance-sampling estimate with heavy tails), a source holds it.
     pub confirm_s: f64,
+    /// The clutter map's time constant (s; 0: no map). See [`ClutterMap`].
+    pub clutter_map_s: f64,
 }
 
 /// One track on the curves.
@@ -64,6 +67,8 @@ pub struct TbdTracker {
     set: TbdSettings,
     /// The noise levels so far (see [`CurveModel::frame`]).
     levels: Vec<f64>,
+    /// The curves' slow mean, taken from each frame (`clutter_map_s`).
+    clutter: Option<ClutterMap>,
     search: BernoulliFilter,
     /// Consecutive frames the search has held the confirmation threshold.
     search_held: usize,
@@ -80,11 +85,14 @@ pub struct TbdTracker {
 
 impl TbdTracker {
     pub fn new(model: CurveModel, set: TbdSettings, frame_s: f64) -> Self {
+        let clutter =
+            (set.clutter_map_s > 0.0).then(|| ClutterMap::new(set.clutter_map_s, frame_s));
         let mut t = Self {
             search: BernoulliFilter::new(search_params(&set, frame_s), DIM, set.seed, 0, 0.0),
             model,
             set,
             levels: Vec::new(),
+            clutter,
             search_held: 0,
             recent: std::collections::VecDeque::new(),
             tracks: Vec::new(),
@@ -124,9 +132,23 @@ impl TbdTracker {
     }
 
     /// The frame as the model weighs it, with the pairs' health.
+    /// With a clutter map, the map is taken from the curves and learns them, but not around
+    /// the tracks' delays.
     pub fn frame_of(&mut self, gcc: &GccFrame, pair_ok: &[bool]) -> Option<CurveFrame> {
         let want = self.model.pairs() * self.model.curve_len();
-        (gcc.curves.len() == want).then(|| self.model.frame(&gcc.curves, pair_ok, &mut self.levels))
+        if gcc.curves.len() != want {
+            return None;
+        }
+        let mut frame = self.model.frame(&gcc.curves, pair_ok, &mut self.levels);
+        if let Some(map) = self.clutter.as_mut() {
+            let held: Vec<[f64; 3]> = self
+                .tracks
+                .iter()
+                .map(|t| [t.mean[0], t.mean[1], t.mean[2]])
+                .collect();
+            map.apply(&mut frame.curves, &self.model.held_lags(&held));
+        }
+        Some(frame)
     }
 
     /// One frame: every track, then the search (on the curves less the confirmed tracks'

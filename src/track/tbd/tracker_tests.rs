@@ -14,6 +14,7 @@ fn settings(search: bool) -> TbdSettings {
         seed: 3,
         search,
         confirm_s: 0.5,
+        clutter_map_s: 0.0,
     }
 }
 
@@ -141,4 +142,51 @@ fn follow_carries_a_faded_track_and_ends_it_when_the_source_stops() {
     }
     let at = ended_at.expect("the curves track ends once the source stops");
     assert!((30..90).contains(&at), "{at}");
+}
+
+/// The lobe energy of a frame's curves at the lags around `s`'s delays.
+fn energy_at(t: &TbdTracker, frame: &crate::track::tbd::curves::CurveFrame, s: [f64; 3]) -> f64 {
+    t.model()
+        .held_lags(&[s])
+        .iter()
+        .zip(&frame.curves)
+        .filter(|(h, _)| **h)
+        .map(|(_, v)| v * v)
+        .sum()
+}
+
+/// `clutter_map_s`: a source that holds still for three time constants with no track on it
+/// fades from the curves the model sees (what is left at its lags is under a tenth of the
+/// energy); the same source followed by a track (`auto`) does not, since the map leaves the
+/// track's lags alone.
+#[test]
+fn the_clutter_map_fades_a_steady_source_but_not_a_tracked_one() {
+    let cfg = config();
+    let s = [25.0, -30.0, -15.0];
+    let fs = frame_s(&cfg);
+    let mut set = settings(false);
+    set.clutter_map_s = 1.0;
+    let n = (3.0 / fs).ceil() as usize;
+    let g = curves(&cfg, &frames(&cfg, Some(s), 1.0, n, 7));
+    let mut plain = TbdTracker::new(model(&cfg), settings(false), fs);
+    let ok = vec![true; plain.model().pairs()];
+    let raw = plain.frame_of(&g[n - 1], &ok).unwrap();
+    let raw_e = energy_at(&plain, &raw, s);
+    let mut mapped = TbdTracker::new(model(&cfg), set.clone(), fs);
+    let mut last = None;
+    for f in &g {
+        last = mapped.frame_of(f, &ok);
+    }
+    let faded = energy_at(&mapped, &last.unwrap(), s);
+    assert!(faded < 0.1 * raw_e, "{faded} against {raw_e}");
+    let mut held = TbdTracker::new(model(&cfg), set, fs);
+    for (k, f) in g.iter().enumerate() {
+        let (seq, time) = (k as u64, k as f64 * fs);
+        let r = vec![peaks_report(3, s, TrackStatus::Confirmed, seq, time)];
+        held.follow(seq, time, f, &ok, r, &[]);
+    }
+    assert_eq!(held.tracks.len(), 1);
+    let kept = held.frame_of(&g[n - 1], &ok).unwrap();
+    let kept_e = energy_at(&held, &kept, s);
+    assert!(kept_e > 0.8 * raw_e, "{kept_e} against {raw_e}");
 }
