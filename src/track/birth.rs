@@ -221,6 +221,12 @@ impl BirthSearch {
         self.candidates.clear();
     }
 
+    /// A frame without a usable fix while a track is confirmed: the weak fixes go (as
+    /// [`Self::clear`] would take them), the strong ones stay for a run with gaps.
+    pub fn forget_weak(&mut self) {
+        self.candidates.retain(|c| c.strong);
+    }
+
     /// Add this frame's fix (frame `seq`, centred at `t_centre_s`); when `init_frames` fixes
     /// agree, the run's position (its last fix) and the mean square scatter of the run about
     /// it.

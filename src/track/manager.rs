@@ -1374,9 +1374,14 @@ impl TrackManager {
         let (fix, scatter, t_state) = match outcome {
             Ok(v) => v,
             Err(why) => {
-                // (A tolerant run outlives frames without a fix; its span ages it out.)
-                if !matches!(why, NoBirth::Disagreeing) && !tolerant {
-                    self.births_search.clear();
+                // (A tolerant run's strong fixes outlive frames without a fix; its span ages
+                // them out.)
+                if !matches!(why, NoBirth::Disagreeing) {
+                    if tolerant {
+                        self.births_search.forget_weak();
+                    } else {
+                        self.births_search.clear();
+                    }
                 }
                 self.count_no_track(why);
                 return Ok(None);
