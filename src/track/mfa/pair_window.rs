@@ -12,7 +12,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::cost::ListModel;
 use super::tree::{TreeParams, grow};
-use crate::math::sd_assign::{Candidate, SdLimits, SdProblem, solve_sd};
+use super::window::solve_first_list;
 use crate::track::smooth::kalman::LinearModel;
 
 /// Most paths one track's tree may grow (a deeper window with many peaks is cut short).
@@ -74,41 +74,15 @@ pub fn assign_over_window(
         lists: lists.iter().map(|l| l.model).collect(),
         max_branches: MAX_BRANCHES,
     };
-    let mut sizes = vec![tracks.len()];
-    sizes.extend(frames.iter().map(Vec::len));
-    let mut candidates = Vec::new();
-    for (t, tr) in tracks.iter().enumerate() {
+    let mut trees = Vec::with_capacity(tracks.len());
+    for tr in tracks {
         let model = LinearModel::constant_velocity(1, w.hop_s, tr.accel_psd, w.noise_var);
         // The root is one hop before the committed frame (the tree predicts to each frame).
         let x0 = DVector::from_vec(vec![tr.tdoa - tr.rate * w.hop_s, tr.rate]);
         let p0 = DMatrix::from_row_slice(2, 2, &[tr.tdoa_var, 0.0, 0.0, tr.rate_var]);
-        let tree = grow(&model, &x0, &p0, &frames, &params)?;
-        if tree.truncated {
-            log::debug!("mfa: a track's tree was cut at {MAX_BRANCHES} paths");
-        }
-        for b in tree.branches {
-            let idx = std::iter::once(t + 1).chain(b.path).collect();
-            candidates.push(Candidate { idx, cost: b.cost });
-        }
+        trees.push(grow(&model, &x0, &p0, &frames, &params)?);
     }
-    // Each peak may be a false alarm (cost 0 in the NLLR's terms).
-    for (s, f) in frames.iter().enumerate() {
-        for j in 1..=f.len() {
-            let mut idx = vec![0; sizes.len()];
-            idx[s + 1] = j;
-            candidates.push(Candidate { idx, cost: 0.0 });
-        }
-    }
-    let problem = SdProblem { sizes, candidates };
-    let solution = solve_sd(&problem, SdLimits::default())?;
-    let mut taken = vec![None; tracks.len()];
-    for &k in &solution.chosen {
-        let c = &problem.candidates[k].idx;
-        if c[0] > 0 && c[1] > 0 {
-            taken[c[0] - 1] = Some(c[1] - 1);
-        }
-    }
-    Some(taken)
+    solve_first_list(trees, &frames).map(|(taken, _)| taken)
 }
 
 #[cfg(test)]

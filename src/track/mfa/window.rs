@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use nalgebra::{DMatrix, DVector};
 
-use super::tree::{TreeParams, grow};
+use super::tree::{Tree, TreeParams, grow};
 use crate::math::sd_assign::{Candidate, SdLimits, SdProblem, solve_sd};
 use crate::track::smooth::kalman::{LinearModel, symmetric, update};
 
@@ -77,40 +77,11 @@ impl Window {
             return None;
         }
         let frames: &[Vec<DVector<f64>>] = self.frames.make_contiguous();
-        let mut sizes = vec![self.tracks.len()];
-        sizes.extend(frames.iter().map(Vec::len));
-        let mut candidates = Vec::new();
-        for (t, tr) in self.tracks.iter().enumerate() {
-            let tree = grow(&self.model, &tr.x, &tr.p, frames, &self.params)?;
-            for b in tree.branches {
-                let idx = std::iter::once(t + 1).chain(b.path).collect();
-                candidates.push(Candidate { idx, cost: b.cost });
-            }
+        let mut trees = Vec::with_capacity(self.tracks.len());
+        for tr in &self.tracks {
+            trees.push(grow(&self.model, &tr.x, &tr.p, frames, &self.params)?);
         }
-        // Each measurement may be a false alarm (cost 0 in the NLLR's terms).
-        for (s, f) in frames.iter().enumerate() {
-            for j in 1..=f.len() {
-                let mut idx = vec![0; sizes.len()];
-                idx[s + 1] = j;
-                candidates.push(Candidate { idx, cost: 0.0 });
-            }
-        }
-        let problem = SdProblem { sizes, candidates };
-        log::debug!(
-            "mfa: frame {}: {} candidates for {} tracks over {} frames",
-            self.oldest,
-            problem.candidates.len(),
-            self.tracks.len(),
-            frames.len()
-        );
-        let solution = solve_sd(&problem, SdLimits::default())?;
-        let mut taken = vec![None; self.tracks.len()];
-        for &k in &solution.chosen {
-            let c = &problem.candidates[k].idx;
-            if c[0] > 0 && c[1] > 0 {
-                taken[c[0] - 1] = Some(c[1] - 1);
-            }
-        }
+        let (taken, gap) = solve_first_list(trees, frames)?;
         let oldest = self.frames.pop_front()?;
         for (tr, got) in self.tracks.iter_mut().zip(&taken) {
             let xp = &self.model.f * &tr.x;
@@ -123,11 +94,56 @@ impl Window {
         let commit = Commit {
             frame: self.oldest,
             taken,
-            gap: solution.gap(),
+            gap,
         };
         self.oldest += 1;
         Some(commit)
     }
+}
+
+/// The S-D assignment of tracks (one candidate tree each, over `frames`) to the frames'
+/// measurements, each of which may be a false alarm (cost 0 in the NLLR's terms): each track's
+/// measurement in the first frame (None: a miss), and the solution's proved relative gap. None
+/// where the problem has no solution.
+pub fn solve_first_list(
+    trees: Vec<Tree>,
+    frames: &[Vec<DVector<f64>>],
+) -> Option<(Vec<Option<usize>>, f64)> {
+    let tracks = trees.len();
+    let mut sizes = vec![tracks];
+    sizes.extend(frames.iter().map(Vec::len));
+    let mut candidates = Vec::new();
+    for (t, tree) in trees.into_iter().enumerate() {
+        if tree.truncated {
+            log::debug!("mfa: a track's tree was cut short");
+        }
+        for b in tree.branches {
+            let idx = std::iter::once(t + 1).chain(b.path).collect();
+            candidates.push(Candidate { idx, cost: b.cost });
+        }
+    }
+    for (s, f) in frames.iter().enumerate() {
+        for j in 1..=f.len() {
+            let mut idx = vec![0; sizes.len()];
+            idx[s + 1] = j;
+            candidates.push(Candidate { idx, cost: 0.0 });
+        }
+    }
+    let problem = SdProblem { sizes, candidates };
+    log::debug!(
+        "mfa: {} candidates for {tracks} tracks over {} frames",
+        problem.candidates.len(),
+        frames.len()
+    );
+    let solution = solve_sd(&problem, SdLimits::default())?;
+    let mut taken = vec![None; tracks];
+    for &k in &solution.chosen {
+        let c = &problem.candidates[k].idx;
+        if c[0] > 0 && c[1] > 0 {
+            taken[c[0] - 1] = Some(c[1] - 1);
+        }
+    }
+    Some((taken, solution.gap()))
 }
 
 #[cfg(test)]
