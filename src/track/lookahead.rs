@@ -112,7 +112,8 @@ pub struct PairContext<'a> {
     pub gate_sigmas: f32,
 }
 
-/// Pair `c.index`'s peaks of the committed frame `now` to the tracks, with the `later` frames in
+/// Pair `c.index`'s peaks of the committed frame `now` (`peaks`: its TDOAs, None where a
+/// peak is not usable, as [`assign_pair`] takes them) to the tracks, with the `later` frames in
 /// view: the confirmed tracks by multi-frame assignment, then the tentative ones frame by frame
 /// on what is left (as [`assign_pair`] does). Returns each track's peak index, and whether the
 /// window was solved (false: the single frame decided) and whether its choice differs from the
@@ -121,6 +122,7 @@ pub fn assign_pair_over_window<'a>(
     c: &PairContext,
     rows: &[WindowRow],
     now: &TdoaMeasurement,
+    peaks: &[Option<f32>],
     later: impl Iterator<Item = &'a TdoaMeasurement>,
 ) -> (Vec<Option<usize>>, bool, bool) {
     let k = now.peaks_per_pair;
@@ -175,16 +177,13 @@ pub fn assign_pair_over_window<'a>(
     let solved = all_finite
         .then(|| assign_over_window(&w, &tracks, &lists))
         .flatten();
-    let peaks: Vec<Option<f32>> = (0..k)
-        .map(|j| (now.amp[pi * k + j] > 0.0).then_some(now.tdoa_s[pi * k + j]))
-        .collect();
     let gated: Vec<(bool, &Gates)> = rows.iter().map(|r| (r.confirmed, r.gates)).collect();
-    let alone = assign_pair(&gated, pi, &peaks, c.gate_sigmas);
+    let alone = assign_pair(&gated, pi, peaks, c.gate_sigmas);
     let Some(taken) = solved else {
         return (alone, false, false);
     };
     let mut out = vec![None; rows.len()];
-    let mut left = peaks;
+    let mut left = peaks.to_vec();
     for (&i, got) in confirmed.iter().zip(taken) {
         let j = got.map(|l| first[l]);
         if let Some(j) = j {

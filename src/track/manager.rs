@@ -669,7 +669,7 @@ impl TrackManager {
                         gate_sigmas: self.s.gate_sigmas,
                     };
                     let (got, solved, changed) =
-                        assign_pair_over_window(&c, &rows, &self.meas, la.later());
+                        assign_pair_over_window(&c, &rows, &self.meas, &peaks, la.later());
                     if solved {
                         la.solved += 1;
                     } else {
