@@ -71,6 +71,32 @@ __device__ __forceinline__ void kf_a_row(const float (&w)[N][M], const float* __
     }
 }
 
+// The lower Cholesky factor l of the M×M matrix s; false where s is not positive definite.
+template <int M>
+__device__ __forceinline__ bool kf_cholesky(const float (&s)[M][M], float (&l)[M][M]) {
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+#pragma unroll
+        for (int c = 0; c < M; ++c) {
+            if (c > r) {
+                l[r][c] = 0.0f;
+                continue;
+            }
+            float sum = 0.0f;
+#pragma unroll
+            for (int k = 0; k < c; ++k) sum += l[r][k] * l[c][k];
+            if (r == c) {
+                float d = s[r][r] - sum;
+                if (!(d > 0.0f)) return false;
+                l[r][c] = sqrtf(d);
+            } else {
+                l[r][c] = (s[r][c] - sum) / l[c][c];
+            }
+        }
+    }
+    return true;
+}
+
 // The Joseph-form update with innovation `innov`, P = A P Aᵀ + W R Wᵀ with A = I − W H, its
 // upper triangle a row at a time and mirrored below; false (state untouched) where S is not
 // positive definite.
@@ -104,26 +130,7 @@ __device__ __forceinline__ bool kf_update_innov(const float* __restrict__ h,
     }
     // Cholesky: S = L Lᵀ.
     float l[M][M];
-#pragma unroll
-    for (int r = 0; r < M; ++r) {
-#pragma unroll
-        for (int c = 0; c < M; ++c) {
-            if (c > r) {
-                l[r][c] = 0.0f;
-                continue;
-            }
-            float sum = 0.0f;
-#pragma unroll
-            for (int k = 0; k < c; ++k) sum += l[r][k] * l[c][k];
-            if (r == c) {
-                float d = s[r][r] - sum;
-                if (!(d > 0.0f)) return false;
-                l[r][c] = sqrtf(d);
-            } else {
-                l[r][c] = (s[r][c] - sum) / l[c][c];
-            }
-        }
-    }
+    if (!kf_cholesky<M>(s, l)) return false;
     // W = P Hᵀ S⁻¹, row by row.
 #pragma unroll
     for (int r = 0; r < N; ++r) {
@@ -302,14 +309,90 @@ __device__ __forceinline__ float kf_tdoa_row(const float* __restrict__ sa,
     return ra - rb;
 }
 
-// The extended filter's step over 6-state constant-velocity filters: predict with the model
-// (F, Q as kf_bank's), then one scalar Joseph update per pair, re-linearised after each, with
-// the pair's range difference zs[i * M + j]. A singular pair is skipped and the filter counted.
-extern "C" __global__ void __launch_bounds__(128, 5)
-    kf_tdoa_6(const float* __restrict__ model, unsigned int filters_u,
-              const float* __restrict__ sensors, const unsigned int* __restrict__ pairs,
-              unsigned int n_pairs, float r, float* __restrict__ xs, float* __restrict__ ps,
-              const float* __restrict__ zs, unsigned int* __restrict__ singular) {
+// |x + sign·step − s| − |x − s| for sensor s, as (2 (x − s)·d + d·d) / (|x + d − s| + |x − s|)
+// with d = sign·step (src/track/kalman/unscented.rs, `range_change`): no cancellation where the
+// two ranges are nearly equal.
+__device__ __forceinline__ float kf_range_change(const float* __restrict__ s, const float (&x)[6],
+                                                 const float (&step)[3], float sign) {
+    float dot = 0.0f, dd = 0.0f, far = 0.0f, near = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 3; ++e) {
+        float d = sign * step[e];
+        float r = x[e] - s[e];
+        dot += r * d;
+        dd += d * d;
+        near += r * r;
+        far += (r + d) * (r + d);
+    }
+    return (2.0f * dot + dd) / fmaxf(sqrtf(far) + sqrtf(near), 1e-6f);
+}
+
+// The unscented filter's update with one pair (src/track/kalman/unscented.rs): the range
+// differences at the sigma points x ± γ·(column i of chol P) less the centre's, their mean,
+// variance S_y and g_i = w_i γ (dy₊ᵢ − dy₋ᵢ); then the Joseph update with h̃ = L⁻ᵀ g and
+// R + max(S_y − |g|², 0). w holds γ, the centre's mean and covariance weights and every other
+// point's weight.
+__device__ __forceinline__ bool kf_ukf_pair(const float* __restrict__ sa,
+                                            const float* __restrict__ sb, float r,
+                                            const float (&w)[4], float z, float (&x)[6],
+                                            float (&p)[6][6]) {
+    const float gamma = w[0], w0c = w[2], wi = w[3];
+    float c[6][6];
+    if (!kf_cholesky<6>(p, c)) return false;
+    float scratch[6];
+    float y0 = kf_tdoa_row(sa, sb, x, scratch);
+    float dyp[6], dym[6];
+#pragma unroll
+    for (int i = 0; i < 6; ++i) {
+        float step[3];
+#pragma unroll
+        for (int e = 0; e < 3; ++e) step[e] = gamma * c[e][i];
+        dyp[i] = kf_range_change(sa, x, step, 1.0f) - kf_range_change(sb, x, step, 1.0f);
+        dym[i] = kf_range_change(sa, x, step, -1.0f) - kf_range_change(sb, x, step, -1.0f);
+    }
+    float shift = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 6; ++i) {
+        shift += wi * dyp[i];
+        shift += wi * dym[i];
+    }
+    float mean = y0 + shift;
+    float s_y = w0c * (shift * shift);
+    float g[6];
+#pragma unroll
+    for (int i = 0; i < 6; ++i) {
+        float dp = dyp[i] - shift, dm = dym[i] - shift;
+        s_y += wi * (dp * dp);
+        s_y += wi * (dm * dm);
+        g[i] = wi * gamma * (dyp[i] - dym[i]);
+    }
+    float h[6];
+#pragma unroll
+    for (int rr = 5; rr >= 0; --rr) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = rr + 1; k < 6; ++k) acc += c[k][rr] * h[k];
+        h[rr] = (g[rr] - acc) / c[rr][rr];
+    }
+    float linear = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 6; ++i) linear += g[i] * g[i];
+    const float rm[1] = {r + fmaxf(s_y - linear, 0.0f)};
+    float innov[1] = {z - mean};
+    return kf_update_innov<6, 1>(h, rm, innov, x, p);
+}
+
+// The TDOA step over 6-state constant-velocity filters: predict with the model (F, Q as
+// kf_bank's), then one scalar update per pair with the pair's range difference zs[i * M + j]:
+// extended (re-linearised after each pair) unless `unscented`, else unscented with the weights w.
+// A singular pair is skipped and the filter counted.
+__device__ __forceinline__ void kf_tdoa_run(const float* __restrict__ model, unsigned int filters_u,
+                                            const float* __restrict__ sensors,
+                                            const unsigned int* __restrict__ pairs,
+                                            unsigned int n_pairs, float r, bool unscented,
+                                            const float (&w)[4], float* __restrict__ xs,
+                                            float* __restrict__ ps, const float* __restrict__ zs,
+                                            unsigned int* __restrict__ singular) {
     size_t filters = filters_u;
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     bool ok = true;
@@ -329,10 +412,17 @@ extern "C" __global__ void __launch_bounds__(128, 5)
         kf_predict_local<6>(model, model + 36, x, p);
         const float rm[1] = {r};
         for (unsigned int i = 0; i < n_pairs; ++i) {
-            float h[6];
-            float rd = kf_tdoa_row(sensors + 3 * pairs[2 * i], sensors + 3 * pairs[2 * i + 1], x, h);
-            float innov[1] = {zs[i * filters + j] - rd};
-            ok = kf_update_innov<6, 1>(h, rm, innov, x, p) && ok;
+            const float* sa = sensors + 3 * pairs[2 * i];
+            const float* sb = sensors + 3 * pairs[2 * i + 1];
+            float z = zs[i * filters + j];
+            if (!unscented) {
+                float h[6];
+                float rd = kf_tdoa_row(sa, sb, x, h);
+                float innov[1] = {z - rd};
+                ok = kf_update_innov<6, 1>(h, rm, innov, x, p) && ok;
+            } else {
+                ok = kf_ukf_pair(sa, sb, r, w, z, x, p) && ok;
+            }
         }
 #pragma unroll
         for (int e = 0; e < 6; ++e) xs[e * filters + j] = x[e];
@@ -344,4 +434,25 @@ extern "C" __global__ void __launch_bounds__(128, 5)
     }
     unsigned int bad = __ballot_sync(0xffffffffu, !ok);
     if (bad != 0 && (threadIdx.x & 31) == 0) atomicAdd(singular, __popc(bad));
+}
+
+// The extended filter's step (kf_tdoa_run without sigma points).
+extern "C" __global__ void __launch_bounds__(128, 5)
+    kf_tdoa_6(const float* __restrict__ model, unsigned int filters_u,
+              const float* __restrict__ sensors, const unsigned int* __restrict__ pairs,
+              unsigned int n_pairs, float r, float* __restrict__ xs, float* __restrict__ ps,
+              const float* __restrict__ zs, unsigned int* __restrict__ singular) {
+    const float none[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    kf_tdoa_run(model, filters_u, sensors, pairs, n_pairs, r, false, none, xs, ps, zs, singular);
+}
+
+// The unscented filter's step (kf_tdoa_run with the sigma-point weights: γ, w0m, w0c, wi).
+extern "C" __global__ void __launch_bounds__(128, 4)
+    kf_tdoa_ukf_6(const float* __restrict__ model, unsigned int filters_u,
+                  const float* __restrict__ sensors, const unsigned int* __restrict__ pairs,
+                  unsigned int n_pairs, float r, float gamma, float w0m, float w0c, float wi,
+                  float* __restrict__ xs, float* __restrict__ ps, const float* __restrict__ zs,
+                  unsigned int* __restrict__ singular) {
+    const float w[4] = {gamma, w0m, w0c, wi};
+    kf_tdoa_run(model, filters_u, sensors, pairs, n_pairs, r, true, w, xs, ps, zs, singular);
 }

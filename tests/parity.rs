@@ -1299,8 +1299,27 @@ fn kalman_bank_edges_agree() {
 /// 50 steps; 1 to 100,003 filters), and against the f64 reference after one step.
 #[test]
 fn kalman_tdoa_step_agrees() {
+    tdoa_steps_agree("kf_tdoa_6", None);
+}
+
+/// The unscented (TDOA) step, `kf_tdoa_ukf_6`, against its CPU twin and the f64 textbook UKF,
+/// as `kalman_tdoa_step_agrees`, with the default sigma points and a narrower spread.
+#[test]
+fn kalman_unscented_step_agrees() {
+    use sonotrack::track::kalman::tdoa::Unscented;
+    tdoa_steps_agree("kf_tdoa_ukf_6", Some(Unscented::default()));
+    let narrow = Unscented {
+        alpha: 0.5,
+        ..Unscented::default()
+    };
+    tdoa_steps_agree("kf_tdoa_ukf_6 (alpha 0.5)", Some(narrow));
+}
+
+/// A TDOA step (extended, or unscented with `ut`) on the GPU against the CPU twin (within 1e-6,
+/// the same singular counts) and the f64 reference after one step (within 1e-4).
+fn tdoa_steps_agree(name: &str, ut: Option<sonotrack::track::kalman::tdoa::Unscented>) {
     use sonotrack::testing::kalman::max_rel_diff;
-    use sonotrack::testing::kalman_tdoa::{reference, workload};
+    use sonotrack::testing::kalman_tdoa::{reference, reference_unscented, workload};
     use sonotrack::track::kalman::bank::{FilterBank, KalmanBank};
     if !cuda_present() {
         return;
@@ -1315,13 +1334,24 @@ fn kalman_tdoa_step_agrees() {
         g.load(&w.x0, &w.p0).unwrap();
         let mut f64_err = 0.0f64;
         for (k, z) in w.z.iter().enumerate() {
-            let sc = FilterBank::step_tdoa(&mut cpu, &w.geo, z).unwrap();
-            let sg = g.step_tdoa(&w.geo, z).unwrap();
+            let (sc, sg) = match &ut {
+                None => (
+                    FilterBank::step_tdoa(&mut cpu, &w.geo, z).unwrap(),
+                    g.step_tdoa(&w.geo, z).unwrap(),
+                ),
+                Some(u) => (
+                    FilterBank::step_tdoa_unscented(&mut cpu, &w.geo, u, z).unwrap(),
+                    g.step_tdoa_unscented(&w.geo, u, z).unwrap(),
+                ),
+            };
             assert_eq!(sc, sg);
             if k == 0 {
                 let (x, _) = g.read().unwrap();
                 for j in (0..filters).step_by((filters / 100).max(1)) {
-                    let (xr, _) = reference(&w, j, 1);
+                    let (xr, _) = match &ut {
+                        None => reference(&w, j, 1),
+                        Some(u) => reference_unscented(&w, u, j, 1),
+                    };
                     for e in 0..6 {
                         let d = (f64::from(x[e * filters + j]) - xr[e]).abs() / xr.amax().max(1.0);
                         f64_err = f64_err.max(d);
@@ -1333,7 +1363,7 @@ fn kalman_tdoa_step_agrees() {
         let (xg, pg) = g.read().unwrap();
         let (dx, dp) = (max_rel_diff(&xc, &xg), max_rel_diff(&pc, &pg));
         eprintln!(
-            "kf_tdoa_6 M {filters} steps {steps} seed {}: twin x {dx:.1e} P {dp:.1e}; f64 x after one step {f64_err:.1e}",
+            "{name} M {filters} steps {steps} seed {}: twin x {dx:.1e} P {dp:.1e}; f64 x after one step {f64_err:.1e}",
             fresh + filters as u32
         );
         assert!(dx <= 1e-6 && dp <= 1e-6, "twin: x {dx:e} P {dp:e}");

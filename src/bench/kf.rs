@@ -17,7 +17,8 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     if backends.contains(&"cuda") {
         rows.extend(cuda_rows(opts)?);
-        rows.push(tdoa_row(opts, "cuda", TDOA_FILTERS)?);
+        rows.push(tdoa_row(opts, "cuda", TDOA_FILTERS, false)?);
+        rows.push(tdoa_row(opts, "cuda", TDOA_FILTERS, true)?);
     }
     if !backends.contains(&"cpu") {
         return Ok(rows);
@@ -45,11 +46,9 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
             reps,
         ));
     }
-    rows.push(tdoa_row(
-        opts,
-        "cpu",
-        if opts.quick { 4096 } else { TDOA_FILTERS },
-    )?);
+    let tdoa_filters = if opts.quick { 4096 } else { TDOA_FILTERS };
+    rows.push(tdoa_row(opts, "cpu", tdoa_filters, false)?);
+    rows.push(tdoa_row(opts, "cpu", tdoa_filters, true)?);
     rows.push(imm_row(opts)?);
     rows.push(imm_filter_row(opts)?);
     Ok(rows)
@@ -59,9 +58,10 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
 const TDOA_FILTERS: usize = 262_144;
 
 /// The extended filter's step ([`FilterBank::step_tdoa`]: CV-3D predict, then one scalar
-/// update per pair of a five-sensor array, 10 pairs) of `filters` filters, wall time per step
-/// as a caller sees it (the range differences up, the count back).
-fn tdoa_row(opts: &BenchOptions, backend: &str, filters: usize) -> Result<Row> {
+/// update per pair of a five-sensor array, 10 pairs), or the unscented one's
+/// ([`FilterBank::step_tdoa_unscented`], 13 sigma points a pair), of `filters` filters, wall
+/// time per step as a caller sees it (the range differences up, the count back).
+fn tdoa_row(opts: &BenchOptions, backend: &str, filters: usize, unscented: bool) -> Result<Row> {
     use crate::track::kalman::bank::FilterBank;
     let w = crate::testing::kalman_tdoa::workload(5, filters, 1);
     let mut bank: Box<dyn FilterBank> = match backend {
@@ -76,14 +76,25 @@ fn tdoa_row(opts: &BenchOptions, backend: &str, filters: usize) -> Result<Row> {
         // Every repetition restarts from the prior, so that each times the same first step.
         bank.load(&w.x0, &w.p0).map_err(bank_err)?;
         let t = std::time::Instant::now();
-        bank.step_tdoa(&w.geo, &w.z[0]).map_err(bank_err)?;
+        if unscented {
+            let ut = crate::track::kalman::tdoa::Unscented::default();
+            bank.step_tdoa_unscented(&w.geo, &ut, &w.z[0])
+                .map_err(bank_err)?;
+        } else {
+            bank.step_tdoa(&w.geo, &w.z[0]).map_err(bank_err)?;
+        }
         Ok(t.elapsed().as_secs_f64())
     })?;
     Ok(Row::per_ns(
-        "kf-tdoa",
+        if unscented { "kf-tdoa-ukf" } else { "kf-tdoa" },
         backend,
         format!(
-            "{filters} filters, CV-3D + 10 TDOA pairs (extended, one scalar update a pair), wall{}",
+            "{filters} filters, CV-3D + 10 TDOA pairs ({}, one scalar update a pair), wall{}",
+            if unscented {
+                "unscented, 13 sigma points"
+            } else {
+                "extended"
+            },
             if backend == "cpu" {
                 format!(", {} threads", rayon::current_num_threads())
             } else {

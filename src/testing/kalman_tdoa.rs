@@ -7,7 +7,7 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::testing::kalman::{bank_model, normal};
 use crate::track::kalman::bank::BankModel;
-use crate::track::kalman::tdoa::TdoaGeometry;
+use crate::track::kalman::tdoa::{TdoaGeometry, Unscented};
 use crate::track::smooth::kalman::LinearModel;
 
 /// Frame step of the workload, seconds.
@@ -47,15 +47,28 @@ pub fn geometry() -> TdoaGeometry {
     }
 }
 
-/// `filters` sources over `steps` steps from stream `seed`.
+/// `filters` sources over `steps` steps from stream `seed`: 20-60 m from the array, priors 1 m
+/// and 0.5 m/s off (standard deviations).
 pub fn workload(seed: u32, filters: usize, steps: usize) -> TdoaWorkload {
+    workload_at(seed, filters, steps, (20.0, 60.0), 1.0)
+}
+
+/// As [`workload`], with the sources' ranges in `range` (metres) and the priors' position
+/// error `prior_m` (standard deviation, metres; the covariance says the same).
+pub fn workload_at(
+    seed: u32,
+    filters: usize,
+    steps: usize,
+    range: (f64, f64),
+    prior_m: f64,
+) -> TdoaWorkload {
     let model = LinearModel::constant_velocity(3, DT, 0.01, 1.0);
     let geo = geometry();
     let at = |s: u32, j: usize, k: usize| normal(s, j * 8 + k);
     let mut x = vec![0.0f64; 6 * filters];
     let mut x0 = vec![0.0f32; 6 * filters];
     for j in 0..filters {
-        let range = 20.0 + 40.0 * (0.5 + 0.5 * at(seed, j, 0).tanh());
+        let range = range.0 + (range.1 - range.0) * (0.5 + 0.5 * at(seed, j, 0).tanh());
         let az = at(seed, j, 1) * 3.0;
         let pos = [
             range * az.cos(),
@@ -65,12 +78,13 @@ pub fn workload(seed: u32, filters: usize, steps: usize) -> TdoaWorkload {
         for a in 0..3 {
             x[a * filters + j] = pos[a];
             x[(3 + a) * filters + j] = at(seed + 1, j, a);
-            x0[a * filters + j] = (pos[a] + at(seed + 2, j, a)) as f32;
+            x0[a * filters + j] = (pos[a] + prior_m * at(seed + 2, j, a)) as f32;
             x0[(3 + a) * filters + j] =
                 (x[(3 + a) * filters + j] + 0.5 * at(seed + 2, j, 3 + a)) as f32;
         }
     }
-    let p_start = DMatrix::from_diagonal(&DVector::from_vec(vec![1.0, 1.0, 1.0, 0.25, 0.25, 0.25]));
+    let v = prior_m * prior_m;
+    let p_start = DMatrix::from_diagonal(&DVector::from_vec(vec![v, v, v, 0.25, 0.25, 0.25]));
     let p0 = crate::track::kalman::bank::replicated(
         &[0.0; 6],
         &crate::testing::kalman::to_f32(&p_start),
@@ -141,6 +155,64 @@ pub fn reference(w: &TdoaWorkload, j: usize, steps: usize) -> (DVector<f64>, DMa
             x += &k * innov;
             let a_mat = DMatrix::identity(6, 6) - &k * &h;
             p = &a_mat * &p * a_mat.transpose() + &k * k.transpose() * r;
+        }
+    }
+    (x, p)
+}
+
+/// The unscented filter's f64 reference, the textbook form: filter j after `steps` of the
+/// workload (predict, then per pair: sigma points x ± γ·chol(P)ᵢ, ŷ, S = Σ wᶜ (y − ŷ)² + R,
+/// P_xy, K = P_xy / S, x += K (z − ŷ), P −= K S Kᵀ).
+pub fn reference_unscented(
+    w: &TdoaWorkload,
+    ut: &Unscented,
+    j: usize,
+    steps: usize,
+) -> (DVector<f64>, DMatrix<f64>) {
+    let filters = w.x0.len() / 6;
+    let mut x = DVector::from_fn(6, |e, _| f64::from(w.x0[e * filters + j]));
+    let mut p = DMatrix::from_fn(6, 6, |r, c| f64::from(w.p0[(r * 6 + c) * filters + j]));
+    let r = f64::from(w.geo.r);
+    let (alpha, beta, kappa) = (f64::from(ut.alpha), f64::from(ut.beta), f64::from(ut.kappa));
+    let spread = alpha * alpha * (6.0 + kappa);
+    let lambda = spread - 6.0;
+    let (w0m, wi) = (lambda / spread, 0.5 / spread);
+    let w0c = w0m + 1.0 - alpha * alpha + beta;
+    for zk in w.z.iter().take(steps) {
+        x = &w.model.f * &x;
+        p = &w.model.f * &p * w.model.f.transpose() + &w.model.q;
+        for (i, &(a, b)) in w.geo.pairs.iter().enumerate() {
+            let (sa, sb) = (&w.geo.sensors[a as usize], &w.geo.sensors[b as usize]);
+            let rd = |v: &DVector<f64>| {
+                let pos = [v[0], v[1], v[2]];
+                dist(&pos, sa) - dist(&pos, sb)
+            };
+            let Some(chol) = p.clone().cholesky() else {
+                continue;
+            };
+            let l = chol.l() * spread.sqrt();
+            let mut points = vec![(x.clone(), w0m, w0c)];
+            for c in 0..6 {
+                points.push((&x + l.column(c), wi, wi));
+                points.push((&x - l.column(c), wi, wi));
+            }
+            let ys: Vec<f64> = points.iter().map(|(v, _, _)| rd(v)).collect();
+            let mean: f64 = points.iter().zip(&ys).map(|((_, wm, _), y)| wm * y).sum();
+            let s = points
+                .iter()
+                .zip(&ys)
+                .map(|((_, _, wc), y)| wc * (y - mean).powi(2))
+                .sum::<f64>()
+                + r;
+            let pxy = points
+                .iter()
+                .zip(&ys)
+                .fold(DVector::zeros(6), |acc, ((v, _, wc), y)| {
+                    acc + (v - &x) * (wc * (y - mean))
+                });
+            let k = &pxy / s;
+            x += &k * (f64::from(zk[i * filters + j]) - mean);
+            p -= &k * k.transpose() * s;
         }
     }
     (x, p)

@@ -11,7 +11,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKern
 use super::{Gpu, err};
 use crate::error::BackendError;
 use crate::track::kalman::bank::{BankError, BankModel, FilterBank, length, tdoa_ready};
-use crate::track::kalman::tdoa::TdoaGeometry;
+use crate::track::kalman::tdoa::{TdoaGeometry, Unscented, UtWeights};
 
 /// The stages of one launch (`kernels/kf.cu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,8 @@ pub struct CudaKalmanBank {
 struct TdoaOnDevice {
     geo: TdoaGeometry,
     kernel: CudaFunction,
+    /// The unscented step's kernel.
+    unscented: CudaFunction,
     sensors: CudaSlice<f32>,
     pairs: CudaSlice<u32>,
     z: CudaSlice<f32>,
@@ -222,6 +224,7 @@ impl CudaKalmanBank {
         self.tdoa = Some(TdoaOnDevice {
             geo: geo.clone(),
             kernel: self.gpu.function("kf_tdoa_6")?,
+            unscented: self.gpu.function("kf_tdoa_ukf_6")?,
             sensors,
             pairs,
             z,
@@ -229,8 +232,9 @@ impl CudaKalmanBank {
         Ok(())
     }
 
-    /// Queue one `kf_tdoa_6` launch with the geometry and range differences on the device.
-    fn enqueue_tdoa(&mut self) -> Result<(), BankError> {
+    /// Queue one TDOA launch with the geometry and range differences on the device:
+    /// `kf_tdoa_6` (extended) or, given the sigma-point weights, `kf_tdoa_ukf_6`.
+    fn enqueue_tdoa(&mut self, ut: Option<UtWeights>) -> Result<(), BankError> {
         let cfg = self.launch_config();
         let s = self.stream.clone();
         let Some(t) = self.tdoa.as_ref() else {
@@ -239,22 +243,55 @@ impl CudaKalmanBank {
             ));
         };
         let (filters, n_pairs, r) = (self.filters as u32, t.geo.pairs.len() as u32, t.geo.r);
-        let mut b = s.launch_builder(&t.kernel);
+        let mut b = s.launch_builder(match ut {
+            None => &t.kernel,
+            Some(_) => &t.unscented,
+        });
         b.arg(&self.model)
             .arg(&filters)
             .arg(&t.sensors)
             .arg(&t.pairs)
             .arg(&n_pairs)
-            .arg(&r)
-            .arg(&mut self.x)
+            .arg(&r);
+        if let Some(w) = ut.as_ref() {
+            b.arg(&w.gamma).arg(&w.w0m).arg(&w.w0c).arg(&w.wi);
+        }
+        b.arg(&mut self.x)
             .arg(&mut self.p)
             .arg(&t.z)
             .arg(&mut self.singular);
-        // SAFETY: the arguments match kf_tdoa_6's signature; the bank has 6 states (checked by
-        // `step_tdoa`), so x and p hold 6 and 36 values per filter; z holds n_pairs values per
-        // filter, and the pairs index the uploaded sensors (checked by `TdoaGeometry::check`).
-        unsafe { b.launch(cfg) }.map_err(err("kf_tdoa_6"))?;
+        // SAFETY: the arguments match kf_tdoa_6's signature, or kf_tdoa_ukf_6's (four more
+        // floats after r) when `ut` is given; the bank has 6 states (checked by `tdoa_ready`),
+        // so x and p hold 6 and 36 values per filter; z holds n_pairs values per filter, and
+        // the pairs index the uploaded sensors (checked by `TdoaGeometry::check`).
+        unsafe { b.launch(cfg) }.map_err(err(if ut.is_some() {
+            "kf_tdoa_ukf_6"
+        } else {
+            "kf_tdoa_6"
+        }))?;
         Ok(())
+    }
+
+    /// A TDOA step: the geometry and the range differences up, one launch, the count back.
+    fn tdoa_step(
+        &mut self,
+        geo: &TdoaGeometry,
+        ut: Option<UtWeights>,
+        z: &[f32],
+    ) -> Result<usize, BankError> {
+        tdoa_ready(self.n, geo)?;
+        length("z", z.len(), geo.pairs.len() * self.filters)?;
+        self.tdoa_on_device(geo)?;
+        let s = self.stream.clone();
+        let Some(t) = self.tdoa.as_mut() else {
+            return Err(BankError::Backend(
+                "the TDOA geometry is not on the device".into(),
+            ));
+        };
+        s.memcpy_htod(z, &mut t.z)
+            .map_err(err("copying the range differences"))?;
+        self.moved += 4 * z.len() as u64;
+        self.counted(|bank| bank.enqueue_tdoa(ut))
     }
 
     /// The stream the bank's work is queued on.
@@ -332,18 +369,16 @@ impl FilterBank for CudaKalmanBank {
     }
 
     fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<usize, BankError> {
-        tdoa_ready(self.n, geo)?;
-        length("z", z.len(), geo.pairs.len() * self.filters)?;
-        self.tdoa_on_device(geo)?;
-        let s = self.stream.clone();
-        let Some(t) = self.tdoa.as_mut() else {
-            return Err(BankError::Backend(
-                "the TDOA geometry is not on the device".into(),
-            ));
-        };
-        s.memcpy_htod(z, &mut t.z)
-            .map_err(err("copying the range differences"))?;
-        self.moved += 4 * z.len() as u64;
-        self.counted(|bank| bank.enqueue_tdoa())
+        self.tdoa_step(geo, None, z)
+    }
+
+    fn step_tdoa_unscented(
+        &mut self,
+        geo: &TdoaGeometry,
+        ut: &Unscented,
+        z: &[f32],
+    ) -> Result<usize, BankError> {
+        let w = ut.weights(self.n)?;
+        self.tdoa_step(geo, Some(w), z)
     }
 }

@@ -11,7 +11,8 @@
 
 use rayon::prelude::*;
 
-use crate::track::kalman::tdoa::{TdoaGeometry, linearise};
+use crate::track::kalman::tdoa::{TdoaGeometry, Unscented, linearise};
+use crate::track::kalman::unscented::update_pair_unscented;
 
 /// The largest state a bank holds.
 pub const MAX_N: usize = 6;
@@ -82,6 +83,15 @@ pub trait FilterBank: Send {
     /// layout (position, velocity). Returns how many filters met a singular update (that pair is
     /// skipped, the rest applied).
     fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<usize, BankError>;
+    /// The unscented filter's step: as [`FilterBank::step_tdoa`], but each pair's update
+    /// propagates the sigma points of `ut` through the range difference
+    /// ([`crate::track::kalman::unscented`]).
+    fn step_tdoa_unscented(
+        &mut self,
+        geo: &TdoaGeometry,
+        ut: &Unscented,
+        z: &[f32],
+    ) -> Result<usize, BankError>;
     /// Bytes moved between host and device so far (0 on the CPU): measurements in, estimates
     /// and counts out, never the covariances unless asked for.
     fn bytes_moved(&self) -> u64 {
@@ -138,9 +148,9 @@ pub struct KalmanBank {
 
 /// One filter's state and covariance, loaded from the arrays.
 #[derive(Clone, Copy)]
-struct Local {
-    x: [f32; MAX_N],
-    p: [[f32; MAX_N]; MAX_N],
+pub(super) struct Local {
+    pub(super) x: [f32; MAX_N],
+    pub(super) p: [[f32; MAX_N]; MAX_N],
 }
 
 /// Filters per parallel chunk (enough work per task to pay for the scheduling).
@@ -244,6 +254,30 @@ impl KalmanBank {
 
     /// The extended filter's step (see [`FilterBank::step_tdoa`]).
     pub fn step_tdoa(&mut self, geo: &TdoaGeometry, z: &[f32]) -> Result<(), BankError> {
+        self.tdoa_pairs(geo, z, |pair, l, zi| update_pair(geo, pair, l, zi))
+    }
+
+    /// The unscented filter's step (see [`FilterBank::step_tdoa_unscented`]).
+    pub fn step_tdoa_unscented(
+        &mut self,
+        geo: &TdoaGeometry,
+        ut: &Unscented,
+        z: &[f32],
+    ) -> Result<(), BankError> {
+        let w = ut.weights(self.model.n)?;
+        self.tdoa_pairs(geo, z, |pair, l, zi| {
+            update_pair_unscented(geo, pair, &w, l, zi)
+        })
+    }
+
+    /// Predict every filter, then update it with each pair of `geo` in turn through
+    /// `update_pair` (false where singular: that pair skipped, the filter counted).
+    fn tdoa_pairs(
+        &mut self,
+        geo: &TdoaGeometry,
+        z: &[f32],
+        update_pair: impl Fn((usize, usize), &mut Local, f32) -> bool + Sync,
+    ) -> Result<(), BankError> {
         tdoa_ready(self.model.n, geo)?;
         let filters = self.filters;
         length("z", z.len(), geo.pairs.len() * filters)?;
@@ -253,7 +287,7 @@ impl KalmanBank {
             predict(&model, l);
             let mut ok = true;
             for (i, &(a, b)) in geo.pairs.iter().enumerate() {
-                ok &= update_pair(geo, (a as usize, b as usize), l, z[i * filters + j]);
+                ok &= update_pair((a as usize, b as usize), l, z[i * filters + j]);
             }
             if !ok {
                 singular.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -368,6 +402,16 @@ impl FilterBank for KalmanBank {
         KalmanBank::step_tdoa(self, geo, z)?;
         Ok(self.singular)
     }
+
+    fn step_tdoa_unscented(
+        &mut self,
+        geo: &TdoaGeometry,
+        ut: &Unscented,
+        z: &[f32],
+    ) -> Result<usize, BankError> {
+        KalmanBank::step_tdoa_unscented(self, geo, ut, z)?;
+        Ok(self.singular)
+    }
 }
 
 /// Check that a bank of `n` states can take TDOA steps with `geo`: 6 states (position,
@@ -447,11 +491,11 @@ fn predict(model: &BankModel, l: &mut Local) {
 
 /// A measurement's model for one update: its size m, H (m×n, row-major) and R (m×m).
 #[derive(Clone, Copy)]
-struct Linear<'a> {
-    n: usize,
-    m: usize,
-    h: &'a [f32],
-    r: &'a [f32],
+pub(super) struct Linear<'a> {
+    pub(super) n: usize,
+    pub(super) m: usize,
+    pub(super) h: &'a [f32],
+    pub(super) r: &'a [f32],
 }
 
 impl<'a> Linear<'a> {
@@ -491,7 +535,7 @@ fn update(model: &BankModel, l: &mut Local, z: &[f32; MAX_M]) -> bool {
 /// The Joseph-form update with innovation `innov`, P = A P Aᵀ + W R Wᵀ with A = I − W H, its
 /// upper triangle a row at a time and mirrored below; false (state left as it was) where the
 /// innovation covariance is not positive definite.
-fn update_innov(model: Linear, l: &mut Local, innov: &[f32; MAX_M]) -> bool {
+pub(super) fn update_innov(model: Linear, l: &mut Local, innov: &[f32; MAX_M]) -> bool {
     let (n, m) = (model.n, model.m);
     let h = |r: usize, c: usize| model.h[r * n + c];
     // PHᵀ (n×m) and S = H P Hᵀ + R (m×m).
@@ -547,9 +591,9 @@ fn update_innov(model: Linear, l: &mut Local, innov: &[f32; MAX_M]) -> bool {
     true
 }
 
-/// The lower Cholesky factor of the m×m matrix s (None unless positive definite).
-fn cholesky(s: &[[f32; MAX_M]; MAX_M], m: usize) -> Option<[[f32; MAX_M]; MAX_M]> {
-    let mut l = [[0.0f32; MAX_M]; MAX_M];
+/// The lower Cholesky factor of the leading m×m block of s (None unless positive definite).
+pub(super) fn cholesky<const D: usize>(s: &[[f32; D]; D], m: usize) -> Option<[[f32; D]; D]> {
+    let mut l = [[0.0f32; D]; D];
     for r in 0..m {
         for c in 0..=r {
             let sum: f32 = (0..c).map(|k| l[r][k] * l[c][k]).sum();

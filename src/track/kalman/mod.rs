@@ -4,7 +4,8 @@
 //! which the GPU serves a bank; [`imm`], the interacting multiple model estimator over linear
 //! models (f64, one track); [`imm_filter`], the IMM over the tracker's motion models as the
 //! tracker's filter (`tracker.filter = "imm"`), with [`cubature`], its sigma-point rule;
-//! [`tdoa`], the range-difference measurement of the bank's extended filter.
+//! [`tdoa`], the range-difference measurement of the bank's extended filter; [`unscented`], the
+//! bank's unscented filter over the same measurement.
 
 pub mod bank;
 pub mod crossover;
@@ -12,3 +13,4 @@ pub mod cubature;
 pub mod imm;
 pub mod imm_filter;
 pub mod tdoa;
+pub mod unscented;

@@ -3,7 +3,9 @@
 //! constant-velocity filter's position p. The bank linearises it at each filter's current state
 //! and updates with one pair at a time (scalar Joseph updates, re-linearised after each: for
 //! independent pair noises the same as one joint update, and no solve larger than 1×1). The GPU
-//! kernel (`kernels/kf.cu`, `kf_tdoa_row`) does the same operations in the same order.
+//! kernel (`kernels/kf.cu`, `kf_tdoa_row`) does the same operations in the same order. The
+//! unscented filter's step ([`crate::track::kalman::unscented`]) takes the same geometry and
+//! the sigma-point rule's parameters, [`Unscented`].
 
 use crate::track::kalman::bank::BankError;
 
@@ -61,6 +63,68 @@ impl TdoaGeometry {
     /// Pairs as one array (a, b per pair), the GPU's layout.
     pub fn packed_pairs(&self) -> Vec<u32> {
         self.pairs.iter().flat_map(|(a, b)| [*a, *b]).collect()
+    }
+}
+
+/// The scaled unscented transform's parameters (Julier; Wan and van der Merwe): sigma points
+/// x ± γ·(column i of chol P) with γ² = n + λ and λ = α²(n + κ) − n; the centre point's weights
+/// are λ/(n + λ) for the mean and that plus 1 − α² + β for the covariance, every other point's
+/// 1/(2(n + λ)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Unscented {
+    /// Spread of the points about the mean (0 < α ≤ 1).
+    pub alpha: f32,
+    /// Prior knowledge of the distribution (2 is optimal for a Gaussian).
+    pub beta: f32,
+    /// Secondary scaling (n + κ > 0).
+    pub kappa: f32,
+}
+
+impl Default for Unscented {
+    /// α = 1, β = 2, κ = 0: the points at ±√n standard deviations, the centre point weighted
+    /// 0 in the mean and 2 in the covariance.
+    fn default() -> Self {
+        Self {
+            alpha: 1.0,
+            beta: 2.0,
+            kappa: 0.0,
+        }
+    }
+}
+
+/// An unscented transform's weights for an n-state filter (the GPU kernel's arguments).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UtWeights {
+    /// √(n + λ).
+    pub gamma: f32,
+    /// The centre point's mean weight.
+    pub w0m: f32,
+    /// The centre point's covariance weight.
+    pub w0c: f32,
+    /// Every other point's weight (mean and covariance).
+    pub wi: f32,
+}
+
+impl Unscented {
+    /// The weights for `n` states, or why the parameters cannot give them: α in (0, 1], β ≥ 0
+    /// and n + κ > 0, all finite.
+    pub fn weights(&self, n: usize) -> Result<UtWeights, BankError> {
+        let (a, b, k) = (self.alpha, self.beta, self.kappa);
+        let nf = n as f32;
+        if !(a > 0.0 && a <= 1.0) || !(b >= 0.0 && b.is_finite()) || !(nf + k > 0.0) {
+            return Err(BankError::Model(format!(
+                "unscented transform alpha {a}, beta {b}, kappa {k} (use 0 < alpha <= 1, \
+                 beta >= 0 and kappa > -{n})"
+            )));
+        }
+        let spread = a * a * (nf + k);
+        let lambda = spread - nf;
+        Ok(UtWeights {
+            gamma: spread.sqrt(),
+            w0m: lambda / spread,
+            w0c: lambda / spread + 1.0 - a * a + b,
+            wi: 0.5 / spread,
+        })
     }
 }
 
