@@ -111,7 +111,8 @@ impl Unscented {
     pub fn weights(&self, n: usize) -> Result<UtWeights, BankError> {
         let (a, b, k) = (self.alpha, self.beta, self.kappa);
         let nf = n as f32;
-        if !(a > 0.0 && a <= 1.0) || !(b >= 0.0 && b.is_finite()) || !(nf + k > 0.0) {
+        let valid = a > 0.0 && a <= 1.0 && b >= 0.0 && b.is_finite() && nf + k > 0.0;
+        if !valid {
             return Err(BankError::Model(format!(
                 "unscented transform alpha {a}, beta {b}, kappa {k} (use 0 < alpha <= 1, \
                  beta >= 0 and kappa > -{n})"
