@@ -4,6 +4,7 @@
 pub mod faults;
 pub mod fixtures;
 pub mod fuzz;
+pub mod imm_bank;
 pub mod kalman;
 pub mod kalman_tdoa;
 pub mod mfa;

@@ -464,7 +464,7 @@ pub fn length(what: &'static str, got: usize, want: usize) -> Result<(), BankErr
 
 /// x = F x, P = F P Fᵀ + Q: a row of F P at a time, then that row of the new P's upper
 /// triangle, mirrored below (the kernel's order, so that the two agree bit for bit).
-fn predict(model: &BankModel, l: &mut Local) {
+pub(super) fn predict(model: &BankModel, l: &mut Local) {
     let n = model.n;
     let f = |r: usize, c: usize| model.f[r * n + c];
     let mut x = [0.0f32; MAX_N];
@@ -499,7 +499,7 @@ pub(super) struct Linear<'a> {
 }
 
 impl<'a> Linear<'a> {
-    fn of(model: &'a BankModel) -> Self {
+    pub(super) fn of(model: &'a BankModel) -> Self {
         Self {
             n: model.n,
             m: model.m,
@@ -524,18 +524,39 @@ fn a_row(model: Linear, w: &[[f32; MAX_M]; MAX_N], c: usize) -> [f32; MAX_N] {
 
 /// The linear update with measurement z: the innovation z − H x, then [`update_innov`].
 fn update(model: &BankModel, l: &mut Local, z: &[f32; MAX_M]) -> bool {
+    update_ll(model, l, z, None)
+}
+
+/// [`update`], also writing the innovation's log-likelihood into `ll` when given.
+pub(super) fn update_ll(
+    model: &BankModel,
+    l: &mut Local,
+    z: &[f32; MAX_M],
+    ll: Option<&mut f32>,
+) -> bool {
     let (n, m) = (model.n, model.m);
     let mut innov = [0.0f32; MAX_M];
     for (i, v) in innov.iter_mut().enumerate().take(m) {
         *v = z[i] - (0..n).map(|k| model.h[i * n + k] * l.x[k]).sum::<f32>();
     }
-    update_innov(Linear::of(model), l, &innov)
+    update_innov_ll(Linear::of(model), l, &innov, ll)
 }
 
 /// The Joseph-form update with innovation `innov`, P = A P Aᵀ + W R Wᵀ with A = I − W H, its
 /// upper triangle a row at a time and mirrored below; false (state left as it was) where the
 /// innovation covariance is not positive definite.
 pub(super) fn update_innov(model: Linear, l: &mut Local, innov: &[f32; MAX_M]) -> bool {
+    update_innov_ll(model, l, innov, None)
+}
+
+/// [`update_innov`], also writing the innovation's log-likelihood ln N(ν; 0, S) into `ll`
+/// when given (from S's Cholesky factor: −½(|L⁻¹ν|² + 2 Σ ln Lᵢᵢ + m ln 2π)).
+pub(super) fn update_innov_ll(
+    model: Linear,
+    l: &mut Local,
+    innov: &[f32; MAX_M],
+    ll: Option<&mut f32>,
+) -> bool {
     let (n, m) = (model.n, model.m);
     let h = |r: usize, c: usize| model.h[r * n + c];
     // PHᵀ (n×m) and S = H P Hᵀ + R (m×m).
@@ -554,6 +575,9 @@ pub(super) fn update_innov(model: Linear, l: &mut Local, innov: &[f32; MAX_M]) -
     let Some(chol) = cholesky(&s, m) else {
         return false;
     };
+    if let Some(ll) = ll {
+        *ll = log_likelihood(&chol, innov, m);
+    }
     // W = P Hᵀ S⁻¹: each row w solves S wᵀ = (P Hᵀ)ᵀ's column.
     let mut w = [[0.0f32; MAX_M]; MAX_N];
     for r in 0..n {
@@ -610,6 +634,27 @@ pub(super) fn cholesky<const D: usize>(s: &[[f32; D]; D], m: usize) -> Option<[[
     }
     Some(l)
 }
+
+/// ln N(ν; 0, L Lᵀ) for the m-vector ν: a forward substitution y = L⁻¹ν, then
+/// −½(|y|² + 2 Σ ln Lᵢᵢ + m ln 2π) (the kernel's order).
+fn log_likelihood(l: &[[f32; MAX_M]; MAX_M], nu: &[f32; MAX_M], m: usize) -> f32 {
+    let mut y = [0.0f32; MAX_M];
+    let mut quad = 0.0f32;
+    let mut log_diag = 0.0f32;
+    for r in 0..m {
+        let mut acc = 0.0f32;
+        for k in 0..r {
+            acc += l[r][k] * y[k];
+        }
+        y[r] = (nu[r] - acc) / l[r][r];
+        quad += y[r] * y[r];
+        log_diag += l[r][r].ln();
+    }
+    -0.5 * (quad + 2.0 * log_diag + m as f32 * LN_2PI)
+}
+
+/// ln 2π.
+const LN_2PI: f32 = 1.837_877_1;
 
 /// Solve (L Lᵀ) y = b.
 fn chol_solve(l: &[[f32; MAX_M]; MAX_M], b: &[f32; MAX_M], m: usize) -> [f32; MAX_M] {
