@@ -100,11 +100,13 @@ __device__ __forceinline__ bool kf_cholesky(const float (&s)[M][M], float (&l)[M
 // The Joseph-form update with innovation `innov`, P = A P Aᵀ + W R Wᵀ with A = I − W H, its
 // upper triangle a row at a time and mirrored below; false (state untouched) where S is not
 // positive definite.
+// Where `ll` is given, it receives the innovation's log-likelihood ln N(ν; 0, S) from S's
+// Cholesky factor, −½(|L⁻¹ν|² + 2 Σ ln Lᵢᵢ + M ln 2π) (the bank's `log_likelihood`).
 template <int N, int M>
 __device__ __forceinline__ bool kf_update_innov(const float* __restrict__ h,
                                                 const float* __restrict__ rm,
                                                 const float (&innov)[M], float (&x)[N],
-                                                float (&p)[N][N]) {
+                                                float (&p)[N][N], float* ll = nullptr) {
     // W starts as P Hᵀ and is solved in place, row by row.
     float w[N][M];
 #pragma unroll
@@ -131,6 +133,20 @@ __device__ __forceinline__ bool kf_update_innov(const float* __restrict__ h,
     // Cholesky: S = L Lᵀ.
     float l[M][M];
     if (!kf_cholesky<M>(s, l)) return false;
+    if (ll != nullptr) {
+        float y[M];
+        float quad = 0.0f, log_diag = 0.0f;
+#pragma unroll
+        for (int r = 0; r < M; ++r) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < r; ++k) acc += l[r][k] * y[k];
+            y[r] = (innov[r] - acc) / l[r][r];
+            quad += y[r] * y[r];
+            log_diag += logf(l[r][r]);
+        }
+        *ll = -0.5f * (quad + 2.0f * log_diag + (float)M * 1.8378771f);
+    }
     // W = P Hᵀ S⁻¹, row by row.
 #pragma unroll
     for (int r = 0; r < N; ++r) {
@@ -206,7 +222,8 @@ __device__ __forceinline__ bool kf_update_innov(const float* __restrict__ h,
 template <int N, int M>
 __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
                                                 const float* __restrict__ rm, const float (&z)[M],
-                                                float (&x)[N], float (&p)[N][N]) {
+                                                float (&x)[N], float (&p)[N][N],
+                                                float* ll = nullptr) {
     float innov[M];
 #pragma unroll
     for (int i = 0; i < M; ++i) {
@@ -215,7 +232,7 @@ __device__ __forceinline__ bool kf_update_local(const float* __restrict__ h,
         for (int k = 0; k < N; ++k) acc += h[i * N + k] * x[k];
         innov[i] = z[i] - acc;
     }
-    return kf_update_innov<N, M>(h, rm, innov, x, p);
+    return kf_update_innov<N, M>(h, rm, innov, x, p, ll);
 }
 
 // One filter's stages: load, predict and/or update, store; true unless its update was singular.

@@ -7,6 +7,7 @@
 
 pub mod fusion;
 mod gcc;
+mod imm;
 pub mod jetson;
 mod kf;
 mod live;
@@ -284,6 +285,7 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
     }
     if opts.kf {
         rows.extend(kf::rows(opts, &backends)?);
+        rows.extend(imm::rows(opts, &backends)?);
     }
     if opts.mfa {
         rows.extend(mfa::rows(opts, &backends)?);

@@ -6,6 +6,7 @@ use crate::error::{BackendError, Error, Result};
 use crate::gpu::spec::GpuSpec;
 use crate::track::kalman::bank::{BankModel, FilterBank};
 use crate::track::kalman::crossover::Crossover;
+use crate::track::kalman::imm_bank::{ImmBankModel, ImmFilterBank};
 use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::{FilterParams, ParticleFilter};
 
@@ -50,6 +51,25 @@ pub fn kalman_bank(
     _x0: &[f32],
     _p0: &[f32],
 ) -> Result<Box<dyn FilterBank>> {
+    Err(not_compiled())
+}
+
+pub fn imm_bank(
+    _model: &ImmBankModel,
+    _tracks: usize,
+    _x0: &[f32],
+    _p0: &[f32],
+    _mu0: &[f32],
+) -> Result<Box<dyn ImmFilterBank>> {
+    Err(not_compiled())
+}
+
+pub fn imm_kernel_time(
+    _model: &ImmBankModel,
+    _tracks: usize,
+    _start: (&[f32], &[f32], &[f32]),
+    _z: &[f32],
+) -> Result<f64> {
     Err(not_compiled())
 }
 

@@ -9,6 +9,7 @@ use crate::gpu::cuda;
 use crate::gpu::spec::{GpuSpec, fp32_lanes_per_sm};
 use crate::track::kalman::bank::{BankModel, FilterBank};
 use crate::track::kalman::crossover::{self, Crossover, unit_start};
+use crate::track::kalman::imm_bank::{ImmBankModel, ImmFilterBank};
 use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::{FilterParams, ParticleFilter};
 
@@ -136,6 +137,50 @@ fn poisoned() -> Error {
 /// Median device time (seconds, event-timed) of one launch of the bank kernel over `filters`
 /// filters of `model` with `block` threads per block; `both`: predict and update in one launch,
 /// else an update alone. None where the kernel cannot run blocks that large (its registers).
+/// The IMM estimator over the batched bank on the GPU (`kernels/imm.cu`): `tracks` tracks of
+/// `model`, every mode at (x0, p0) with probabilities mu0.
+pub fn imm_bank(
+    model: &ImmBankModel,
+    tracks: usize,
+    x0: &[f32],
+    p0: &[f32],
+    mu0: &[f32],
+) -> Result<Box<dyn ImmFilterBank>> {
+    let gpu = cuda::gpu().map_err(unavailable)?;
+    let bank = cuda::imm::CudaImmBank::new(gpu, model, tracks, x0, p0, mu0).map_err(bank_error)?;
+    Ok(Box::new(bank))
+}
+
+/// Device time of one IMM step of `tracks` tracks of `model` (CUDA events, median), the
+/// measurements `z` (m × T) uploaded once beforehand; the states start at `x`, `p`, `mu`.
+pub fn imm_kernel_time(
+    model: &ImmBankModel,
+    tracks: usize,
+    start: (&[f32], &[f32], &[f32]),
+    z: &[f32],
+) -> Result<f64> {
+    let g = cuda::gpu().map_err(unavailable)?;
+    let (n, r) = (model.n(), model.modes());
+    let mu0 = vec![1.0; r];
+    let mut bank = cuda::imm::CudaImmBank::new(
+        g.clone(),
+        model,
+        tracks,
+        &vec![0.0; n],
+        &vec![0.0; n * n],
+        &mu0,
+    )
+    .map_err(bank_error)?;
+    ImmFilterBank::load(&mut bank, start.0, start.1, start.2).map_err(bank_error)?;
+    bank.put_measurements(z).map_err(bank_error)?;
+    let s = bank.stream().clone();
+    cuda::median_event_time(&g, &s, || {
+        bank.enqueue()
+            .map_err(|e| BackendError::new("cuda", e.to_string()))
+    })
+    .map_err(Error::Backend)
+}
+
 pub fn kalman_kernel_time(
     model: &BankModel,
     filters: usize,

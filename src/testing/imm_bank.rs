@@ -54,11 +54,18 @@ pub fn workload(seed: u32, tracks: usize, steps: usize) -> ImmWorkload {
     let mut turns = Vec::with_capacity(tracks);
     for t in 0..tracks {
         let heading = normal(seed, t * 8) * 3.0;
-        let pos = [500.0 * normal(seed, t * 8 + 1), 500.0 * normal(seed, t * 8 + 2)];
+        let pos = [
+            500.0 * normal(seed, t * 8 + 1),
+            500.0 * normal(seed, t * 8 + 2),
+        ];
         let v = [15.0 * heading.cos(), 15.0 * heading.sin()];
         truth_now.push([pos[0], pos[1], v[0], v[1]]);
         let onset = (normal(seed, t * 8 + 3).abs() * 20.0) as usize;
-        let sign = if normal(seed, t * 8 + 4) > 0.0 { 1.0 } else { -1.0 };
+        let sign = if normal(seed, t * 8 + 4) > 0.0 {
+            1.0
+        } else {
+            -1.0
+        };
         turns.push((onset, sign));
         let start = [
             pos[0] + R.sqrt() * normal(seed + 1, t * 4),
@@ -112,7 +119,11 @@ pub fn workload(seed: u32, tracks: usize, steps: usize) -> ImmWorkload {
 
 /// Track t's f64 IMM state after `steps` scans, with the combined estimate (x, P) and the mode
 /// probabilities of the last.
-pub fn reference(w: &ImmWorkload, t: usize, steps: usize) -> (DVector<f64>, DMatrix<f64>, Vec<f64>) {
+pub fn reference(
+    w: &ImmWorkload,
+    t: usize,
+    steps: usize,
+) -> (DVector<f64>, DMatrix<f64>, Vec<f64>) {
     let tracks = w.z[0].len() / 2;
     let (n, r) = (4, 3);
     let mut st = ImmState {
@@ -121,7 +132,9 @@ pub fn reference(w: &ImmWorkload, t: usize, steps: usize) -> (DVector<f64>, DMat
             .collect(),
         p: (0..r)
             .map(|k| {
-                DMatrix::from_fn(n, n, |a, b| f64::from(w.p[(k * n * n + a * n + b) * tracks + t]))
+                DMatrix::from_fn(n, n, |a, b| {
+                    f64::from(w.p[(k * n * n + a * n + b) * tracks + t])
+                })
             })
             .collect(),
         mu: DVector::from_fn(r, |k, _| f64::from(w.mu[k * tracks + t])),

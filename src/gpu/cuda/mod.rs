@@ -19,6 +19,7 @@
 
 pub mod gcc;
 pub mod host;
+pub mod imm;
 pub mod kf;
 pub mod mfa;
 pub mod pf;
@@ -44,6 +45,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../../../kernels/pf.cu"),
     "\n",
     include_str!("../../../kernels/kf.cu"),
+    "\n",
+    include_str!("../../../kernels/imm.cu"),
     "\n",
     include_str!("../../../kernels/smooth.cu"),
     "\n",

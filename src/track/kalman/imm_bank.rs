@@ -258,15 +258,7 @@ pub fn start_arrays(
 }
 
 /// Track j's modes from the arrays (P from its upper triangle).
-fn load_modes(
-    x: &[f32],
-    p: &[f32],
-    mu: &[f32],
-    n: usize,
-    r: usize,
-    t: usize,
-    j: usize,
-) -> Modes {
+fn load_modes(x: &[f32], p: &[f32], mu: &[f32], n: usize, r: usize, t: usize, j: usize) -> Modes {
     Modes {
         est: std::array::from_fn(|k| {
             if k >= r {
@@ -368,7 +360,9 @@ fn mode_probabilities(
         e[j] = (terms[j] - top).exp();
         sum += e[j];
     }
-    Some(std::array::from_fn(|j| if j < r { e[j] / sum } else { 0.0 }))
+    Some(std::array::from_fn(
+        |j| if j < r { e[j] / sum } else { 0.0 },
+    ))
 }
 
 /// The mean and covariance of a Gaussian mixture: x = Σ wᵢ xᵢ, P = Σ wᵢ [Pᵢ + dᵢ dᵢᵀ] with

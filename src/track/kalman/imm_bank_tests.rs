@@ -135,7 +135,10 @@ fn the_turn_mode_takes_over_in_the_turn() {
     let rmse = (sq / n_sq as f64).sqrt();
     eprintln!("turn mode's mean probability in turns {own:.2} ({count} samples); RMSE {rmse:.2} m");
     assert!(count > 1000 && own > 0.5, "{own} over {count}");
-    assert!(rmse < 2.0 * crate::testing::imm_bank::R.sqrt(), "RMSE {rmse}");
+    assert!(
+        rmse < 2.0 * crate::testing::imm_bank::R.sqrt(),
+        "RMSE {rmse}"
+    );
 }
 
 /// A track whose covariance is not positive definite meets a singular update: counted, left as
