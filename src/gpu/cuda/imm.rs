@@ -10,7 +10,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKern
 
 use super::{Gpu, err};
 use crate::track::kalman::bank::{BankError, length};
-use crate::track::kalman::imm_bank::{ImmBankModel, ImmFilterBank, start_arrays};
+use crate::track::kalman::imm_bank::{ImmArrays, ImmBankModel, ImmFilterBank, start_arrays};
 
 /// The (n, m) sizes `kernels/imm.cu` is built for.
 pub const IMM_SIZES: [(usize, usize); 3] = [(2, 1), (4, 2), (6, 3)];
@@ -173,7 +173,7 @@ impl ImmFilterBank for CudaImmBank {
         Ok(())
     }
 
-    fn read(&mut self) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), BankError> {
+    fn read(&mut self) -> Result<ImmArrays, BankError> {
         let (n, r, t) = (self.n, self.modes, self.tracks);
         Ok((
             self.fetch(&self.x, r * n * t)?,

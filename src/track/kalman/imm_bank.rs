@@ -17,6 +17,12 @@ use crate::track::kalman::bank::{
 };
 use crate::track::kalman::imm::Imm;
 
+/// Every mode's states (r·n × T), covariances (r·n·n × T) and probabilities (r × T).
+pub type ImmArrays = (Vec<f32>, Vec<f32>, Vec<f32>);
+
+/// A track after a step: its modes, its combined estimate, and whether its update was regular.
+type Stepped = (Modes, Local, bool);
+
 /// The most models an IMM bank takes.
 pub const MAX_MODES: usize = 4;
 
@@ -119,7 +125,7 @@ pub trait ImmFilterBank: Send {
     /// module's header: x r·n × T, p r·n·n × T, mu r × T).
     fn load(&mut self, x: &[f32], p: &[f32], mu: &[f32]) -> Result<(), BankError>;
     /// Every mode's state and covariance and the mode probabilities, as `load` takes them.
-    fn read(&mut self) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), BankError>;
+    fn read(&mut self) -> Result<ImmArrays, BankError>;
     /// One IMM cycle of every track with its measurement (`z`: m × T); returns how many tracks
     /// met a singular update (left as they were).
     fn step(&mut self, z: &[f32]) -> Result<usize, BankError>;
@@ -188,7 +194,7 @@ impl ImmBank {
         length("z", z.len(), m * t)?;
         let model = &self.model;
         let (x, p, mu) = (&self.x, &self.p, &self.mu);
-        let results: Vec<(usize, Vec<(Modes, Local, bool)>)> = (0..t.div_ceil(CHUNK))
+        let results: Vec<(usize, Vec<Stepped>)> = (0..t.div_ceil(CHUNK))
             .into_par_iter()
             .map(|c| {
                 let range = c * CHUNK..((c + 1) * CHUNK).min(t);
@@ -237,7 +243,7 @@ pub fn start_arrays(
     x0: &[f32],
     p0: &[f32],
     mu0: &[f32],
-) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), BankError> {
+) -> Result<ImmArrays, BankError> {
     model.check()?;
     let (n, r) = (model.n(), model.modes());
     length("x0", x0.len(), n)?;
@@ -414,7 +420,7 @@ impl ImmFilterBank for ImmBank {
         Ok(())
     }
 
-    fn read(&mut self) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), BankError> {
+    fn read(&mut self) -> Result<ImmArrays, BankError> {
         Ok((self.x.clone(), self.p.clone(), self.mu.clone()))
     }
 
