@@ -1,7 +1,8 @@
 // ---------------------------------------------------------------------------------------------
 // The IMM estimator over the batched bank (src/gpu/cuda/imm.rs launches it;
 // src/track/kalman/imm_bank.rs is its CPU twin, operation for operation and in the same order;
-// the two differ by logf/expf against the host's ln/exp). One thread per track; r ≤ 4 linear
+// both take ln and exp from the same polynomials, fm_ln and fm_exp of common.cuh and
+// src/math/fastmath.rs, so that they agree bit for bit). One thread per track; r ≤ 4 linear
 // models of one size, packed as kf_bank's (F, Q, H, R) one after another, then the Markov
 // matrix Π (r × r). Mode k of track t: x at (k·N + e)·T + t, P at (k·N·N + e)·T + t, μ at
 // k·T + t. Per step: c̄ⱼ = Σᵢ πᵢⱼ μᵢ; each mode's mixed start; kf_bank's predict and Joseph
@@ -54,7 +55,7 @@ __device__ __forceinline__ bool imm_mode_probabilities(const float (&c_bar)[IMM_
     for (int j = 0; j < IMM_MAX_MODES; ++j) {
         terms[j] = __int_as_float(0xff800000);
         if (j < r) {
-            if (c_bar[j] > 0.0f) terms[j] = ll[j] + logf(c_bar[j]);
+            if (c_bar[j] > 0.0f) terms[j] = ll[j] + fm_ln(c_bar[j]);
             top = fmaxf(top, terms[j]);
         }
     }
@@ -64,7 +65,8 @@ __device__ __forceinline__ bool imm_mode_probabilities(const float (&c_bar)[IMM_
 #pragma unroll
     for (int j = 0; j < IMM_MAX_MODES; ++j) {
         if (j < r) {
-            e[j] = expf(terms[j] - top);
+            // A mode no other can reach (c̄ⱼ = 0) gets 0, not fm_exp's floor.
+            e[j] = c_bar[j] > 0.0f ? fm_exp(terms[j] - top) : 0.0f;
             sum += e[j];
         }
     }
@@ -106,7 +108,7 @@ __device__ __forceinline__ bool imm_run(const float* __restrict__ model, int r, 
         float acc = 0.0f;
 #pragma unroll
         for (int i = 0; i < IMM_MAX_MODES; ++i)
-            if (i < r) acc += pi[i * r + j] * mu[i];
+            if (i < r && j < r) acc += pi[i * r + j] * mu[i];
         c_bar[j] = acc;
     }
     float nx[IMM_MAX_MODES][N];

@@ -143,7 +143,7 @@ __device__ __forceinline__ bool kf_update_innov(const float* __restrict__ h,
             for (int k = 0; k < r; ++k) acc += l[r][k] * y[k];
             y[r] = (innov[r] - acc) / l[r][r];
             quad += y[r] * y[r];
-            log_diag += logf(l[r][r]);
+            log_diag += fm_ln(l[r][r]);
         }
         *ll = -0.5f * (quad + 2.0f * log_diag + (float)M * 1.8378771f);
     }

@@ -11,6 +11,8 @@
 
 use rayon::prelude::*;
 
+use crate::math::fastmath;
+
 use crate::track::kalman::tdoa::{TdoaGeometry, Unscented, linearise};
 use crate::track::kalman::unscented::update_pair_unscented;
 
@@ -636,7 +638,7 @@ pub(super) fn cholesky<const D: usize>(s: &[[f32; D]; D], m: usize) -> Option<[[
 }
 
 /// ln N(ν; 0, L Lᵀ) for the m-vector ν: a forward substitution y = L⁻¹ν, then
-/// −½(|y|² + 2 Σ ln Lᵢᵢ + m ln 2π) (the kernel's order).
+/// −½(|y|² + 2 Σ ln Lᵢᵢ + m ln 2π) (the kernel's order, and its ln: [`fastmath::ln`]).
 fn log_likelihood(l: &[[f32; MAX_M]; MAX_M], nu: &[f32; MAX_M], m: usize) -> f32 {
     let mut y = [0.0f32; MAX_M];
     let mut quad = 0.0f32;
@@ -648,7 +650,7 @@ fn log_likelihood(l: &[[f32; MAX_M]; MAX_M], nu: &[f32; MAX_M], m: usize) -> f32
         }
         y[r] = (nu[r] - acc) / l[r][r];
         quad += y[r] * y[r];
-        log_diag += l[r][r].ln();
+        log_diag += fastmath::ln(l[r][r]);
     }
     -0.5 * (quad + 2.0 * log_diag + m as f32 * LN_2PI)
 }

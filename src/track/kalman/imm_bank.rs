@@ -7,10 +7,12 @@
 //! estimate. A track where any mode's innovation covariance is not positive definite keeps its
 //! state (as the f64 reference, [`crate::track::kalman::imm::Imm::step`]) and is counted. Mode j
 //! of track t: element e of x at `(j·n + e)·T + t`, of P at `(j·n·n + e)·T + t`, μ at `j·T + t`.
-//! The GPU kernel (`kernels/imm.cu`) does the same operations in the same order; the twins
-//! differ only by the device's `logf`/`expf` against the host's (an ulp or so).
+//! The GPU kernel (`kernels/imm.cu`) does the same operations in the same order, with ln and exp
+//! from the same polynomials ([`crate::math::fastmath`]), so the twins agree bit for bit.
 
 use rayon::prelude::*;
+
+use crate::math::fastmath;
 
 use crate::track::kalman::bank::{
     BankError, BankModel, Local, MAX_M, MAX_N, length, predict, update_ll,
@@ -353,7 +355,7 @@ fn mode_probabilities(
     let mut top = f32::NEG_INFINITY;
     for j in 0..r {
         if c_bar[j] > 0.0 {
-            terms[j] = ll[j] + c_bar[j].ln();
+            terms[j] = ll[j] + fastmath::ln(c_bar[j]);
         }
         top = top.max(terms[j]);
     }
@@ -363,7 +365,12 @@ fn mode_probabilities(
     let mut e = [0.0f32; MAX_MODES];
     let mut sum = 0.0f32;
     for j in 0..r {
-        e[j] = (terms[j] - top).exp();
+        // A mode no other can reach (c̄ⱼ = 0) gets 0, not the polynomial's floor.
+        e[j] = if c_bar[j] > 0.0 {
+            fastmath::exp(terms[j] - top)
+        } else {
+            0.0
+        };
         sum += e[j];
     }
     Some(std::array::from_fn(
