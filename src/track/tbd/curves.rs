@@ -382,6 +382,43 @@ impl CurveModel {
         out
     }
 
+    /// The joint template (digest B5.7: where two sources' lobes overlap in a pair, the
+    /// separable likelihood counts one lobe twice). `frame` less each of `others`' templates,
+    /// a·κ(ℓ − d) over κ's whole support about its delay d in every pair (a its amplitude, at
+    /// least 0): weighed on it, a track's ratio is the two-source template's ratio less the
+    /// other source's alone, (a u − a²/2 − a a' ρ)/σ², conditioned on the other's estimate.
+    pub fn without(&self, frame: &CurveFrame, others: &[([f64; 3], f64)]) -> CurveFrame {
+        let mut out = frame.clone();
+        let (cl, c) = (self.curve_len(), self.curve_half as f64);
+        let reach = self.kappa_reach();
+        for (s, a) in others {
+            let a = a.max(0.0);
+            for p in 0..self.pairs.len() {
+                let d = self.delay(p, s);
+                let first = (d - reach).ceil().max(-c) as i64;
+                let last = (d + reach).floor().min(c) as i64;
+                for l in first..=last {
+                    let i = p * cl + (l + self.curve_half as i64) as usize;
+                    out.curves[i] -= a * self.kappa(l as f64 - d);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a track at `x` and a source at `y` overlap in some working pair of `frame`:
+    /// the other's template (κ's support) reaches the track's lobe window.
+    pub fn overlaps(&self, frame: &CurveFrame, x: &[f64], y: &[f64]) -> bool {
+        let reach = self.kappa_reach() + self.w as f64;
+        (0..self.pairs.len())
+            .any(|p| frame.ok[p] && (self.delay(p, x) - self.delay(p, y)).abs() < reach)
+    }
+
+    /// The lag offset beyond which the κ table (and so κ) is zero.
+    fn kappa_reach(&self) -> f64 {
+        self.kappa.len().saturating_sub(1) as f64 / KAPPA_STEPS as f64
+    }
+
     /// Per (pair, lag) of a frame's curves: whether it lies within two main lobes of one of
     /// `positions`' delays.
     pub fn held_lags(&self, positions: &[[f64; 3]]) -> Vec<bool> {

@@ -181,8 +181,36 @@ impl TbdTracker {
     /// Moves every track one frame and ends those whose existence fell below the threshold
     /// (or that follow the same source as an older track).
     pub fn step_tracks(&mut self, frame: &CurveFrame) {
+        // Each track is weighed on the curves less the templates of the other tracks whose
+        // lobes overlap its own (the joint template), at their last means. Tracks within the
+        // duplicate distance are left to the duplicate rule below; a track seeded this frame
+        // has no amplitude yet and is not subtracted.
+        let others: Vec<(u64, [f64; 3], f64)> = self
+            .tracks
+            .iter()
+            .filter_map(|t| {
+                let a = *t.mean.get(6)?;
+                Some((t.id, [t.mean[0], t.mean[1], t.mean[2]], a))
+            })
+            .collect();
         for t in &mut self.tracks {
-            let s = t.filter.step(&self.model, frame);
+            let overlapping: Vec<([f64; 3], f64)> = others
+                .iter()
+                .filter(|(id, pos, _)| {
+                    *id != t.id
+                        && !near(pos, &t.mean, DUPLICATE_M)
+                        && self.model.overlaps(frame, &t.mean, pos)
+                })
+                .map(|(_, pos, a)| (*pos, *a))
+                .collect();
+            let own;
+            let seen = if overlapping.is_empty() {
+                frame
+            } else {
+                own = self.model.without(frame, &overlapping);
+                &own
+            };
+            let s = t.filter.step(&self.model, seen);
             t.mean = s.mean;
             if s.existence.p >= self.set.confirm {
                 t.confirmed = true;
@@ -198,7 +226,7 @@ impl TbdTracker {
         for t in std::mem::take(&mut self.tracks) {
             let dup = keep
                 .iter()
-                .any(|o: &CurveTrack| near(&o.mean, &t.mean, 2.0));
+                .any(|o: &CurveTrack| near(&o.mean, &t.mean, DUPLICATE_M));
             let left = t.edge_frames >= edge_frames;
             if t.filter.p_exist() < self.set.delete || dup || left {
                 let detail = if left {
@@ -477,6 +505,9 @@ fn track_params(set: &TbdSettings, frame_s: f64) -> BernoulliParams {
         n_cont: set.particles,
     }
 }
+
+/// Tracks closer than this (m) are one source: the later is ended as a duplicate.
+const DUPLICATE_M: f64 = 2.0;
 
 fn near(a: &[f64], b: &[f64], m: f64) -> bool {
     (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>() < m * m

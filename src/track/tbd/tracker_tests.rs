@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::Config;
+use crate::dsp::gcc::GccFrame;
 use crate::track::tbd::testkit::{config, curves, frames, model};
 
 fn settings(search: bool) -> TbdSettings {
@@ -189,4 +190,76 @@ fn the_clutter_map_fades_a_steady_source_but_not_a_tracked_one() {
     let kept = held.frame_of(&g[n - 1], &ok).unwrap();
     let kept_e = energy_at(&held, &kept, s);
     assert!(kept_e > 0.8 * raw_e, "{kept_e} against {raw_e}");
+}
+
+/// Frames of two sources at once: each channel the sum of `frames` of each (the noise twice).
+fn two_source_frames(
+    cfg: &Config,
+    a: ([f64; 3], f32),
+    b: ([f64; 3], f32),
+    n: usize,
+) -> Vec<GccFrame> {
+    let mut fa = frames(cfg, Some(a.0), a.1, n, 21);
+    let fb = frames(cfg, Some(b.0), b.1, n, 22);
+    for (x, y) in fa.iter_mut().zip(&fb) {
+        for ch in 0..cfg.array.sensors_m.len() {
+            for (u, v) in x.channel_mut(ch).iter_mut().zip(y.channel(ch)) {
+                *u += *v;
+            }
+        }
+    }
+    curves(cfg, &fa)
+}
+
+/// The joint template: two sources 3 m apart whose lobes overlap in two pairs or more, a loud one
+/// and a quiet one, each carried by a curves track after its peaks track coasts. Weighed on
+/// the curves less the other's template, the quiet source's track is not drawn onto the loud
+/// one's lobe: both tracks stay within 1 m of their sources for 40 frames.
+#[test]
+fn overlapping_sources_keep_their_own_tracks() {
+    let cfg = config();
+    let (loud, quiet) = ([20.0, -25.0, -15.0], [22.0, -23.0, -16.0]);
+    let fs = frame_s(&cfg);
+    let mut t = TbdTracker::new(model(&cfg), settings(false), fs);
+    let g = two_source_frames(&cfg, (loud, 1.5), (quiet, 0.7), 40);
+    let ok = vec![true; t.model().pairs()];
+    let mut probe = t.frame_of(&g[0], &ok).unwrap();
+    probe.ok = ok.clone();
+    let overlapping = (0..t.model().pairs())
+        .filter(|&p| {
+            let mut one = probe.clone();
+            one.ok = (0..ok.len()).map(|q| q == p).collect();
+            t.model().overlaps(&one, &loud, &quiet)
+        })
+        .count();
+    assert!(overlapping >= 2, "{overlapping} pairs overlap");
+    let mut worst = [0.0f64; 2];
+    for (k, f) in g.iter().enumerate() {
+        let (seq, time) = (k as u64, k as f64 * fs);
+        let status = if k < 5 {
+            TrackStatus::Confirmed
+        } else {
+            TrackStatus::Coasting
+        };
+        let peaks = vec![
+            peaks_report(1, loud, status, seq, time),
+            peaks_report(2, quiet, status, seq, time),
+        ];
+        t.follow(seq, time, f, &ok, peaks, &[]);
+        if k >= 10 {
+            for (i, (id, s)) in [(1u64, loud), (2, quiet)].iter().enumerate() {
+                let tr = t
+                    .tracks
+                    .iter()
+                    .find(|x| x.id == *id)
+                    .expect("both tracks live");
+                worst[i] = worst[i].max(dist(&[tr.mean[0], tr.mean[1], tr.mean[2]], s));
+            }
+        }
+    }
+    eprintln!(
+        "{overlapping} pairs overlap; worst errors loud {:.2} m, quiet {:.2} m",
+        worst[0], worst[1]
+    );
+    assert!(worst[0] < 1.0 && worst[1] < 1.0, "{worst:?}");
 }
