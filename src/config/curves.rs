@@ -58,6 +58,10 @@ pub struct CurvesConfig {
     /// for about this long fades from the curves, except around tracked sources.
     #[serde(default)]
     pub clutter_map_s: f64,
+    /// Weigh each track on the curves less the other tracks' lobe templates where their lags
+    /// overlap in a pair (the joint template); off by default (see BENCHMARKS.md).
+    #[serde(default)]
+    pub joint_template: bool,
 }
 
 fn default_particles() -> usize {
@@ -101,6 +105,7 @@ impl Default for CurvesConfig {
             coherence: default_coherence(),
             accel_std_m_s2: default_accel(),
             clutter_map_s: 0.0,
+            joint_template: false,
         }
     }
 }
@@ -232,6 +237,7 @@ impl Config {
             search: self.tracker.measurement == Measurement::Curves,
             confirm_s: c.confirm_s,
             clutter_map_s: c.clutter_map_s,
+            joint_template: c.joint_template,
         };
         Some(TbdTracker::new(model, set, frame_s))
     }

@@ -692,3 +692,21 @@ fn curves_clutter_map_is_off_or_one_to_3600_s() {
         assert_eq!(e.key, "tracker.curves.clutter_map_s", "{e}");
     }
 }
+
+#[test]
+fn curves_joint_template_is_off_unless_asked_for() {
+    let c = Config::parse_str(GOOD, "t").unwrap();
+    assert!(!c.tracker.curves.joint_template);
+    let c = Config::parse_str(
+        &format!("{GOOD}[tracker.curves]\njoint_template = true\n"),
+        "t",
+    )
+    .unwrap();
+    assert!(c.tracker.curves.joint_template);
+    let e = Config::parse_str(
+        &format!("{GOOD}[tracker.curves]\njoint_template = \"yes\"\n"),
+        "t",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("joint_template"), "{e}");
+}

@@ -43,6 +43,9 @@ pub struct TbdSettings {
     pub confirm_s: f64,
     /// The clutter map's time constant (s; 0: no map). See [`ClutterMap`].
     pub clutter_map_s: f64,
+    /// Weigh each track on the curves less the overlapping tracks' templates
+    /// ([`CurveModel::without`]).
+    pub joint_template: bool,
 }
 
 /// One track on the curves.
@@ -188,6 +191,7 @@ impl TbdTracker {
         let others: Vec<(u64, [f64; 3], f64)> = self
             .tracks
             .iter()
+            .filter(|_| self.set.joint_template)
             .filter_map(|t| {
                 let a = *t.mean.get(6)?;
                 Some((t.id, [t.mean[0], t.mean[1], t.mean[2]], a))

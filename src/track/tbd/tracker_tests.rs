@@ -16,6 +16,7 @@ fn settings(search: bool) -> TbdSettings {
         search,
         confirm_s: 0.5,
         clutter_map_s: 0.0,
+        joint_template: true,
     }
 }
 
