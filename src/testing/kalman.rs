@@ -50,14 +50,28 @@ pub fn to_f32(m: &DMatrix<f64>) -> Vec<f32> {
 
 /// The bank's form of a model.
 pub fn bank_model(m: &LinearModel) -> BankModel {
-    BankModel {
-        n: m.f.nrows(),
-        m: m.h.nrows(),
-        f: to_f32(&m.f),
-        q: to_f32(&m.q),
-        h: to_f32(&m.h),
-        r: to_f32(&m.r),
-    }
+    BankModel::from_linear(m)
+}
+
+/// Filter j of a CPU bank against an f64 state and covariance: the larger of the worst
+/// absolute errors of x (over max(|x|, 1)) and of P (over max |P|).
+pub fn filter_error(
+    bank: &crate::track::kalman::bank::KalmanBank,
+    j: usize,
+    x: &DVector<f64>,
+    p: &DMatrix<f64>,
+) -> f64 {
+    let n = x.len();
+    let (xs, ps) = (bank.state(j), bank.covariance(j));
+    let dx = (0..n)
+        .map(|e| (f64::from(xs[e]) - x[e]).abs())
+        .fold(0.0, f64::max)
+        / x.amax().max(1.0);
+    let dp = (0..n * n)
+        .map(|e| (f64::from(ps[e]) - p[(e / n, e % n)]).abs())
+        .fold(0.0, f64::max)
+        / p.amax();
+    dx.max(dp)
 }
 
 /// Normwise relative difference of an f32 vector (row-major) from an f64 matrix.

@@ -102,6 +102,23 @@ pub trait FilterBank: Send {
 }
 
 impl BankModel {
+    /// An f64 linear model in the bank's f32 form.
+    pub fn from_linear(m: &crate::track::smooth::kalman::LinearModel) -> Self {
+        let f32s = |a: &nalgebra::DMatrix<f64>| -> Vec<f32> {
+            (0..a.nrows())
+                .flat_map(|r| (0..a.ncols()).map(move |c| a[(r, c)] as f32))
+                .collect()
+        };
+        Self {
+            n: m.f.nrows(),
+            m: m.h.nrows(),
+            f: f32s(&m.f),
+            q: f32s(&m.q),
+            h: f32s(&m.h),
+            r: f32s(&m.r),
+        }
+    }
+
     /// The model as one array, F, Q, H, R in turn (the GPU kernel's layout).
     pub fn packed(&self) -> Vec<f32> {
         [&self.f, &self.q, &self.h, &self.r]

@@ -106,16 +106,9 @@ fn tdoa_step_matches_f64_and_tracks() {
         if k == 0 || k + 1 == steps {
             for j in (0..filters).step_by(7) {
                 let (x, p) = reference(&w, j, k + 1);
-                let dx = (0..6)
-                    .map(|e| (f64::from(bank.state(j)[e]) - x[e]).abs())
-                    .fold(0.0, f64::max)
-                    / x.amax().max(1.0);
-                let dp = (0..36)
-                    .map(|e| (f64::from(bank.covariance(j)[e]) - p[(e / 6, e % 6)]).abs())
-                    .fold(0.0, f64::max)
-                    / p.amax();
+                let e = crate::testing::kalman::filter_error(&bank, j, &x, &p);
                 let worst = if k == 0 { &mut worst1 } else { &mut worst_n };
-                *worst = worst.max(dx).max(dp);
+                *worst = worst.max(e);
             }
         }
     }

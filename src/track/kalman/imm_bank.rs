@@ -38,25 +38,12 @@ pub struct ImmBankModel {
 impl ImmBankModel {
     /// The f64 estimator's models and Markov matrix, in f32.
     pub fn from_imm(imm: &Imm) -> Self {
-        let f32s = |m: &nalgebra::DMatrix<f64>| -> Vec<f32> {
-            (0..m.nrows())
-                .flat_map(|r| (0..m.ncols()).map(move |c| m[(r, c)] as f32))
-                .collect()
-        };
+        let t = &imm.transition;
         Self {
-            models: imm
-                .models
-                .iter()
-                .map(|m| BankModel {
-                    n: m.f.nrows(),
-                    m: m.h.nrows(),
-                    f: f32s(&m.f),
-                    q: f32s(&m.q),
-                    h: f32s(&m.h),
-                    r: f32s(&m.r),
-                })
+            models: imm.models.iter().map(BankModel::from_linear).collect(),
+            transition: (0..t.nrows())
+                .flat_map(|r| (0..t.ncols()).map(move |c| t[(r, c)] as f32))
                 .collect(),
-            transition: f32s(&imm.transition),
         }
     }
 

@@ -99,6 +99,7 @@ fn range_change(s: &[f32; 3], x: &[f32], step: &[f32; 3], sign: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    use crate::testing::kalman::filter_error;
     use crate::testing::kalman_tdoa::{reference_unscented, workload};
     use crate::track::kalman::bank::KalmanBank;
     use crate::track::kalman::tdoa::Unscented;
@@ -132,16 +133,9 @@ mod tests {
                 if k == 0 || k + 1 == steps {
                     for j in (0..filters).step_by(9) {
                         let (x, p) = reference_unscented(&w, &ut, j, k + 1);
-                        let dx = (0..6)
-                            .map(|e| (f64::from(bank.state(j)[e]) - x[e]).abs())
-                            .fold(0.0, f64::max)
-                            / x.amax().max(1.0);
-                        let dp = (0..36)
-                            .map(|e| (f64::from(bank.covariance(j)[e]) - p[(e / 6, e % 6)]).abs())
-                            .fold(0.0, f64::max)
-                            / p.amax();
+                        let e = filter_error(&bank, j, &x, &p);
                         let worst = if k == 0 { &mut worst1 } else { &mut worst_n };
-                        *worst = worst.max(dx).max(dp);
+                        *worst = worst.max(e);
                     }
                 }
             }
