@@ -217,3 +217,19 @@ pub fn reference_unscented(
     }
     (x, p)
 }
+
+/// Position RMSE and mean position NEES of a bank of this workload's filters against the truth
+/// of one step (6 × M, structure of arrays); a singular covariance counts 0 NEES.
+pub fn score(bank: &crate::track::kalman::bank::KalmanBank, truth: &[f64]) -> (f64, f64) {
+    let filters = bank.len();
+    let (mut sq, mut nees) = (0.0, 0.0);
+    for j in 0..filters {
+        let x = bank.state(j);
+        let d = nalgebra::Vector3::from_fn(|a, _| f64::from(x[a]) - truth[a * filters + j]);
+        let c = bank.covariance(j);
+        let pc = nalgebra::Matrix3::from_fn(|r, cc| f64::from(c[r * 6 + cc]));
+        sq += d.norm_squared();
+        nees += d.dot(&(pc.try_inverse().unwrap_or_else(nalgebra::Matrix3::zeros) * d));
+    }
+    ((sq / filters as f64).sqrt(), nees / filters as f64)
+}

@@ -113,18 +113,7 @@ fn tdoa_step_matches_f64_and_tracks() {
         }
     }
     // Errors and NEES over the last step.
-    let truth = &w.truth[steps - 1];
-    let (mut sq, mut nees) = (0.0, 0.0);
-    for j in 0..filters {
-        let x = bank.state(j);
-        let d = nalgebra::Vector3::from_fn(|a, _| f64::from(x[a]) - truth[a * filters + j]);
-        let c = bank.covariance(j);
-        let pc = nalgebra::Matrix3::from_fn(|r, cc| f64::from(c[r * 6 + cc]));
-        sq += d.norm_squared();
-        nees += d.dot(&(pc.try_inverse().unwrap() * d));
-    }
-    let rmse = (sq / filters as f64).sqrt();
-    let nees = nees / filters as f64;
+    let (rmse, nees) = crate::testing::kalman_tdoa::score(&bank, &w.truth[steps - 1]);
     eprintln!(
         "TDOA bank: f32 against f64 {worst1:.1e} after one step, {worst_n:.1e} after {steps}; \
          RMSE {rmse:.3} m, position NEES {nees:.2} (3 if honest)"

@@ -155,7 +155,7 @@ mod tests {
     /// within 1.5-6, 3 if honest) and at least twice as accurate.
     #[test]
     fn near_the_array_the_unscented_step_stays_honest_where_the_extended_fails() {
-        use crate::testing::kalman_tdoa::workload_at;
+        use crate::testing::kalman_tdoa::{score, workload_at};
         let (filters, steps) = (2000, 30);
         let w = workload_at(47, filters, steps, (5.0, 15.0), 1.0);
         let run = |unscented: bool| {
@@ -171,10 +171,10 @@ mod tests {
                     bank.step_tdoa(&w.geo, z).unwrap();
                 }
                 if k == 0 {
-                    first = score(&bank, &w.truth[0], filters);
+                    first = score(&bank, &w.truth[0]);
                 }
             }
-            (first, score(&bank, &w.truth[steps - 1], filters))
+            (first, score(&bank, &w.truth[steps - 1]))
         };
         let (ekf1, ekf) = run(false);
         let (ukf1, ukf) = run(true);
@@ -185,21 +185,6 @@ mod tests {
         );
         assert!(ukf1.0 <= 0.5 * ekf1.0 && ukf.0 <= 0.5 * ekf.0);
         assert!((1.5..6.0).contains(&ukf1.1) && (1.5..6.0).contains(&ukf.1));
-    }
-
-    /// Position RMSE and mean position NEES of a bank against the truth (6 × M, structure of
-    /// arrays).
-    fn score(bank: &KalmanBank, truth: &[f64], filters: usize) -> (f64, f64) {
-        let (mut sq, mut nees) = (0.0, 0.0);
-        for j in 0..filters {
-            let x = bank.state(j);
-            let d = nalgebra::Vector3::from_fn(|a, _| f64::from(x[a]) - truth[a * filters + j]);
-            let c = bank.covariance(j);
-            let pc = nalgebra::Matrix3::from_fn(|r, cc| f64::from(c[r * 6 + cc]));
-            sq += d.norm_squared();
-            nees += d.dot(&(pc.try_inverse().unwrap_or_else(nalgebra::Matrix3::zeros) * d));
-        }
-        ((sq / filters as f64).sqrt(), nees / filters as f64)
     }
 
     /// Parameters that give no weights are refused, naming the fix.
