@@ -264,3 +264,96 @@ fn overlapping_sources_keep_their_own_tracks() {
     );
     assert!(worst[0] < 1.0 && worst[1] < 1.0, "{worst:?}");
 }
+
+/// The ROC behind the carried tracks' thresholds (`auto`): per amplitude (0.2, 0.3 and 0.5 over
+/// unit noise per channel: −14, −10.5 and −6 dB), 20 sources at random places 20-60 m out, each followed by a peaks track that is
+/// confirmed for 10 frames, coasts for 50 while the source is there, and ends as the source
+/// stops (80 frames of noise follow). Per existence threshold: the share of the coasting frames
+/// at or above it (detection) and how long after the source stops the existence stays at or
+/// above it (the false hold, on noise alone). Prints the table BENCHMARKS.md records.
+#[test]
+#[ignore = "a measured ROC, about a minute in release; BENCHMARKS.md records it"]
+fn roc_of_a_carried_tracks_existence() {
+    for amp in [0.2f32, 0.3, 0.5] {
+        carried_roc(amp);
+    }
+}
+
+/// One amplitude's rows of [`roc_of_a_carried_tracks_existence`].
+fn carried_roc(amp: f32) {
+    let cfg = config();
+    let fs = frame_s(&cfg);
+    let thresholds = [0.3, 0.5, 0.7, 0.8, 0.9, 0.95];
+    let mut above = [0usize; 6];
+    let mut present = 0usize;
+    let mut holds: Vec<Vec<f64>> = vec![Vec::new(); 6];
+    let mut r = crate::rng::philox::PhiloxStream::new(77, 0, crate::rng::philox::Stream::Simulate);
+    for run in 0..20u64 {
+        let range = 20.0 + 40.0 * r.uniform_f64();
+        let az = std::f64::consts::TAU * r.uniform_f64();
+        let s = [
+            range * az.cos(),
+            range * az.sin(),
+            -5.0 - 30.0 * r.uniform_f64(),
+        ];
+        let mut t = TbdTracker::new(model(&cfg), settings(false), fs);
+        let mut g = curves(&cfg, &frames(&cfg, Some(s), amp, 60, 500 + run));
+        g.extend(curves(&cfg, &frames(&cfg, None, 0.0, 80, 900 + run)));
+        let ok = vec![true; t.model().pairs()];
+        let mut last_above = [None::<usize>; 6];
+        for (k, f) in g.iter().enumerate() {
+            let (seq, time) = (k as u64, k as f64 * fs);
+            let (peaks, ended) = match k {
+                0..10 => (
+                    vec![peaks_report(7, s, TrackStatus::Confirmed, seq, time)],
+                    vec![],
+                ),
+                10..60 => (
+                    vec![peaks_report(7, s, TrackStatus::Coasting, seq, time)],
+                    vec![],
+                ),
+                60 => (
+                    vec![],
+                    vec![TrackEnd {
+                        id: 7,
+                        reason: EndReason::Lost,
+                        detail: String::new(),
+                        was_confirmed: true,
+                    }],
+                ),
+                _ => (vec![], vec![]),
+            };
+            t.follow(seq, time, f, &ok, peaks, &ended);
+            let e = t
+                .tracks
+                .iter()
+                .find(|x| x.id == 7)
+                .map_or(0.0, |x| x.filter.p_exist());
+            for (i, th) in thresholds.iter().enumerate() {
+                if (10..60).contains(&k) && e >= *th {
+                    above[i] += 1;
+                }
+                if k >= 60 && e >= *th {
+                    last_above[i] = Some(k);
+                }
+            }
+            present += usize::from((10..60).contains(&k));
+        }
+        for (i, l) in last_above.iter().enumerate() {
+            holds[i].push(l.map_or(0.0, |k| (k + 1 - 60) as f64 * fs));
+        }
+    }
+    eprintln!(
+        "| existence threshold | coasting frames at or above | hold on noise after the stop: mean / worst s |"
+    );
+    eprintln!("|---|---|---|");
+    for (i, th) in thresholds.iter().enumerate() {
+        let mean = holds[i].iter().sum::<f64>() / holds[i].len() as f64;
+        let worst = holds[i].iter().copied().fold(0.0, f64::max);
+        eprintln!(
+            "| {th} | {:.1} % | {mean:.2} / {worst:.2} |",
+            100.0 * above[i] as f64 / present as f64
+        );
+    }
+    assert_eq!(present, 20 * 50);
+}
