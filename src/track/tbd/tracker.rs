@@ -188,15 +188,17 @@ impl TbdTracker {
         // lobes overlap its own (the joint template), at their last means. Tracks within the
         // duplicate distance are left to the duplicate rule below; a track seeded this frame
         // has no amplitude yet and is not subtracted.
-        let others: Vec<(u64, [f64; 3], f64)> = self
-            .tracks
-            .iter()
-            .filter(|_| self.set.joint_template)
-            .filter_map(|t| {
-                let a = *t.mean.get(6)?;
-                Some((t.id, [t.mean[0], t.mean[1], t.mean[2]], a))
-            })
-            .collect();
+        let others: Vec<(u64, [f64; 3], f64)> = if self.set.joint_template {
+            self.tracks
+                .iter()
+                .filter_map(|t| {
+                    let a = *t.mean.get(6)?;
+                    Some((t.id, [t.mean[0], t.mean[1], t.mean[2]], a))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         for t in &mut self.tracks {
             let overlapping: Vec<([f64; 3], f64)> = others
                 .iter()

@@ -44,6 +44,38 @@ fn peaks_report(id: u64, s: [f64; 3], status: TrackStatus, seq: u64, t: f64) -> 
     report(id, t, &e, status, seq, t, None, Kinematics::ThreeD, None)
 }
 
+/// The peaks path's side of frame k for track 7 on a source at `s`: confirmed for 10 frames,
+/// coasting until frame `stop`, ended (lost) at `stop`, then nothing.
+fn peaks_script(
+    k: usize,
+    stop: usize,
+    s: [f64; 3],
+    seq: u64,
+    time: f64,
+) -> (Vec<TrackReport>, Vec<TrackEnd>) {
+    if k < 10 {
+        (
+            vec![peaks_report(7, s, TrackStatus::Confirmed, seq, time)],
+            vec![],
+        )
+    } else if k < stop {
+        (
+            vec![peaks_report(7, s, TrackStatus::Coasting, seq, time)],
+            vec![],
+        )
+    } else if k == stop {
+        let end = TrackEnd {
+            id: 7,
+            reason: EndReason::Lost,
+            detail: String::new(),
+            was_confirmed: true,
+        };
+        (vec![], vec![end])
+    } else {
+        (vec![], vec![])
+    }
+}
+
 fn dist(a: &[f64; 3], b: &[f64; 3]) -> f64 {
     (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>().sqrt()
 }
@@ -95,26 +127,7 @@ fn follow_carries_a_faded_track_and_ends_it_when_the_source_stops() {
     let mut ended_at = None;
     for (k, f) in g.iter().enumerate() {
         let (seq, time) = (k as u64, k as f64 * fs);
-        let (peaks, peaks_ended) = match k {
-            0..10 => (
-                vec![peaks_report(7, s, TrackStatus::Confirmed, seq, time)],
-                vec![],
-            ),
-            10..20 => (
-                vec![peaks_report(7, s, TrackStatus::Coasting, seq, time)],
-                vec![],
-            ),
-            20 => (
-                vec![],
-                vec![TrackEnd {
-                    id: 7,
-                    reason: EndReason::Lost,
-                    detail: String::new(),
-                    was_confirmed: true,
-                }],
-            ),
-            _ => (vec![], vec![]),
-        };
+        let (peaks, peaks_ended) = peaks_script(k, 20, s, seq, time);
         let out = t.follow(seq, time, f, &ok, peaks, &peaks_ended);
         // The peaks coast from frame 10; the curves report once that has lasted COAST_S.
         let from = 10 + (COAST_S / fs).ceil() as usize - 1;
@@ -303,26 +316,7 @@ fn carried_roc(amp: f32) {
         let mut last_above = [None::<usize>; 6];
         for (k, f) in g.iter().enumerate() {
             let (seq, time) = (k as u64, k as f64 * fs);
-            let (peaks, ended) = match k {
-                0..10 => (
-                    vec![peaks_report(7, s, TrackStatus::Confirmed, seq, time)],
-                    vec![],
-                ),
-                10..60 => (
-                    vec![peaks_report(7, s, TrackStatus::Coasting, seq, time)],
-                    vec![],
-                ),
-                60 => (
-                    vec![],
-                    vec![TrackEnd {
-                        id: 7,
-                        reason: EndReason::Lost,
-                        detail: String::new(),
-                        was_confirmed: true,
-                    }],
-                ),
-                _ => (vec![], vec![]),
-            };
+            let (peaks, ended) = peaks_script(k, 60, s, seq, time);
             t.follow(seq, time, f, &ok, peaks, &ended);
             let e = t
                 .tracks
