@@ -22,7 +22,7 @@ use crate::track::FilterParams;
 /// State dimension: x, y, z, vx, vy, vz, A.
 pub const DIM: usize = 7;
 /// Samples of κ per lag in its table.
-const KAPPA_STEPS: usize = 32;
+pub(crate) const KAPPA_STEPS: usize = 32;
 /// Frames of noise-level memory: a frame's σ² estimate counts this many frames' worth of
 /// reference lags from the running level beside its own.
 const NOISE_PRIOR_LAGS: f64 = 64.0;
@@ -602,6 +602,72 @@ impl CurveModel {
             }
         }
         out
+    }
+}
+
+impl CurveModel {
+    /// The model packed for the batched bank ([`super::bank`]) in f32, its likelihood area
+    /// ±`area_half` lags where given (1 to 15; the band's main lobe otherwise).
+    pub fn packed(&self, area_half: Option<usize>) -> super::bank::BankModel {
+        let s2 = self.set.candidate_spread_m * self.set.candidate_spread_m;
+        let volume: f64 = (0..3).map(|k| self.hi[k] - self.lo[k]).product();
+        let f3 = |v: [f64; 3]| v.map(|x| x as f32);
+        super::bank::BankModel {
+            sensors: self.sensors.iter().map(|&s| f3(s)).collect(),
+            pairs: self
+                .pairs
+                .iter()
+                .map(|g| (g.a as u32, g.b as u32))
+                .collect(),
+            per_m: self.per_m as f32,
+            curve_half: self.curve_half as u32,
+            kappa: self.kappa.iter().map(|&v| v as f32).collect(),
+            w: area_half.unwrap_or(self.w) as u32,
+            beta: self.beta as f32,
+            profile: f3(self.profile),
+            lo: f3(self.lo),
+            hi: f3(self.hi),
+            frame_s: self.frame_s as f32,
+            accel_std: self.set.accel_std as f32,
+            coherence_step: (self.set.coherence_walk * self.frame_s.sqrt()) as f32,
+            coherence: (self.set.coherence.0 as f32, self.set.coherence.1 as f32),
+            speed_max: self.set.speed_max as f32,
+            grid_n: self.grid.n.map(|n| n as u32),
+            grid_size: f3(self.grid.size),
+            candidate_spread_m: self.set.candidate_spread_m as f32,
+            candidate_norm: ((std::f64::consts::TAU * s2).powf(-1.5) * volume) as f32,
+        }
+    }
+
+    /// This model with a likelihood area of ±`w` lags (the bank's LR-area sweep; tests).
+    pub fn with_area_half(mut self, w: usize) -> Self {
+        self.w = w.clamp(1, 16);
+        self
+    }
+
+    /// A frame and its birth proposal as the bank takes them.
+    pub fn bank_inputs(
+        &self,
+        f: &CurveFrame,
+    ) -> (super::bank::BankFrame, super::bank::BankProposal) {
+        let prop = self.proposal(f);
+        let shares = self.shares(&prop).map(|v| v as f32);
+        let frame = super::bank::BankFrame {
+            curves: f.curves.iter().map(|&v| v as f32).collect(),
+            sigma: f.sigma.iter().map(|&v| v as f32).collect(),
+            ok: f.ok.iter().map(|&b| u32::from(b)).collect(),
+        };
+        let proposal = super::bank::BankProposal {
+            shares,
+            cells: prop.cells.iter().map(|&c| c as u32).collect(),
+            candidates: prop
+                .candidates
+                .iter()
+                .take(super::bank::MAX_CANDIDATES)
+                .map(|c| c.map(|v| v as f32))
+                .collect(),
+        };
+        (frame, proposal)
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`infrared`]: the seed's infrared image model and frame simulator, the reproduction that
 //!   anchors the digest's acceptance tests (B-1 to B-9).
 
+pub mod bank;
 pub mod bernoulli;
 pub mod clutter;
 pub mod curves;
