@@ -8,6 +8,7 @@ fn main() {
         pf: true,
         kf: true,
         mfa: false,
+        tbd: false,
         live: true,
         quick: true,
         budget_s: 0.5,

@@ -1609,3 +1609,95 @@ fn imm_bank_agrees() {
         assert!(d.iter().all(|v| *v <= 1e-6), "twin {d:?}");
     }
 }
+
+/// The curves bank of track-before-detect (B-6, B-12): every log-weight, every particle and
+/// every track's sums bit for bit against the CPU twin, over fresh random frames, for likelihood
+/// areas of ±1 to ±15 lags, on the harbour array and an 8-sensor cube, one to many tracks.
+#[test]
+fn curve_bank_agrees() {
+    use sonotrack::testing::tbd::{config, frames, model};
+    use sonotrack::track::tbd::bank::{BankSizes, CpuCurveBank, CurveBank};
+    use sonotrack::track::tbd::existence::Chain;
+    if !cuda_present() {
+        return;
+    }
+    let fresh = u64::from(fresh_seed());
+    let chain = Chain {
+        p_birth: 0.05,
+        p_death: 0.05,
+    };
+    let cases = [
+        (false, 1usize, 1usize, 300usize, 200usize, 6usize),
+        (false, 5, 3, 5000, 3000, 6),
+        (true, 9, 2, 2000, 4096, 6),
+        (true, 4, 1, 0, 70_000, 3),
+        (false, 15, 7, 1025, 1023, 4),
+        (true, 15, 1, 200_000, 200_000, 2),
+    ];
+    for (k, &(cube, area, tracks, n_birth, n_cont, steps)) in cases.iter().enumerate() {
+        let cfg = config(cube);
+        let m = model(&cfg);
+        let packed = m.packed(Some(area));
+        let sizes = BankSizes {
+            tracks,
+            n_birth,
+            n_cont,
+        };
+        let seed = fresh + k as u64;
+        let mut cpu = CpuCurveBank::new(packed.clone(), sizes, chain, seed, 0.1).unwrap();
+        let mut g = gpu::curve_bank(&packed, sizes, chain, seed, 0.1).unwrap();
+        if n_birth == 0 {
+            // No births: start from particles spread about the volume.
+            let mut x = vec![0.0f32; 7 * tracks * n_cont];
+            let mut r = sonotrack::rng::philox::PhiloxStream::new(
+                seed,
+                1,
+                sonotrack::rng::philox::Stream::Simulate,
+            );
+            for (i, v) in x.iter_mut().enumerate() {
+                let dim = i / (tracks * n_cont);
+                *v = match dim {
+                    0 | 1 => (r.uniform_f64() as f32 - 0.5) * 150.0,
+                    2 => -48.0 * r.uniform_f64() as f32,
+                    6 => 0.3,
+                    _ => r.normal_f64() as f32,
+                };
+            }
+            let p = vec![0.7; tracks];
+            cpu.load(&x, &p).unwrap();
+            g.load(&x, &p).unwrap();
+        }
+        for (step, (f, prop)) in frames(&m, &packed, seed, steps).iter().enumerate() {
+            let a = cpu.step(f, prop).unwrap();
+            let b = g.step(f, prop).unwrap();
+            let what = format!(
+                "case {k} (cube {cube}, area ±{area}, {tracks} tracks, {n_birth} + {n_cont}), \
+                 step {step}"
+            );
+            let (lc, lg) = (cpu.log_weights().unwrap(), g.log_weights().unwrap());
+            let bad = lc
+                .iter()
+                .zip(&lg)
+                .position(|(x, y)| x.to_bits() != y.to_bits());
+            assert!(
+                bad.is_none(),
+                "{what}: log-weight {bad:?}: {:?}",
+                bad.map(|i| (lc[i], lg[i]))
+            );
+            assert_eq!(a, b, "{what}: track sums");
+            let (pc, pg) = (cpu.particles().unwrap(), g.particles().unwrap());
+            assert!(
+                pc.iter().zip(&pg).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{what}: particles"
+            );
+            if step + 1 == steps {
+                eprintln!(
+                    "{what}: identical; track 0 P {:.4}, birth share {:.4}, mean {:?}",
+                    a[0].p_exist,
+                    a[0].birth_share,
+                    &a[0].mean[..3]
+                );
+            }
+        }
+    }
+}

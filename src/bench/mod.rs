@@ -2,7 +2,7 @@
 //! through the same traits the pipeline uses. CPU stages are timed with the wall clock; GPU
 //! stages report device-event times (see `Correlator::last_device_time_s`). Medians are quoted.
 //!
-//! One file per stage: [`gcc`], [`pf`], [`kf`] (the Kalman bank), [`mfa`] (multi-frame assignment), [`live`] (the live path and its replay), [`fusion`] (the fusion service through a broker); [`jetson`]
+//! One file per stage: [`gcc`], [`pf`], [`kf`] (the Kalman bank), [`mfa`] (multi-frame assignment), [`tbd`] (the curves bank of track-before-detect), [`live`] (the live path and its replay), [`fusion`] (the fusion service through a broker); [`jetson`]
 //! projects the CUDA figures to the boards.
 
 pub mod fusion;
@@ -13,6 +13,7 @@ mod kf;
 mod live;
 mod mfa;
 mod pf;
+mod tbd;
 
 use std::time::Instant;
 
@@ -81,6 +82,8 @@ pub struct BenchOptions {
     pub kf: bool,
     /// Multi-frame assignment's window step.
     pub mfa: bool,
+    /// The curves bank of track-before-detect.
+    pub tbd: bool,
     /// The live path (GCC-PHAT of one frame, then one step of a small filter), and its
     /// workload in a steady-state replay.
     pub live: bool,
@@ -286,6 +289,9 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
     if opts.kf {
         rows.extend(kf::rows(opts, &backends)?);
         rows.extend(imm::rows(opts, &backends)?);
+    }
+    if opts.tbd {
+        rows.extend(tbd::rows(opts, &backends)?);
     }
     if opts.mfa {
         rows.extend(mfa::rows(opts, &backends)?);

@@ -9,7 +9,7 @@ use sonotrack::error::{Error, Result};
 #[derive(clap::Args)]
 pub struct Args {
     /// Which stages: gcc, pf, kf (the batched Kalman bank and the IMM), mfa (a multi-frame
-    /// assignment window step), live (one frame through GCC-PHAT and a small filter, as capture
+    /// assignment window step), tbd (the curves bank of track-before-detect), live (one frame through GCC-PHAT and a small filter, as capture
     /// runs it, and the same frames replayed), all, or none (with --replay); or fusion (the
     /// fusion service under simulated nodes through the broker of --broker; not part of all).
     #[arg(long, default_value = "all")]
@@ -91,6 +91,7 @@ pub fn run(a: Args) -> Result<()> {
         pf: what == "all" || what == "pf",
         kf: what == "all" || what == "kf",
         mfa: what == "all" || what == "mfa",
+        tbd: what == "all" || what == "tbd",
         live: what == "all" || what == "live",
         quick: a.quick,
         budget_s: a.budget,
@@ -102,9 +103,9 @@ pub fn run(a: Args) -> Result<()> {
         models: a.models,
         live_rate_hz: a.live_rate,
     };
-    if !opts.gcc && !opts.pf && !opts.kf && !opts.mfa && !opts.live && what != "none" {
+    if !opts.gcc && !opts.pf && !opts.kf && !opts.mfa && !opts.tbd && !opts.live && what != "none" {
         return Err(Error::Usage(format!(
-            "--what {what}: use gcc, pf, kf, mfa, live, all or none (with --replay)"
+            "--what {what}: use gcc, pf, kf, mfa, tbd, live, all or none (with --replay)"
         )));
     }
     let mut rows = bench::run(&opts)?;

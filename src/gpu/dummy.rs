@@ -8,6 +8,10 @@ use crate::track::kalman::bank::{BankModel, FilterBank};
 use crate::track::kalman::crossover::Crossover;
 use crate::track::kalman::imm_bank::{ImmBankModel, ImmFilterBank};
 use crate::track::smooth::{Covariance, Record, Smoothed};
+use crate::track::tbd::bank::{
+    BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
+};
+use crate::track::tbd::existence::Chain;
 use crate::track::{FilterParams, ParticleFilter};
 
 const WHY: &str = "built without the `cuda` feature";
@@ -70,6 +74,25 @@ pub fn imm_kernel_time(
     _start: (&[f32], &[f32], &[f32]),
     _z: &[f32],
 ) -> Result<f64> {
+    Err(not_compiled())
+}
+
+pub fn curve_bank(
+    _model: &CurveBankModel,
+    _sizes: BankSizes,
+    _chain: Chain,
+    _seed: u64,
+    _p0: f64,
+) -> Result<Box<dyn CurveBank>> {
+    Err(not_compiled())
+}
+
+pub fn curve_bank_time(
+    _model: &CurveBankModel,
+    _sizes: BankSizes,
+    _frame: &BankFrame,
+    _prop: &BankProposal,
+) -> Result<(f64, u64)> {
     Err(not_compiled())
 }
 

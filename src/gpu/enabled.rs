@@ -11,6 +11,10 @@ use crate::track::kalman::bank::{BankModel, FilterBank};
 use crate::track::kalman::crossover::{self, Crossover, unit_start};
 use crate::track::kalman::imm_bank::{ImmBankModel, ImmFilterBank};
 use crate::track::smooth::{Covariance, Record, Smoothed};
+use crate::track::tbd::bank::{
+    BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
+};
+use crate::track::tbd::existence::Chain;
 use crate::track::{FilterParams, ParticleFilter};
 
 fn unavailable(why: String) -> Error {
@@ -179,6 +183,48 @@ pub fn imm_kernel_time(
             .map_err(|e| BackendError::new("cuda", e.to_string()))
     })
     .map_err(Error::Backend)
+}
+
+/// The curves bank of track-before-detect on the GPU (`kernels/tbd.cu`): `sizes` tracks of
+/// `model`, each at P(exists) = `p0`.
+pub fn curve_bank(
+    model: &CurveBankModel,
+    sizes: BankSizes,
+    chain: Chain,
+    seed: u64,
+    p0: f64,
+) -> Result<Box<dyn CurveBank>> {
+    let gpu = cuda::gpu().map_err(unavailable)?;
+    let bank =
+        cuda::tbd::CudaCurveBank::new(gpu, model, sizes, chain, seed, p0).map_err(bank_error)?;
+    Ok(Box::new(bank))
+}
+
+/// Device time (CUDA events, median) of one step of a curves bank on `frame` and `prop`, the
+/// frame uploaded beforehand and one step run first (so the continuing particles exist); and
+/// the bytes one step reads back.
+pub fn curve_bank_time(
+    model: &CurveBankModel,
+    sizes: BankSizes,
+    frame: &BankFrame,
+    prop: &BankProposal,
+) -> Result<(f64, u64)> {
+    let g = cuda::gpu().map_err(unavailable)?;
+    let chain = Chain {
+        p_birth: 0.05,
+        p_death: 0.05,
+    };
+    let mut bank = cuda::tbd::CudaCurveBank::new(g.clone(), model, sizes, chain, 1, 0.5)
+        .map_err(bank_error)?;
+    bank.step(frame, prop).map_err(bank_error)?;
+    let bytes = bank.bytes_read();
+    let s = bank.stream().clone();
+    let t = cuda::median_event_time(&g, &s, || {
+        bank.enqueue()
+            .map_err(|e| BackendError::new("cuda", e.to_string()))
+    })
+    .map_err(Error::Backend)?;
+    Ok((t, bytes))
 }
 
 pub fn kalman_kernel_time(

@@ -8,3 +8,4 @@ pub mod imm_bank;
 pub mod kalman;
 pub mod kalman_tdoa;
 pub mod mfa;
+pub mod tbd;

@@ -24,6 +24,7 @@ pub mod kf;
 pub mod mfa;
 pub mod pf;
 pub mod smooth;
+pub mod tbd;
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -51,6 +52,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../../../kernels/smooth.cu"),
     "\n",
     include_str!("../../../kernels/mfa.cu"),
+    "\n",
+    include_str!("../../../kernels/tbd.cu"),
 );
 
 /// NVRTC options; part of the cache key.

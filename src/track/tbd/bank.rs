@@ -608,9 +608,17 @@ pub fn check_frame(m: &BankModel, f: &BankFrame, prop: &BankProposal) -> Result<
         )));
     }
     let cells = m.cells() as u32;
-    if prop.cells.iter().any(|&c| c >= cells) || !prop.shares.iter().all(|s| s.is_finite()) {
+    if prop.cells.iter().any(|&c| c >= cells) {
         return Err(BankError::Model(format!(
-            "a proposal cell beyond the grid's {cells} or shares that are not finite"
+            "a proposal cell beyond the grid's {cells}"
+        )));
+    }
+    let sh = prop.shares;
+    if !sh.iter().all(|s| s.is_finite() && *s >= 0.0) || (sh[1] > 0.0 && prop.candidates.is_empty())
+    {
+        return Err(BankError::Model(format!(
+            "proposal shares {sh:?} (each finite and at least 0; the candidates' share needs \
+             candidates)"
         )));
     }
     Ok(())

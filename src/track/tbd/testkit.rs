@@ -1,31 +1,17 @@
 //! Test helpers of the curves path: an array, its model, and correlated frames of a source.
 
-use super::curves::{CurveModel, CurveSettings};
+use super::curves::CurveModel;
 use crate::audio::frame::Frame;
 use crate::config::Config;
 use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame};
 use crate::rng::philox::PhiloxStream;
-use crate::testing::fixtures::harbour_config;
 
 pub fn config() -> Config {
-    let mut cfg = harbour_config();
-    cfg.array.bounds_min_m = Some([-80.0, -80.0, -50.0]);
-    cfg.array.bounds_max_m = Some([80.0, 80.0, 0.0]);
-    // A band whose main lobe spans several lags, so the test frames' whole-sample delays
-    // (up to half a sample off in each channel) stay inside it.
-    cfg.gcc.band_hz = Some([100.0, 3000.0]);
-    cfg
+    crate::testing::tbd::config(false)
 }
 
 pub fn model(cfg: &Config) -> CurveModel {
-    let frame_s = cfg.hop_samples() as f64 / cfg.sample_rate_hz();
-    CurveModel::new(
-        &cfg.filter_params(),
-        &cfg.gcc_params(),
-        CurveSettings::default(),
-        frame_s,
-    )
-    .expect("a 3-D array with a search volume")
+    crate::testing::tbd::model(cfg)
 }
 
 /// Frames whose channels hold a source at `s` (each channel the source's noise delayed by
