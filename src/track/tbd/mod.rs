@@ -8,6 +8,10 @@
 //!   mixture resampling, the estimate. Generic over a [`CellModel`].
 //! - [`infrared`]: the seed's infrared image model and frame simulator, the reproduction that
 //!   anchors the digest's acceptance tests (B-1 to B-9).
+//! - [`radar`]: the seed's radar range–Doppler power map with its Rician ratio (B-10).
+//! - [`curves`]: the acoustic model, each pair's GCC-PHAT curve around the lag a particle
+//!   predicts; [`tracker`] runs it for `tracker.measurement = "curves" | "auto"`.
+//! - [`bank`]: many curves tracks stepped together in f32, the CPU twin of `kernels/tbd.cu`.
 
 pub mod bank;
 pub mod bernoulli;
@@ -15,6 +19,7 @@ pub mod clutter;
 pub mod curves;
 pub mod existence;
 pub mod infrared;
+pub mod radar;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod tracker;
