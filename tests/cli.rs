@@ -593,7 +593,51 @@ fn bench_times_the_live_path_by_stage() {
         .output()
         .unwrap();
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, kf, mfa, live"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, kf, mfa, tbd, live"));
+}
+
+/// `bench --what tbd --quick --backend cpu` times the curves bank's twin at three likelihood
+/// areas and the tracker's f64 curves filter, each row with a positive cost per particle.
+#[test]
+fn bench_times_the_curves_bank() {
+    let out = sonotrack()
+        .args([
+            "bench",
+            "--what",
+            "tbd",
+            "--quick",
+            "--backend",
+            "cpu",
+            "--budget",
+            "0.01",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("tbd-")).collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for lags in ["x 3 lags", "x 9 lags", "x 15 lags"] {
+        assert!(
+            rows.iter()
+                .any(|r| r.starts_with("tbd-area") && r.contains(lags)),
+            "{text}"
+        );
+    }
+    assert!(rows.iter().any(|r| r.starts_with("tbd-filter")), "{text}");
+    for r in rows {
+        let per: f64 = r
+            .split("ns/particle-step")
+            .next()
+            .and_then(|h| h.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        assert!(per > 0.0, "{r}");
+    }
 }
 
 /// `bench --what mfa --quick` times a multi-frame assignment window step for S = 2 and 3, over
