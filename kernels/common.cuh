@@ -4,8 +4,8 @@
 // --fmad=false (no contraction into fused multiply-adds) and IEEE division and square root, so a
 // particle's prediction and log-likelihood come out as on the CPU.
 //
-// The files in kernels/ are compiled as one NVRTC program: common.cuh, then gcc.cu, pf.cu, kf.cu
-// and smooth.cu.
+// The files in kernels/ are compiled as one NVRTC program: common.cuh, then gcc.cu, pf.cu, kf.cu,
+// imm.cu, smooth.cu, mfa.cu and tbd.cu (src/gpu/cuda/mod.rs: KERNEL_SOURCE).
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
