@@ -184,14 +184,14 @@ __device__ __forceinline__ float tbd_pair_term(const TbdModel& m, const float* s
         num += k * curve[l + (int)m.curve_half];
         den += k * k;
     }
-    float u = den > 0.0f ? num / den : 0.0f;
-    float xr = d / c;
+    float xr = d * (1.0f / c);
     float x2 = xr * xr;
-    float v = (m.profile[0] + m.profile[1] * x2 + m.profile[2] * x2 * x2) / m.profile[0];
+    float v = 1.0f + m.profile[1] * x2 + m.profile[2] * x2 * x2;
     float rel = v < 0.05f ? 0.05f : (v > 1.5f ? 1.5f : v);
     float s2 = sigma * sigma * rel;
     float a = x[6];
-    return (a * u - 0.5f * a * a) / s2;
+    // (A u - A^2/2) / s^2 with u = num / den, in one division.
+    return den > 0.0f ? (a * num - 0.5f * a * a * den) / (den * s2) : (-0.5f * a * a) / s2;
 }
 
 // ln l(z | x) on every lane of the warp (the same value on each).
@@ -551,6 +551,21 @@ tbd_cum(const TbdStep* __restrict__ sp, const float* __restrict__ lw,
     }
 }
 
+// The systematic target of output j of n (src/track/tbd/bank.rs: target).
+__device__ __forceinline__ u64 tbd_target(float u0, u32 j, u32 n, u64 total) {
+    return (u64)(((double)u0 + (double)j) / (double)n * (double)total);
+}
+
+// The first index in [lo, hi) whose cumulative sum exceeds `target` (hi when none does).
+__device__ __forceinline__ u32 tbd_first_over(const u64* c, u64 target, u32 lo, u32 hi) {
+    while (lo < hi) {
+        u32 mid = lo + (hi - lo) / 2;
+        if (c[mid] <= target) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 // Stage 5: systematic resampling of N_c outputs, the gather into `next`, the mean's fixed-point
 // sums and the birth-derived count.
 extern "C" __global__ void __launch_bounds__(TBD_BLOCK)
@@ -565,20 +580,24 @@ tbd_resample(const TbdStep* __restrict__ sp, const u64* __restrict__ cum,
     u64 total = total_g[t];
     const u64* c = cum + (size_t)t * per;
     u32 a = 0;
-    if (active) {
-        if (total > 0) {
-            float u0 = uniform(draw(st.seed, st.frame, t, 0, S_RESAMPLE).x);
-            u64 target = (u64)(((double)u0 + (double)j) / (double)st.nc * (double)total);
-            u32 lo = 0, hi = per;
-            while (lo < hi) {
-                u32 mid = lo + (hi - lo) / 2;
-                if (c[mid] <= target) lo = mid + 1;
-                else hi = mid;
-            }
-            a = lo < per - 1 ? lo : per - 1;
-        } else {
-            a = st.nb > 0 ? j % st.nb : st.nb + j;
+    if (total > 0) {
+        // Targets rise with j, so the block's ancestors lie between its first output's and its
+        // last's: two searches over the whole sum, then each output's within that span.
+        __shared__ u32 span[2];
+        float u0 = uniform(draw(st.seed, st.frame, t, 0, S_RESAMPLE).x);
+        u32 j0 = blockIdx.x * TBD_BLOCK;
+        u32 j1 = j0 + TBD_BLOCK - 1 < st.nc - 1 ? j0 + TBD_BLOCK - 1 : st.nc - 1;
+        if (threadIdx.x < 2)
+            span[threadIdx.x] = tbd_first_over(c, tbd_target(u0, threadIdx.x == 0 ? j0 : j1,
+                                                              st.nc, total), 0, per);
+        __syncthreads();
+        if (active) {
+            u32 hi = span[1] + 1 < per ? span[1] + 1 : per;
+            a = tbd_first_over(c, tbd_target(u0, j, st.nc, total), span[0], hi);
+            a = a < per - 1 ? a : per - 1;
         }
+    } else if (active) {
+        a = st.nb > 0 ? j % st.nb : st.nb + j;
     }
     bool from_b = active && a < st.nb;
     for (int k = 0; k < TBD_DIM; ++k) {

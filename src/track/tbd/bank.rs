@@ -49,7 +49,8 @@ pub struct BankModel {
     pub w: u32,
     /// Tempering over pairs.
     pub beta: f32,
-    /// u's relative noise variance against lag / curve_half: c₀ + c₁ x² + c₂ x⁴, over c₀.
+    /// u's relative noise variance against x = lag / curve_half: 1 + p₁ x² + p₂ x⁴
+    /// (`[1, p₁, p₂]`: the f64 model's quartic over its constant).
     pub profile: [f32; 3],
     pub lo: [f32; 3],
     pub hi: [f32; 3],
@@ -144,14 +145,18 @@ impl BankModel {
             den += k * k;
             l += 1;
         }
-        let u = if den > 0.0 { num / den } else { 0.0 };
-        let xr = d / c;
+        let xr = d * (1.0 / c);
         let x2 = xr * xr;
-        let [c0, c1, c2] = self.profile;
-        let rel = ((c0 + c1 * x2 + c2 * x2 * x2) / c0).clamp(0.05, 1.5);
+        let [_, p1, p2] = self.profile;
+        let rel = (1.0 + p1 * x2 + p2 * x2 * x2).clamp(0.05, 1.5);
         let s2 = sigma * sigma * rel;
         let a = x[6];
-        (a * u - 0.5 * a * a) / s2
+        // (A u − A²/2) / s² with u = num / den, in one division.
+        if den > 0.0 {
+            (a * num - 0.5 * a * a * den) / (den * s2)
+        } else {
+            (-0.5 * a * a) / s2
+        }
     }
 
     /// ln l(z | x): −∞ outside the volume; else β × the butterfly sum of the lanes' pair sums.

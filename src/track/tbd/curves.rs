@@ -624,7 +624,11 @@ impl CurveModel {
             kappa: self.kappa.iter().map(|&v| v as f32).collect(),
             w: area_half.unwrap_or(self.w) as u32,
             beta: self.beta as f32,
-            profile: f3(self.profile),
+            profile: f3([
+                1.0,
+                self.profile[1] / self.profile[0],
+                self.profile[2] / self.profile[0],
+            ]),
             lo: f3(self.lo),
             hi: f3(self.hi),
             frame_s: self.frame_s as f32,
