@@ -13,7 +13,7 @@ use super::{Gpu, err};
 use crate::track::kalman::bank::{BankError, length};
 use crate::track::tbd::bank::{
     BankFrame, BankModel, BankProposal, BankSizes, CurveBank, DIM, MAX_CANDIDATES, MAX_TOP_CELLS,
-    TrackSums, check_frame, check_sizes, ln_counts,
+    TrackSums, check_frame, check_sizes, ln_counts, mean_of_fixed,
 };
 use crate::track::tbd::existence::Chain;
 
@@ -24,8 +24,6 @@ const WEIGH_TILE: usize = 256;
 const WEIGH_BLOCK: u32 = 256;
 const TILE: usize = 1024;
 const BLOCK: u32 = 256;
-/// The mean's fixed-point scale (bank.rs: MEAN_SCALE).
-const MEAN_SCALE: f64 = 65_536.0;
 
 /// The kernels of one step.
 struct Kernels {
@@ -52,8 +50,6 @@ pub struct CudaCurveBank {
     seed: u64,
     frame: u64,
     kappa_len: usize,
-    curve_words: usize,
-    pairs: usize,
     model: CudaSlice<u32>,
     step: CudaSlice<u32>,
     sensors: CudaSlice<f32>,
@@ -196,8 +192,6 @@ impl CudaCurveBank {
         let bank = Self {
             host_model: model.clone(),
             kappa_len: model.kappa.len(),
-            curve_words: model.pairs.len() * model.curve_len(),
-            pairs: model.pairs.len(),
             model: s
                 .clone_htod(&pack_model(model))
                 .map_err(err("copying the model"))?,
@@ -251,11 +245,9 @@ impl CudaCurveBank {
         &self.stream
     }
 
-    /// Upload a frame and its proposal for the next step.
+    /// Check and upload a frame and its proposal for the next step.
     pub fn put_frame(&mut self, f: &BankFrame, prop: &BankProposal) -> Result<(), BankError> {
-        length("curves", f.curves.len(), self.curve_words)?;
-        length("sigma", f.sigma.len(), self.pairs)?;
-        length("ok", f.ok.len(), self.pairs)?;
+        check_frame(&self.host_model, f, prop)?;
         let s = self.stream.clone();
         s.memcpy_htod(&f.curves, &mut self.curves)
             .map_err(err("copying the curves"))?;
@@ -421,14 +413,14 @@ impl CudaCurveBank {
             .map_err(err("reading the counts"))?;
         s.synchronize().map_err(err("the curves bank's step"))?;
         self.bytes_read += (out.len() * 8 + msum.len() * 8 + fb.len() * 4) as u64;
-        let nc = self.sizes.n_cont as f64;
+        let nc = self.sizes.n_cont;
         Ok((0..t)
             .map(|i| TrackSums {
                 p_exist: out[4 * i],
                 birth_share: out[4 * i + 1],
                 log_sum_birth: out[4 * i + 2],
                 log_sum_cont: out[4 * i + 3],
-                mean: std::array::from_fn(|k| msum[DIM * i + k] as i64 as f64 / MEAN_SCALE / nc),
+                mean: std::array::from_fn(|k| mean_of_fixed(msum[DIM * i + k] as i64, nc)),
                 from_birth: fb[i],
             })
             .collect())
@@ -456,7 +448,6 @@ impl CurveBank for CudaCurveBank {
     }
 
     fn step(&mut self, f: &BankFrame, prop: &BankProposal) -> Result<Vec<TrackSums>, BankError> {
-        check_frame(&self.host_model, f, prop)?;
         self.put_frame(f, prop)?;
         self.enqueue()?;
         self.read_sums()

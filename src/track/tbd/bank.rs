@@ -354,6 +354,17 @@ pub fn fixed(x: f32) -> i64 {
     }
 }
 
+/// The mean of `n` values from the wrapping sum of their [`fixed`] forms.
+pub fn mean_of_fixed(sum: i64, n: usize) -> f64 {
+    sum as f64 / f64::from(MEAN_SCALE) / n as f64
+}
+
+/// Where state component `k` of particle `i` of track `t` lies in a state-major array of
+/// `tracks` tracks of `n` particles each (births, continuing: the layout of both backends).
+pub fn slot(tracks: usize, n: usize, k: usize, t: usize, i: usize) -> usize {
+    k * tracks * n + t * n + i
+}
+
 /// ln of a set's weight sum from its largest log-weight and its quantised sum.
 pub fn log_sum(max: f32, qsum: u64) -> f64 {
     if qsum == 0 || max == f32::NEG_INFINITY {
@@ -508,18 +519,18 @@ impl CpuCurveBank {
             for i in 0..nb {
                 let corr = self.model.draw_birth(prop, self.key(t, i), &mut x);
                 for (k, v) in x.iter().enumerate() {
-                    self.births[k * tracks * nb + t * nb + i] = *v;
+                    self.births[slot(tracks, nb, k, t, i)] = *v;
                 }
                 self.lw[t * per + i] = clean(self.model.log_lr(f, &x) + corr - ln_n[0]);
             }
             for i in 0..nc {
                 let lw = if self.has_cont[t] {
                     for (k, v) in x.iter_mut().enumerate() {
-                        *v = self.cont[k * tracks * nc + t * nc + i];
+                        *v = self.cont[slot(tracks, nc, k, t, i)];
                     }
                     self.model.propagate(self.key(t, nb + i), &mut x);
                     for (k, v) in x.iter().enumerate() {
-                        self.cont[k * tracks * nc + t * nc + i] = *v;
+                        self.cont[slot(tracks, nc, k, t, i)] = *v;
                     }
                     clean(self.model.log_lr(f, &x) - ln_n[1])
                 } else {
@@ -569,11 +580,11 @@ impl CpuCurveBank {
             };
             for (k, s) in sums.iter_mut().enumerate() {
                 let v = if a < nb {
-                    self.births[k * tracks * nb + t * nb + a]
+                    self.births[slot(tracks, nb, k, t, a)]
                 } else {
-                    self.cont[k * tracks * nc + t * nc + a - nb]
+                    self.cont[slot(tracks, nc, k, t, a - nb)]
                 };
-                self.next[k * tracks * nc + t * nc + j] = v;
+                self.next[slot(tracks, nc, k, t, j)] = v;
                 *s = s.wrapping_add(fixed(v));
             }
             from_birth += u32::from(a < nb);
@@ -584,7 +595,7 @@ impl CpuCurveBank {
             birth_share: e.birth_share,
             log_sum_birth: log_sums[0],
             log_sum_cont: log_sums[1],
-            mean: sums.map(|s| s as f64 / f64::from(MEAN_SCALE) / nc as f64),
+            mean: sums.map(|s| mean_of_fixed(s, nc)),
             from_birth,
         }
     }

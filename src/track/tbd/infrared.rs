@@ -5,7 +5,7 @@
 //!
 //! State `[x, ẋ, y, ẏ, I]`; cell (i, j) (0-based) has its centre at ((i + 1)Δ, (j + 1)Δ).
 
-use super::{CellModel, DrawKey};
+use super::{CellModel, DrawKey, TopCells};
 use crate::rng::philox::{PhiloxStream, Stream, normals6, uniform, uniforms6};
 
 /// The image model, the motion model and the birth proposal.
@@ -166,13 +166,6 @@ pub struct IrFrame {
     pub z: Vec<f64>,
 }
 
-/// The birth proposal's view of a frame: its strongest cells.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TopCells {
-    pub cells: Vec<usize>,
-    pub is_top: Vec<bool>,
-}
-
 impl CellModel for IrModel {
     type Frame = IrFrame;
     type Proposal = TopCells;
@@ -196,8 +189,7 @@ impl CellModel for IrModel {
     }
 
     fn proposal(&self, frame: &IrFrame) -> TopCells {
-        let (cells, is_top) = super::strongest(&frame.z, self.top_k);
-        TopCells { cells, is_top }
+        TopCells::of(&frame.z, self.top_k)
     }
 
     /// A cell from the mixture (uniform share over all cells, the rest over the top cells), a

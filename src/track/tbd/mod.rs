@@ -58,6 +58,21 @@ pub fn strongest(scores: &[f64], k: usize) -> (Vec<usize>, Vec<bool>) {
     (order, is_top)
 }
 
+/// An image-like frame's birth proposal: its strongest cells (the infrared and radar models).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopCells {
+    pub cells: Vec<usize>,
+    pub is_top: Vec<bool>,
+}
+
+impl TopCells {
+    /// The `k` largest of `scores`.
+    pub fn of(scores: &[f64], k: usize) -> Self {
+        let (cells, is_top) = strongest(scores, k);
+        Self { cells, is_top }
+    }
+}
+
 /// What the Bernoulli filter needs of a sensor: the frame's log-likelihood ratio of a state
 /// (target present against absent), a birth proposal with its importance correction, and the
 /// motion model.

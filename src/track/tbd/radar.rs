@@ -7,7 +7,7 @@
 //!
 //! State `[x, ẋ, y, ẏ]` (km, km/s); range r = |(x, y)|, Doppler d = (x ẋ + y ẏ)/r.
 
-use super::{CellModel, DrawKey};
+use super::{CellModel, DrawKey, TopCells};
 use crate::rng::philox::{PhiloxStream, Stream, normals6, uniforms6};
 
 /// The power map, the motion model and the birth proposal.
@@ -205,13 +205,6 @@ pub fn ln_i0(x: f64) -> f64 {
     }
 }
 
-/// The birth proposal's view of a frame: its strongest cells.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TopCells {
-    pub cells: Vec<usize>,
-    pub is_top: Vec<bool>,
-}
-
 impl CellModel for RadarModel {
     type Frame = RadarFrame;
     type Proposal = TopCells;
@@ -236,13 +229,12 @@ impl CellModel for RadarModel {
     }
 
     fn proposal(&self, frame: &RadarFrame) -> TopCells {
-        let (cells, is_top) = super::strongest(&frame.z, self.top_k);
-        TopCells { cells, is_top }
+        TopCells::of(&frame.z, self.top_k)
     }
 
     /// With the uniform share, a state from the prior; otherwise a top cell's range and
-    /// Doppler, a bearing within the prior's cross-range, and the prior's cross-range speed.
-    /// p_b / q_b is the prior's density over the mixture's, in (range, Doppler) cells.
+    /// Doppler, a bearing within the prior's cross-range, and the prior's cross-range speed;
+    /// returns ln(p_b / q_b) ([`Self::log_prior_over_proposal`]).
     fn draw_birth(&self, prop: &TopCells, key: DrawKey, x: &mut [f64]) -> f64 {
         let u = uniforms6(key.words(Stream::InitPosition)).map(f64::from);
         let v = uniforms6(key.words(Stream::InitVelocity)).map(f64::from);
