@@ -4,12 +4,13 @@
 // cumulative sums stay on the device; a step returns per track only the existence, the birth
 // share, the two sets' log-sums, the mean's fixed-point sums and the birth-derived count.
 //
-// A step is eight launches: tbd_reset; tbd_weigh (a thread draws or moves each particle, then a
-// warp weighs each one, lanes over pairs, butterfly sum); tbd_set_sums (each set's quantised
-// weights, integer atomics); tbd_exist (one thread per track, f64 in fm_exp64 / fm_ln64);
-// tbd_tile_sums and tbd_scan_tiles (the mixture's integer prefix over tiles); tbd_cum (the
-// prefix within tiles); tbd_resample (systematic targets, binary search, gather, mean). Integer
-// sums are the same in any order, so atomics give the CPU's sums.
+// A step is nine launches: tbd_reset; tbd_lobes (each pair's lobe-table entries of the frame,
+// src/track/tbd/lobes.rs); tbd_weigh (a thread draws or moves each particle, then a warp weighs
+// each one, lanes over pairs, two table reads a pair, butterfly sum); tbd_set_sums (each set's
+// quantised weights, integer atomics); tbd_exist (one thread per track, f64 in fm_exp64 /
+// fm_ln64); tbd_tile_sums and tbd_scan_tiles (the mixture's integer prefix over tiles); tbd_cum
+// (the prefix within tiles); tbd_resample (systematic targets, binary search, gather, mean).
+// Integer sums are the same in any order, so atomics give the CPU's sums.
 //
 // Layout: births[k][t * nb + i], cont[k][t * nc + i] (k < TBD_DIM), lw[t * per + i] with
 // per = nb + nc and the births first, cum the same.
@@ -146,14 +147,6 @@ __device__ __forceinline__ void tbd_uniforms6(uint4 w, float* u) {
 // ---------------------------------------------------------------------------------------------
 // The model (src/track/tbd/bank.rs: BankModel).
 
-__device__ __forceinline__ float tbd_kappa(const float* kap, u32 len, float d) {
-    float x = fabsf(d) * (float)TBD_KAPPA_STEPS;
-    u32 i = (u32)x;
-    if (i + 1 >= len) return 0.0f;
-    float f = x - (float)i;
-    return kap[i] * (1.0f - f) + kap[i + 1] * f;
-}
-
 __device__ __forceinline__ float tbd_delay(const TbdModel& m, const float* sens, const u32* pairs,
                                            u32 p, const float* x) {
     u32 a = pairs[2 * p], b = pairs[2 * p + 1];
@@ -169,20 +162,65 @@ __device__ __forceinline__ float tbd_delay(const TbdModel& m, const float* sens,
     return den > 0.0f ? num / den * m.per_m : 0.0f;
 }
 
+// The lobe tables (src/track/tbd/lobes.rs): interval j of d spans
+// [-(curve_half + w) + j / KAPPA_STEPS, ... + 1 / KAPPA_STEPS); its area's lags and the kappa
+// values at its two ends, in integers from its midpoint.
+__device__ __forceinline__ u32 tbd_lobe_reach(const TbdModel& m) { return m.curve_half + m.w; }
+
+__device__ __forceinline__ void tbd_lobe_lags(const TbdModel& m, u32 j, int* first, int* last) {
+    const u32 half = 2 * TBD_KAPPA_STEPS;
+    // In half-step units from -(2 reach + 1) lags, so that every numerator is non-negative
+    // and the floor divisions are plain unsigned ones.
+    u32 reach = tbd_lobe_reach(m);
+    u32 base = 2 * reach + 1;
+    u32 mid = 2 * j + 1 + half * (base - reach);
+    u32 w = half * m.w;
+    int f = (int)((mid - w) / half) + 1 - (int)base;
+    int l = (int)((mid + w) / half) - (int)base;
+    int c = (int)m.curve_half;
+    *first = f < -c ? -c : f;
+    *last = l > c ? c : l;
+}
+
+__device__ __forceinline__ void tbd_lobe_ends(const TbdModel& m, const float* kap, u32 j, int l,
+                                              float* a, float* b) {
+    int s = TBD_KAPPA_STEPS * (l + (int)tbd_lobe_reach(m)) - (int)j;
+    int len = (int)m.kappa_len;
+    if (s > 0) {
+        bool in = s < len;
+        *a = in ? kap[s] : 0.0f;
+        *b = in ? kap[s - 1] : 0.0f;
+    } else {
+        bool in = 1 - s < len;
+        *a = in ? kap[-s] : 0.0f;
+        *b = in ? kap[1 - s] : 0.0f;
+    }
+}
+
 __device__ __forceinline__ float tbd_pair_term(const TbdModel& m, const float* sens,
-                                               const u32* pairs, const float* kap,
-                                               const float* curve, float sigma, u32 p,
-                                               const float* x) {
+                                               const u32* pairs, const float2* num_t,
+                                               const float4* den_t, u32 n_int, float sigma,
+                                               u32 p, const float* x) {
     float d = tbd_delay(m, sens, pairs, p, x);
     float c = (float)m.curve_half;
-    float w = (float)m.w;
-    int first = (int)fmaxf(ceilf(d - w), -c);
-    int last = (int)fminf(floorf(d + w), c);
     float num = 0.0f, den = 0.0f;
-    for (int l = first; l <= last; ++l) {
-        float k = tbd_kappa(kap, m.kappa_len, (float)l - d);
-        num += k * curve[l + (int)m.curve_half];
-        den += k * k;
+    // The interval and fraction from d less its whole lags (BankModel::lobe_at).
+    float reach = (float)tbd_lobe_reach(m);
+    u32 j = n_int;
+    float f = 0.0f;
+    if (d >= -reach && d < reach) {
+        float whole = floorf(d);
+        float steps = (d - whole) * (float)TBD_KAPPA_STEPS;
+        float k = floorf(steps);
+        j = (u32)(whole + reach) * TBD_KAPPA_STEPS + (u32)k;
+        f = steps - k;
+    }
+    if (j < n_int) {
+        float2 u = num_t[(size_t)p * n_int + j];
+        float4 k = den_t[j];
+        float g = 1.0f - f;
+        num = u.x * g + u.y * f;
+        den = k.x * g * g + 2.0f * k.y * f * g + k.z * f * f;
     }
     float xr = d * (1.0f / c);
     float x2 = xr * xr;
@@ -196,16 +234,15 @@ __device__ __forceinline__ float tbd_pair_term(const TbdModel& m, const float* s
 
 // ln l(z | x) on every lane of the warp (the same value on each).
 __device__ __forceinline__ float tbd_log_lr(const TbdModel& m, const float* sens, const u32* pairs,
-                                            const float* kap, const float* curves,
+                                            const float2* num_t, const float4* den_t, u32 n_int,
                                             const float* sigma, const u32* ok, const float* x,
                                             u32 lane) {
     bool inside = true;
     for (int k = 0; k < 3; ++k) inside = inside && x[k] >= m.lo[k] && x[k] <= m.hi[k];
     if (!inside) return -TBD_INF;
-    u32 cl = 2 * m.curve_half + 1;
     float v = 0.0f;
     for (u32 p = lane; p < m.n_pairs; p += 32) {
-        if (ok[p] != 0) v += tbd_pair_term(m, sens, pairs, kap, curves + p * cl, sigma[p], p, x);
+        if (ok[p] != 0) v += tbd_pair_term(m, sens, pairs, num_t, den_t, n_int, sigma[p], p, x);
     }
     for (int off = 16; off > 0; off /= 2) v = v + __shfl_xor_sync(0xffffffffu, v, off);
     return m.beta * v;
@@ -297,6 +334,33 @@ __device__ __forceinline__ void tbd_propagate(const TbdModel& m, const TbdStep& 
 // ---------------------------------------------------------------------------------------------
 // The kernels.
 
+// Each pair's lobe-table entries of the frame: thread (j, p) sums pair p's curve over interval
+// j's area with the kappa values at the interval's ends (BankModel::lobe_num).
+extern "C" __global__ void __launch_bounds__(TBD_BLOCK)
+tbd_lobes(const TbdModel* __restrict__ mp, const float* __restrict__ kap,
+          const float* __restrict__ curves, float2* __restrict__ num_t) {
+    const TbdModel m = *mp;
+    u32 n_int = 2 * tbd_lobe_reach(m) * TBD_KAPPA_STEPS;
+    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 p = blockIdx.y;
+    if (j >= n_int) return;
+    const float* curve = curves + (size_t)p * (2 * m.curve_half + 1);
+    int first, last;
+    tbd_lobe_lags(m, j, &first, &last);
+    float u = 0.0f, v = 0.0f;
+    int count = last - first + 1;
+#pragma unroll 1
+    for (int i = 0; i < count; ++i) {
+        int l = first + i;
+        float a, b;
+        tbd_lobe_ends(m, kap, j, l, &a, &b);
+        float c = curve[l + (int)m.curve_half];
+        u = u + a * c;
+        v = v + b * c;
+    }
+    num_t[(size_t)p * n_int + j] = make_float2(u, v);
+}
+
 // Zero the step's sums; the set maxima to -inf.
 extern "C" __global__ void tbd_reset(u32 tracks, u32* max_key, u64* qsum, u64* msum,
                                      u32* from_birth) {
@@ -314,11 +378,11 @@ extern "C" __global__ void tbd_reset(u32 tracks, u32* max_key, u64* qsum, u64* m
 // moves one particle (into shared memory), then each warp weighs the block's particles one
 // after another with its lanes over the pairs, then each thread writes its particle and weight
 // (coalesced) and the block's largest weight goes to its set's maximum (one atomic a block).
-// Dynamic shared memory: the κ table, the proposal's cells and candidates.
+// Dynamic shared memory: the proposal's cells and candidates.
 extern "C" __global__ void __launch_bounds__(TBD_WEIGH_BLOCK)
 tbd_weigh(const TbdModel* __restrict__ mp, const TbdStep* __restrict__ sp,
           const float* __restrict__ sens, const u32* __restrict__ pairs,
-          const float* __restrict__ kap_g, const float* __restrict__ curves,
+          const float2* __restrict__ num_t, const float4* __restrict__ den_t,
           const float* __restrict__ sigma, const u32* __restrict__ ok,
           const u32* __restrict__ cells_g, const float* __restrict__ cands_g,
           const u32* __restrict__ has_cont, float* __restrict__ births, float* __restrict__ cont,
@@ -329,10 +393,9 @@ tbd_weigh(const TbdModel* __restrict__ mp, const TbdStep* __restrict__ sp,
     __shared__ float warp_max[TBD_WEIGH_BLOCK / 32];
     const TbdModel m = *mp;
     const TbdStep st = *sp;
-    float* kap = tbd_shared;
-    u32* cells = (u32*)(kap + m.kappa_len);
+    const u32 n_int = 2 * tbd_lobe_reach(m) * TBD_KAPPA_STEPS;
+    u32* cells = (u32*)tbd_shared;
     float* cands = (float*)(cells + TBD_MAX_CELLS);
-    for (u32 i = threadIdx.x; i < m.kappa_len; i += blockDim.x) kap[i] = kap_g[i];
     for (u32 i = threadIdx.x; i < st.n_cells; i += blockDim.x) cells[i] = cells_g[i];
     for (u32 i = threadIdx.x; i < 3 * st.n_cands; i += blockDim.x) cands[i] = cands_g[i];
     __syncthreads();
@@ -366,7 +429,7 @@ tbd_weigh(const TbdModel* __restrict__ mp, const TbdStep* __restrict__ sp,
         for (u32 r = warp; r < n_here; r += TBD_WEIGH_BLOCK / 32) {
             float x[TBD_DIM];
             for (int k = 0; k < TBD_DIM; ++k) x[k] = xs[k][r];
-            float l = tbd_log_lr(m, sens, pairs, kap, curves, sigma, ok, x, lane);
+            float l = tbd_log_lr(m, sens, pairs, num_t, den_t, n_int, sigma, ok, x, lane);
             if (lane == 0) ratio[r] = l;
         }
     }

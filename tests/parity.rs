@@ -1668,6 +1668,28 @@ fn curve_bank_agrees() {
             g.load(&x, &p).unwrap();
         }
         for (step, (f, prop)) in frames(&m, &packed, seed, steps).iter().enumerate() {
+            if step == 0 {
+                // tbd_lobes alone: the frame's table, entry for entry.
+                let (lc, lg) = (
+                    packed.lobe_table(&f.curves),
+                    gpu::curve_bank_lobes(&packed, f, prop).unwrap(),
+                );
+                assert_eq!(lc.len(), lg.len());
+                let bad = lc
+                    .iter()
+                    .zip(&lg)
+                    .position(|(x, y)| x.to_bits() != y.to_bits());
+                assert!(
+                    bad.is_none(),
+                    "case {k}: lobe table entry {bad:?}: {:?}; {} of {} differ",
+                    bad.map(|i| (lc[i], lg[i])),
+                    lc.iter()
+                        .zip(&lg)
+                        .filter(|(x, y)| x.to_bits() != y.to_bits())
+                        .count(),
+                    lc.len()
+                );
+            }
             let a = cpu.step(f, prop).unwrap();
             let b = g.step(f, prop).unwrap();
             let what = format!(

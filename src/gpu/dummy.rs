@@ -87,6 +87,14 @@ pub fn curve_bank(
     Err(not_compiled())
 }
 
+pub fn curve_bank_lobes(
+    _model: &CurveBankModel,
+    _frame: &BankFrame,
+    _prop: &BankProposal,
+) -> Result<Vec<f32>> {
+    Err(not_compiled())
+}
+
 pub fn curve_bank_time(
     _model: &CurveBankModel,
     _sizes: BankSizes,

@@ -200,6 +200,29 @@ pub fn curve_bank(
     Ok(Box::new(bank))
 }
 
+/// The lobe table the GPU makes of `frame` in one step of a one-track bank (pairs × intervals
+/// × 2; compare [`CurveBankModel::lobe_table`]).
+pub fn curve_bank_lobes(
+    model: &CurveBankModel,
+    frame: &BankFrame,
+    prop: &BankProposal,
+) -> Result<Vec<f32>> {
+    let g = cuda::gpu().map_err(unavailable)?;
+    let sizes = BankSizes {
+        tracks: 1,
+        n_birth: 1,
+        n_cont: 1,
+    };
+    let chain = Chain {
+        p_birth: 0.05,
+        p_death: 0.05,
+    };
+    let mut bank =
+        cuda::tbd::CudaCurveBank::new(g, model, sizes, chain, 1, 0.5).map_err(bank_error)?;
+    bank.step(frame, prop).map_err(bank_error)?;
+    bank.lobe_table().map_err(bank_error)
+}
+
 /// Device time (CUDA events, median) of one step of a curves bank on `frame` and `prop`, the
 /// frame uploaded beforehand and one step run first (so the continuing particles exist); and
 /// the bytes one step reads back.

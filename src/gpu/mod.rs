@@ -15,15 +15,15 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(not(feature = "cuda"))]
 pub use dummy::{
-    available, copy_bandwidth_gb_s, correlator, curve_bank, curve_bank_time, device_spec, imm_bank,
-    imm_kernel_time, kalman_bank, kalman_crossover, kalman_kernel_time, mfa_pair_costs,
-    particle_filter, smooth_scan_time, smooth_tracks, upload_bandwidth_gb_s,
+    available, copy_bandwidth_gb_s, correlator, curve_bank, curve_bank_lobes, curve_bank_time,
+    device_spec, imm_bank, imm_kernel_time, kalman_bank, kalman_crossover, kalman_kernel_time,
+    mfa_pair_costs, particle_filter, smooth_scan_time, smooth_tracks, upload_bandwidth_gb_s,
 };
 #[cfg(feature = "cuda")]
 pub use enabled::{
-    available, copy_bandwidth_gb_s, correlator, curve_bank, curve_bank_time, device_spec, imm_bank,
-    imm_kernel_time, kalman_bank, kalman_crossover, kalman_kernel_time, mfa_pair_costs,
-    particle_filter, smooth_scan_time, smooth_tracks, upload_bandwidth_gb_s,
+    available, copy_bandwidth_gb_s, correlator, curve_bank, curve_bank_lobes, curve_bank_time,
+    device_spec, imm_bank, imm_kernel_time, kalman_bank, kalman_crossover, kalman_kernel_time,
+    mfa_pair_costs, particle_filter, smooth_scan_time, smooth_tracks, upload_bandwidth_gb_s,
 };
 
 /// Which compute backend to use (`tracker.backend`).

@@ -1,7 +1,7 @@
 //! The curves bank of track-before-detect on the GPU (`kernels/tbd.cu`): T tracks' particles,
 //! weights and cumulative sums resident on the device in the CPU twin's layout
 //! ([`crate::track::tbd::bank`]). A step uploads the frame (curves, noise levels, usable pairs)
-//! and the birth proposal, queues eight launches and reads back per track only the existence,
+//! and the birth proposal, queues nine launches and reads back per track only the existence,
 //! the birth share, the sets' log-sums, the mean's fixed-point sums and the birth-derived count
 //! (B-12: about a hundred bytes a track; [`CudaCurveBank::bytes_read`] counts them).
 
@@ -28,6 +28,7 @@ const BLOCK: u32 = 256;
 /// The kernels of one step.
 struct Kernels {
     reset: CudaFunction,
+    lobes: CudaFunction,
     weigh: CudaFunction,
     set_sums: CudaFunction,
     exist: CudaFunction,
@@ -49,13 +50,16 @@ pub struct CudaCurveBank {
     chain: Chain,
     seed: u64,
     frame: u64,
-    kappa_len: usize,
+    lobe_intervals: usize,
     model: CudaSlice<u32>,
     step: CudaSlice<u32>,
     sensors: CudaSlice<f32>,
     pair_idx: CudaSlice<u32>,
     kappa: CudaSlice<f32>,
     curves: CudaSlice<f32>,
+    /// The frame's lobe-table entries (pairs × intervals × 2) and the κ² sums (intervals × 4).
+    lobe_num: CudaSlice<f32>,
+    lobe_den: CudaSlice<f32>,
     sigma: CudaSlice<f32>,
     ok: CudaSlice<u32>,
     cells: CudaSlice<u32>,
@@ -167,6 +171,7 @@ impl CudaCurveBank {
         let f = |name: &str| gpu.function(name);
         let k = Kernels {
             reset: f("tbd_reset")?,
+            lobes: f("tbd_lobes")?,
             weigh: f("tbd_weigh")?,
             set_sums: f("tbd_set_sums")?,
             exist: f("tbd_exist")?,
@@ -191,7 +196,7 @@ impl CudaCurveBank {
         let pairs: Vec<u32> = model.pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
         let bank = Self {
             host_model: model.clone(),
-            kappa_len: model.kappa.len(),
+            lobe_intervals: model.lobe_intervals(),
             model: s
                 .clone_htod(&pack_model(model))
                 .map_err(err("copying the model"))?,
@@ -200,6 +205,10 @@ impl CudaCurveBank {
             pair_idx: s.clone_htod(&pairs).map_err(err("copying the pairs"))?,
             kappa: s.clone_htod(&model.kappa).map_err(err("copying κ"))?,
             curves: a32(model.pairs.len() * model.curve_len())?,
+            lobe_num: a32(2 * model.pairs.len() * model.lobe_intervals())?,
+            lobe_den: s
+                .clone_htod(&model.lobe_den_table())
+                .map_err(err("copying the κ² sums"))?,
             sigma: a32(model.pairs.len())?,
             ok: au(model.pairs.len())?,
             cells: au(MAX_TOP_CELLS)?,
@@ -240,6 +249,14 @@ impl CudaCurveBank {
         self.bytes_read
     }
 
+    /// The last step's lobe table (pairs × intervals × 2; the parity test's view of tbd_lobes).
+    pub fn lobe_table(&self) -> Result<Vec<f32>, BankError> {
+        self.fetch(
+            &self.lobe_num,
+            2 * self.host_model.pairs.len() * self.lobe_intervals,
+        )
+    }
+
     /// The stream the bank's work is queued on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
@@ -272,7 +289,7 @@ impl CudaCurveBank {
         Ok(())
     }
 
-    /// Queue one step's eight launches (the frame already uploaded) without waiting.
+    /// Queue one step's nine launches (the frame already uploaded) without waiting.
     pub fn enqueue(&mut self) -> Result<(), BankError> {
         let s = self.stream.clone();
         let BankSizes {
@@ -303,15 +320,34 @@ impl CudaCurveBank {
         // values, and threads past T return.
         unsafe { b.launch(one(t, 128)) }.map_err(err("tbd_reset"))?;
 
+        let n_int = self.lobe_intervals as u32;
+        let pairs = self.host_model.pairs.len() as u32;
+        let mut b = s.launch_builder(&self.k.lobes);
+        b.arg(&self.model)
+            .arg(&self.kappa)
+            .arg(&self.curves)
+            .arg(&mut self.lobe_num);
+        // SAFETY: tbd_lobes(const TbdModel*, const float*, const float*, float2*): κ and the
+        // curves are the model's and the frame's, the table holds pairs × intervals float2
+        // (allocated from the same model), and threads past the intervals return.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (n_int.div_ceil(BLOCK), pairs, 1),
+                block_dim: (BLOCK, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(err("tbd_lobes"))?;
+
         let weigh_tiles = (nb.div_ceil(WEIGH_TILE) + nc.div_ceil(WEIGH_TILE)) as u32;
-        let shared = ((self.kappa_len + MAX_TOP_CELLS + 3 * MAX_CANDIDATES) * 4) as u32;
+        let shared = ((MAX_TOP_CELLS + 3 * MAX_CANDIDATES) * 4) as u32;
         let mut b = s.launch_builder(&self.k.weigh);
         b.arg(&self.model)
             .arg(&self.step)
             .arg(&self.sensors)
             .arg(&self.pair_idx)
-            .arg(&self.kappa)
-            .arg(&self.curves)
+            .arg(&self.lobe_num)
+            .arg(&self.lobe_den)
             .arg(&self.sigma)
             .arg(&self.ok)
             .arg(&self.cells)
@@ -322,10 +358,11 @@ impl CudaCurveBank {
             .arg(&mut self.lw)
             .arg(&mut self.max_key);
         // SAFETY: the arguments match tbd_weigh's signature; the model's words follow TbdModel
-        // (pack_model) and the step's TbdStep (pack_step); the sensors, pairs and κ are the
-        // model's, the curves, σ and ok one frame's (checked lengths), the proposal within
-        // its buffers (check_frame); the grid's x covers both sets' tiles and y the tracks, and
-        // the dynamic shared memory holds κ, the cells and the candidates.
+        // (pack_model) and the step's TbdStep (pack_step); the sensors, pairs and κ² sums are
+        // the model's, the lobe table, σ and ok one frame's (checked lengths; the table holds
+        // every pair's intervals), the proposal within its buffers (check_frame); the grid's x
+        // covers both sets' tiles and y the tracks, and the dynamic shared memory holds the
+        // cells and the candidates.
         unsafe { b.launch(grid(weigh_tiles, WEIGH_BLOCK, shared)) }.map_err(err("tbd_weigh"))?;
 
         let set_tiles = (nb.div_ceil(TILE) + nc.div_ceil(TILE)) as u32;

@@ -26,6 +26,7 @@ pub const DIM: usize = 7;
 /// Lanes of a warp: the pair sum's layout.
 pub const LANES: usize = 32;
 use super::curves::KAPPA_STEPS;
+use super::lobes::interpolate;
 /// Scale of the quantised weights: a weight of 1 (the largest) is 2^32 − 1.
 const Q_SCALE: f32 = 4_294_967_296.0;
 /// Scale of the fixed-point sums of the mean: 2^16 per metre (or m/s).
@@ -130,21 +131,15 @@ impl BankModel {
         }
     }
 
-    /// One pair's term (A u − A²/2) / σ²(d) at `x` on `curve`.
+    /// One pair's term (A u − A²/2) / σ²(d) at `x` on `curve`, u = Σ κ c / Σ κ² over the
+    /// likelihood area read from the lobe tables ([`super::lobes`]).
     fn pair_term(&self, p: usize, curve: &[f32], sigma: f32, x: &[f32]) -> f32 {
         let d = self.delay(p, x);
         let c = self.curve_half as f32;
-        let w = self.w as f32;
-        let first = (d - w).ceil().max(-c) as i32;
-        let last = (d + w).floor().min(c) as i32;
-        let (mut num, mut den) = (0.0f32, 0.0f32);
-        let mut l = first;
-        while l <= last {
-            let k = self.kappa(l as f32 - d);
-            num += k * curve[(l + self.curve_half as i32) as usize];
-            den += k * k;
-            l += 1;
-        }
+        let (num, den) = match self.lobe_at(d) {
+            Some((j, f)) => interpolate(self.lobe_num(j, curve), self.lobe_den(j), f),
+            None => (0.0, 0.0),
+        };
         let xr = d * (1.0 / c);
         let x2 = xr * xr;
         let [_, p1, p2] = self.profile;

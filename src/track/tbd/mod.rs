@@ -11,7 +11,8 @@
 //! - [`radar`]: the seed's radar range–Doppler power map with its Rician ratio (B-10).
 //! - [`curves`]: the acoustic model, each pair's GCC-PHAT curve around the lag a particle
 //!   predicts; [`tracker`] runs it for `tracker.measurement = "curves" | "auto"`.
-//! - [`bank`]: many curves tracks stepped together in f32, the CPU twin of `kernels/tbd.cu`.
+//! - [`bank`]: many curves tracks stepped together in f32, the CPU twin of `kernels/tbd.cu`;
+//!   [`lobes`]: its weighing read from two tables a pair.
 
 pub mod bank;
 pub mod bernoulli;
@@ -19,6 +20,7 @@ pub mod clutter;
 pub mod curves;
 pub mod existence;
 pub mod infrared;
+pub mod lobes;
 pub mod radar;
 #[cfg(test)]
 pub(crate) mod testkit;
