@@ -62,6 +62,11 @@ pub struct CurvesConfig {
     /// overlap in a pair (the joint template); off by default (see BENCHMARKS.md).
     #[serde(default)]
     pub joint_template: bool,
+    /// Run the search on the GPU's curves bank (`kernels/tbd.cu`) when the backend is CUDA;
+    /// the tracks stay on the CPU. Off by default: its accuracy against the CPU search has not
+    /// been measured on the scene families.
+    #[serde(default)]
+    pub search_on_gpu: bool,
 }
 
 fn default_particles() -> usize {
@@ -106,6 +111,7 @@ impl Default for CurvesConfig {
             accel_std_m_s2: default_accel(),
             clutter_map_s: 0.0,
             joint_template: false,
+            search_on_gpu: false,
         }
     }
 }

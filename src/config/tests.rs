@@ -694,6 +694,21 @@ fn curves_clutter_map_is_off_or_one_to_3600_s() {
 }
 
 #[test]
+fn curves_search_on_gpu_is_off_unless_asked_for() {
+    let c = Config::parse_str(GOOD, "t").unwrap();
+    assert!(!c.tracker.curves.search_on_gpu);
+    let c = Config::parse_str(
+        &format!("{GOOD}[tracker.curves]\nsearch_on_gpu = true\n"),
+        "t",
+    )
+    .unwrap();
+    assert!(c.tracker.curves.search_on_gpu);
+    let e = Config::parse_str(&format!("{GOOD}[tracker.curves]\nsearch_on_gpu = 1\n"), "t")
+        .unwrap_err();
+    assert!(e.to_string().contains("search_on_gpu"), "{e}");
+}
+
+#[test]
 fn curves_joint_template_is_off_unless_asked_for() {
     let c = Config::parse_str(GOOD, "t").unwrap();
     assert!(!c.tracker.curves.joint_template);

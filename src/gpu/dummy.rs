@@ -83,7 +83,7 @@ pub fn curve_bank(
     _chain: Chain,
     _seed: u64,
     _p0: f64,
-) -> Result<Box<dyn CurveBank>> {
+) -> Result<Box<dyn CurveBank + Send>> {
     Err(not_compiled())
 }
 

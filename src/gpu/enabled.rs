@@ -193,7 +193,7 @@ pub fn curve_bank(
     chain: Chain,
     seed: u64,
     p0: f64,
-) -> Result<Box<dyn CurveBank>> {
+) -> Result<Box<dyn CurveBank + Send>> {
     let gpu = cuda::gpu().map_err(unavailable)?;
     let bank =
         cuda::tbd::CudaCurveBank::new(gpu, model, sizes, chain, seed, p0).map_err(bank_error)?;

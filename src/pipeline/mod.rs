@@ -141,6 +141,31 @@ fn ended_of<'a>(
     tbd.as_ref().map_or(&tracker.ended, |t| &t.ended)
 }
 
+/// `tracker.curves.search_on_gpu`: the curves search on the GPU's bank when the backend is
+/// CUDA; it stays on the CPU (logged) otherwise or if the bank cannot be made.
+fn gpu_search(t: &mut crate::track::tbd::tracker::TbdTracker, backend: &str, seed: u64) {
+    if backend != "cuda" {
+        log::warn!(
+            "tracker.curves.search_on_gpu: the backend is {backend}, so the curves search runs on the CPU"
+        );
+        return;
+    }
+    let (model, sizes, chain) = t.search_bank_spec();
+    match crate::gpu::curve_bank(&model, sizes, chain, seed, 0.0) {
+        Ok(bank) => {
+            log::info!(
+                "curves: the search runs on the GPU ({} births and {} continuing particles a frame)",
+                sizes.n_birth,
+                sizes.n_cont
+            );
+            t.set_search_bank(bank, "the GPU");
+        }
+        Err(e) => log::warn!(
+            "tracker.curves.search_on_gpu: the GPU bank could not be made ({e}); the curves search runs on the CPU"
+        ),
+    }
+}
+
 impl Pipeline {
     pub fn new(
         cfg: &Config,
@@ -148,11 +173,16 @@ impl Pipeline {
         sinks: SinkSet,
         mut opts: PipelineOptions,
     ) -> Self {
-        let tbd = cfg.tbd_tracker();
+        let mut tbd = cfg.tbd_tracker();
         opts.want_curves |= tbd.is_some();
         let params = backends.correlator.params().clone();
         let pairs = params.pairs.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>();
         let tracker = TrackManager::new(cfg.manager_settings(), backends.filter);
+        if let Some(t) = tbd.as_mut() {
+            if cfg.tracker.curves.search_on_gpu {
+                gpu_search(t, tracker.backend(), cfg.tracker.seed);
+            }
+        }
         let n_ch = cfg.array.sensors_m.len();
         let models = tracker.params().models.clone();
         let crosstalk = (cfg.gcc.crosstalk_window_s > 0.0).then(|| {

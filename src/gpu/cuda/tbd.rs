@@ -518,4 +518,15 @@ impl CurveBank for CudaCurveBank {
         s.synchronize().map_err(err("loading the curves bank"))?;
         Ok(())
     }
+
+    fn reset(&mut self, p0: f64) -> Result<(), BankError> {
+        let t = self.sizes.tracks;
+        let s = self.stream.clone();
+        s.memcpy_htod(&vec![p0.clamp(0.0, 1.0); t], &mut self.p_exist)
+            .map_err(err("copying the existence"))?;
+        s.memcpy_htod(&vec![0u32; t], &mut self.has_cont)
+            .map_err(err("copying the flags"))?;
+        s.synchronize().map_err(err("resetting the curves bank"))?;
+        Ok(())
+    }
 }

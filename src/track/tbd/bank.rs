@@ -320,6 +320,9 @@ pub trait CurveBank {
     fn log_weights(&self) -> Result<Vec<f32>, BankError>;
     /// Replaces every track's continuing particles and existence.
     fn load(&mut self, particles: &[f32], p_exist: &[f64]) -> Result<(), BankError>;
+    /// Every track back to P(exists) = `p0` with no particles (the next step's births seed
+    /// them), as a new bank starts.
+    fn reset(&mut self, p0: f64) -> Result<(), BankError>;
 }
 
 /// 32 ln 2: the quantised sums' scale in the log domain.
@@ -668,6 +671,12 @@ impl CurveBank for CpuCurveBank {
             *p = v.clamp(0.0, 1.0);
         }
         self.has_cont.fill(true);
+        Ok(())
+    }
+
+    fn reset(&mut self, p0: f64) -> Result<(), BankError> {
+        self.p.fill(p0.clamp(0.0, 1.0));
+        self.has_cont.fill(false);
         Ok(())
     }
 }

@@ -4,6 +4,7 @@
 //! which sees the curves with the tracks' lags masked so it does not find them again. A track
 //! ends when its existence falls below the deletion threshold.
 
+use super::bank::{BankModel, BankSizes, CurveBank};
 use super::bernoulli::{BernoulliFilter, BernoulliParams};
 use super::clutter::ClutterMap;
 use super::curves::{CurveFrame, CurveModel, DIM};
@@ -73,6 +74,10 @@ pub struct TbdTracker {
     /// The curves' slow mean, taken from each frame (`clutter_map_s`).
     clutter: Option<ClutterMap>,
     search: BernoulliFilter,
+    /// The search on a one-track curves bank instead (the GPU's; [`Self::set_search_bank`]).
+    search_bank: Option<SearchBank>,
+    /// The search's existence after the last frame.
+    search_p: f64,
     /// Consecutive frames the search has held the confirmation threshold.
     search_held: usize,
     /// The peaks' consensus fixes of the last second's frames (births are drawn around them).
@@ -96,6 +101,8 @@ impl TbdTracker {
             set,
             levels: Vec::new(),
             clutter,
+            search_bank: None,
+            search_p: 0.0,
             search_held: 0,
             recent: std::collections::VecDeque::new(),
             tracks: Vec::new(),
@@ -114,7 +121,34 @@ impl TbdTracker {
 
     /// The search's existence probability (how close a new source is to confirmation).
     pub fn search_existence(&self) -> f64 {
-        self.search.p_exist()
+        self.search_p
+    }
+
+    /// What a bank for the search must be: the model in f32 (the band's lobe as its area),
+    /// one track of the search's birth and continuing particles, and its chain.
+    pub fn search_bank_spec(&self) -> (BankModel, BankSizes, Chain) {
+        let params = search_params(&self.set, self.frame_s);
+        let sizes = BankSizes {
+            tracks: 1,
+            n_birth: params.n_birth,
+            n_cont: params.n_cont,
+        };
+        (self.model.packed(None), sizes, params.chain)
+    }
+
+    /// Run the search on `bank` from the next frame (made to [`Self::search_bank_spec`]) and
+    /// hand its particles to each track it confirms; `what` names it in the log. If the bank
+    /// fails, the search carries on on the CPU, from scratch.
+    pub fn set_search_bank(&mut self, bank: Box<dyn CurveBank + Send>, what: &str) {
+        self.search_bank = Some(SearchBank {
+            bank,
+            what: what.to_string(),
+        });
+    }
+
+    /// Where the search runs: "cpu" or the bank's name.
+    pub fn search_on(&self) -> &str {
+        self.search_bank.as_ref().map_or("cpu", |b| b.what.as_str())
     }
 
     fn key(&mut self) -> u32 {
@@ -277,8 +311,9 @@ impl TbdTracker {
             };
             &masked
         };
-        let s = self.search.step(&self.model, seen);
-        if s.existence.p < self.set.confirm {
+        let (p, mean) = self.search_step(seen);
+        self.search_p = p;
+        if p < self.set.confirm {
             self.search_held = 0;
             return;
         }
@@ -288,26 +323,92 @@ impl TbdTracker {
             return;
         }
         self.search_held = 0;
-        let fresh = self.new_search();
-        let mut filter = std::mem::replace(&mut self.search, fresh);
-        filter.set_params(track_params(&self.set, self.frame_s));
+        let Some(filter) = self.hand_over(p) else {
+            return;
+        };
+        self.search_p = 0.0;
         let id = self.next_id;
         self.next_id += 1;
         log::info!(
             "curves: track {id} confirmed at existence {:.3}, ({:.1}, {:.1}, {:.1}) m",
-            s.existence.p,
-            s.mean[0],
-            s.mean[1],
-            s.mean[2]
+            p,
+            mean[0],
+            mean[1],
+            mean[2]
         );
         self.tracks.push(CurveTrack {
             id,
             filter,
             confirmed: true,
-            mean: s.mean,
+            mean,
             edge_frames: 0,
             coast_frames: 0,
         });
+    }
+
+    /// One step of the search, on the bank where there is one: its existence and mean.
+    fn search_step(&mut self, seen: &CurveFrame) -> (f64, Vec<f64>) {
+        if let Some(b) = self.search_bank.as_mut() {
+            let (f, prop) = self.model.bank_inputs(seen);
+            match b.bank.step(&f, &prop) {
+                Ok(sums) => match sums.first() {
+                    Some(t) => return (t.p_exist, t.mean.to_vec()),
+                    None => self.bank_failed("a step without the track's sums"),
+                },
+                Err(e) => self.bank_failed(&e.to_string()),
+            }
+        }
+        let s = self.search.step(&self.model, seen);
+        (s.existence.p, s.mean)
+    }
+
+    /// The bank failed: the search carries on on the CPU, from scratch.
+    fn bank_failed(&mut self, why: &str) {
+        if let Some(b) = self.search_bank.take() {
+            log::warn!(
+                "curves: the search on {} failed ({why}); it runs on the CPU from now on, from scratch",
+                b.what
+            );
+        }
+        self.search = self.new_search();
+    }
+
+    /// The search's particles as a confirmed track's filter, at existence `p`, and a fresh
+    /// search; None if the bank failed (the search restarts on the CPU).
+    fn hand_over(&mut self, p: f64) -> Option<BernoulliFilter> {
+        let params = track_params(&self.set, self.frame_s);
+        let Some(b) = self.search_bank.as_mut() else {
+            let fresh = self.new_search();
+            let mut filter = std::mem::replace(&mut self.search, fresh);
+            filter.set_params(params);
+            return Some(filter);
+        };
+        let taken = b
+            .bank
+            .particles()
+            .and_then(|x| b.bank.reset(0.0).map(|()| x));
+        match taken {
+            Ok(x) => {
+                let n = x.len() / DIM;
+                let particles: Vec<f64> = (0..n)
+                    .flat_map(|i| (0..DIM).map(move |k| (k, i)))
+                    .map(|(k, i)| f64::from(x[k * n + i]))
+                    .collect();
+                let key = self.key();
+                Some(BernoulliFilter::seeded(
+                    params,
+                    DIM,
+                    self.set.seed,
+                    key,
+                    p,
+                    particles,
+                ))
+            }
+            Err(e) => {
+                self.bank_failed(&e.to_string());
+                None
+            }
+        }
     }
 
     /// `auto`: the peaks path's tracks, each followed on the curves as well. A confirmed peaks
@@ -492,6 +593,21 @@ impl TbdTracker {
 }
 
 /// The search: births from the volume at the chain's birth rate.
+/// A bank the search runs on, and its name for the log.
+struct SearchBank {
+    bank: Box<dyn CurveBank + Send>,
+    what: String,
+}
+
+impl std::fmt::Debug for SearchBank {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchBank")
+            .field("what", &self.what)
+            .field("sizes", &self.bank.sizes())
+            .finish()
+    }
+}
+
 fn search_params(set: &TbdSettings, frame_s: f64) -> BernoulliParams {
     BernoulliParams {
         chain: Chain::per_second(set.births_per_s, set.lifetime_s, frame_s),

@@ -99,6 +99,96 @@ fn the_search_finds_a_source() {
     assert!(last[0].existence.is_some_and(|p| p >= 0.9));
 }
 
+/// The search on a bank (the CPU twin of the GPU's) finds the same source, confirms one track
+/// and hands it its particles; noise alone confirms nothing on it.
+#[test]
+fn the_search_on_a_bank_finds_a_source_and_noise_confirms_nothing() {
+    use crate::track::tbd::bank::CpuCurveBank;
+    let cfg = config();
+    let s = [25.0, -30.0, -15.0];
+    let ok = vec![true; 10];
+    for (source, seed) in [(Some(s), 7), (None, 8)] {
+        let mut t = TbdTracker::new(model(&cfg), settings(true), frame_s(&cfg));
+        let (m, sizes, chain) = t.search_bank_spec();
+        let bank = CpuCurveBank::new(m, sizes, chain, 3, 0.0).expect("a valid bank");
+        t.set_search_bank(Box::new(bank), "the CPU twin");
+        assert_eq!(t.search_on(), "the CPU twin");
+        let amp = if source.is_some() { 1.0 } else { 0.0 };
+        let g = curves(&cfg, &frames(&cfg, source, amp, 40, seed));
+        // The first report (the frame the search's track is confirmed) and the search's
+        // existence just after it.
+        let mut first = None;
+        for (k, f) in g.iter().enumerate() {
+            let r = t.step(k as u64, k as f64 * frame_s(&cfg), f, &ok);
+            if first.is_none() && !r.is_empty() {
+                first = Some((r, t.search_existence()));
+            }
+        }
+        assert_eq!(t.search_on(), "the CPU twin", "the bank kept working");
+        match (source, first) {
+            (Some(_), Some((r, after))) => {
+                assert_eq!(r.len(), 1, "{r:?}");
+                assert!(dist(&r[0].position, &s) < 2.0, "{:?}", r[0].position);
+                assert!(r[0].existence.is_some_and(|p| p >= 0.9));
+                assert!(after < 0.9, "the search restarted: {after}");
+            }
+            (None, None) => assert!(t.search_existence() < 0.9),
+            (_, got) => panic!("source {source:?}: reports {got:?}"),
+        }
+    }
+}
+
+/// A bank that fails hands the search back to the CPU (from scratch), which still finds the
+/// source.
+#[test]
+fn a_failing_search_bank_falls_back_to_the_cpu() {
+    use crate::track::kalman::bank::BankError;
+    use crate::track::tbd::bank::{BankFrame, BankProposal, BankSizes, CurveBank, TrackSums};
+    struct Broken(BankSizes);
+    impl CurveBank for Broken {
+        fn sizes(&self) -> BankSizes {
+            self.0
+        }
+        fn step(&mut self, _: &BankFrame, _: &BankProposal) -> Result<Vec<TrackSums>, BankError> {
+            Err(BankError::Model("the device was lost".into()))
+        }
+        fn particles(&self) -> Result<Vec<f32>, BankError> {
+            Err(BankError::Model("the device was lost".into()))
+        }
+        fn log_weights(&self) -> Result<Vec<f32>, BankError> {
+            Err(BankError::Model("the device was lost".into()))
+        }
+        fn load(&mut self, _: &[f32], _: &[f64]) -> Result<(), BankError> {
+            Err(BankError::Model("the device was lost".into()))
+        }
+        fn reset(&mut self, _: f64) -> Result<(), BankError> {
+            Err(BankError::Model("the device was lost".into()))
+        }
+    }
+    let cfg = config();
+    let s = [25.0, -30.0, -15.0];
+    let mut t = TbdTracker::new(model(&cfg), settings(true), frame_s(&cfg));
+    let (_, sizes, _) = t.search_bank_spec();
+    t.set_search_bank(Box::new(Broken(sizes)), "a broken GPU");
+    let g = curves(&cfg, &frames(&cfg, Some(s), 1.0, 80, 7));
+    let ok = vec![true; t.model().pairs()];
+    // The first report: the frame the CPU search's track is confirmed.
+    let mut first = Vec::new();
+    for (k, f) in g.iter().enumerate() {
+        let r = t.step(k as u64, k as f64 * frame_s(&cfg), f, &ok);
+        if first.is_empty() {
+            first = r;
+        }
+    }
+    assert_eq!(t.search_on(), "cpu");
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(
+        dist(&first[0].position, &s) < 2.0,
+        "{:?}",
+        first[0].position
+    );
+}
+
 /// Noise alone confirms nothing over the same number of frames.
 #[test]
 fn noise_alone_confirms_nothing() {
