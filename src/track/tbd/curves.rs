@@ -664,10 +664,13 @@ impl CurveModel {
         let proposal = super::bank::BankProposal {
             shares,
             cells: prop.cells.iter().map(|&c| c as u32).collect(),
-            candidates: prop
+            // The newest ones where there are more than the bank takes (the tracker lists
+            // the last second's fixes oldest first).
+            candidates: prop.candidates[prop
                 .candidates
+                .len()
+                .saturating_sub(super::bank::MAX_CANDIDATES)..]
                 .iter()
-                .take(super::bank::MAX_CANDIDATES)
                 .map(|c| c.map(|v| v as f32))
                 .collect(),
         };
