@@ -1610,9 +1610,24 @@ fn imm_bank_agrees() {
     }
 }
 
-/// The curves bank of track-before-detect (B-6, B-12): every log-weight, every particle and
-/// every track's sums bit for bit against the CPU twin, over fresh random frames, for likelihood
-/// areas of ±1 to ±15 lags, on the harbour array and an 8-sensor cube, one to many tracks.
+/// `cpu` and `gpu` hold the same values bit for bit; else the first that differs and how many.
+fn assert_bit_identical(cpu: &[f32], gpu: &[f32], what: &str) {
+    assert_eq!(cpu.len(), gpu.len(), "{what}: lengths");
+    let differ = |(x, y): &(&f32, &f32)| x.to_bits() != y.to_bits();
+    let bad = cpu.iter().zip(gpu).position(|p| differ(&p));
+    assert!(
+        bad.is_none(),
+        "{what}: entry {bad:?}: {:?}; {} of {} differ",
+        bad.map(|i| (cpu[i], gpu[i])),
+        cpu.iter().zip(gpu).filter(differ).count(),
+        cpu.len()
+    );
+}
+
+/// The curves bank of track-before-detect (B-6, B-12): every lobe-table entry, log-weight,
+/// particle and track sum bit for bit against the CPU twin, over fresh random frames, for
+/// likelihood areas of ±1 to ±15 lags, on the harbour array and an 8-sensor cube, one to many
+/// tracks.
 #[test]
 fn curve_bank_agrees() {
     use sonotrack::testing::tbd::{config, frames, model};
@@ -1674,21 +1689,7 @@ fn curve_bank_agrees() {
                     packed.lobe_table(&f.curves),
                     gpu::curve_bank_lobes(&packed, f, prop).unwrap(),
                 );
-                assert_eq!(lc.len(), lg.len());
-                let bad = lc
-                    .iter()
-                    .zip(&lg)
-                    .position(|(x, y)| x.to_bits() != y.to_bits());
-                assert!(
-                    bad.is_none(),
-                    "case {k}: lobe table entry {bad:?}: {:?}; {} of {} differ",
-                    bad.map(|i| (lc[i], lg[i])),
-                    lc.iter()
-                        .zip(&lg)
-                        .filter(|(x, y)| x.to_bits() != y.to_bits())
-                        .count(),
-                    lc.len()
-                );
+                assert_bit_identical(&lc, &lg, &format!("case {k}: lobe table"));
             }
             let a = cpu.step(f, prop).unwrap();
             let b = g.step(f, prop).unwrap();
@@ -1697,15 +1698,7 @@ fn curve_bank_agrees() {
                  step {step}"
             );
             let (lc, lg) = (cpu.log_weights().unwrap(), g.log_weights().unwrap());
-            let bad = lc
-                .iter()
-                .zip(&lg)
-                .position(|(x, y)| x.to_bits() != y.to_bits());
-            assert!(
-                bad.is_none(),
-                "{what}: log-weight {bad:?}: {:?}",
-                bad.map(|i| (lc[i], lg[i]))
-            );
+            assert_bit_identical(&lc, &lg, &format!("{what}: log-weights"));
             assert_eq!(a, b, "{what}: track sums");
             let (pc, pg) = (cpu.particles().unwrap(), g.particles().unwrap());
             assert!(
