@@ -200,6 +200,12 @@ pub fn curve_bank(
     Ok(Box::new(bank))
 }
 
+/// The chain of the banks made only to time a step or read a table (any valid one).
+const PROBE_CHAIN: Chain = Chain {
+    p_birth: 0.05,
+    p_death: 0.05,
+};
+
 /// The lobe table the GPU makes of `frame` in one step of a one-track bank (pairs × intervals
 /// × 2; compare [`CurveBankModel::lobe_table`]).
 pub fn curve_bank_lobes(
@@ -213,12 +219,8 @@ pub fn curve_bank_lobes(
         n_birth: 1,
         n_cont: 1,
     };
-    let chain = Chain {
-        p_birth: 0.05,
-        p_death: 0.05,
-    };
     let mut bank =
-        cuda::tbd::CudaCurveBank::new(g, model, sizes, chain, 1, 0.5).map_err(bank_error)?;
+        cuda::tbd::CudaCurveBank::new(g, model, sizes, PROBE_CHAIN, 1, 0.5).map_err(bank_error)?;
     bank.step(frame, prop).map_err(bank_error)?;
     bank.lobe_table().map_err(bank_error)
 }
@@ -233,11 +235,7 @@ pub fn curve_bank_time(
     prop: &BankProposal,
 ) -> Result<(f64, u64)> {
     let g = cuda::gpu().map_err(unavailable)?;
-    let chain = Chain {
-        p_birth: 0.05,
-        p_death: 0.05,
-    };
-    let mut bank = cuda::tbd::CudaCurveBank::new(g.clone(), model, sizes, chain, 1, 0.5)
+    let mut bank = cuda::tbd::CudaCurveBank::new(g.clone(), model, sizes, PROBE_CHAIN, 1, 0.5)
         .map_err(bank_error)?;
     bank.step(frame, prop).map_err(bank_error)?;
     let bytes = bank.bytes_read();

@@ -4,7 +4,7 @@
 //! which sees the curves with the tracks' lags masked so it does not find them again. A track
 //! ends when its existence falls below the deletion threshold.
 
-use super::bank::{BankModel, BankSizes, CurveBank};
+use super::bank::{BankModel, BankSizes, CurveBank, slot};
 use super::bernoulli::{BernoulliFilter, BernoulliParams};
 use super::clutter::ClutterMap;
 use super::curves::{CurveFrame, CurveModel, DIM};
@@ -389,10 +389,11 @@ impl TbdTracker {
             .and_then(|x| b.bank.reset(0.0).map(|()| x));
         match taken {
             Ok(x) => {
+                // The bank's one track, state-major, as the filter's particle-major f64.
                 let n = x.len() / DIM;
                 let particles: Vec<f64> = (0..n)
                     .flat_map(|i| (0..DIM).map(move |k| (k, i)))
-                    .map(|(k, i)| f64::from(x[k * n + i]))
+                    .map(|(k, i)| f64::from(x[slot(1, n, k, 0, i)]))
                     .collect();
                 let key = self.key();
                 Some(BernoulliFilter::seeded(
@@ -592,7 +593,6 @@ impl TbdTracker {
     }
 }
 
-/// The search: births from the volume at the chain's birth rate.
 /// A bank the search runs on, and its name for the log.
 struct SearchBank {
     bank: Box<dyn CurveBank + Send>,
@@ -608,6 +608,7 @@ impl std::fmt::Debug for SearchBank {
     }
 }
 
+/// The search: births from the volume at the chain's birth rate.
 fn search_params(set: &TbdSettings, frame_s: f64) -> BernoulliParams {
     BernoulliParams {
         chain: Chain::per_second(set.births_per_s, set.lifetime_s, frame_s),

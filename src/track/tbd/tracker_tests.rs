@@ -145,24 +145,27 @@ fn a_failing_search_bank_falls_back_to_the_cpu() {
     use crate::track::kalman::bank::BankError;
     use crate::track::tbd::bank::{BankFrame, BankProposal, BankSizes, CurveBank, TrackSums};
     struct Broken(BankSizes);
+    fn lost() -> BankError {
+        BankError::Model("the device was lost".into())
+    }
     impl CurveBank for Broken {
         fn sizes(&self) -> BankSizes {
             self.0
         }
         fn step(&mut self, _: &BankFrame, _: &BankProposal) -> Result<Vec<TrackSums>, BankError> {
-            Err(BankError::Model("the device was lost".into()))
+            Err(lost())
         }
         fn particles(&self) -> Result<Vec<f32>, BankError> {
-            Err(BankError::Model("the device was lost".into()))
+            Err(lost())
         }
         fn log_weights(&self) -> Result<Vec<f32>, BankError> {
-            Err(BankError::Model("the device was lost".into()))
+            Err(lost())
         }
         fn load(&mut self, _: &[f32], _: &[f64]) -> Result<(), BankError> {
-            Err(BankError::Model("the device was lost".into()))
+            Err(lost())
         }
         fn reset(&mut self, _: f64) -> Result<(), BankError> {
-            Err(BankError::Model("the device was lost".into()))
+            Err(lost())
         }
     }
     let cfg = config();
