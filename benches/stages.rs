@@ -6,8 +6,6 @@ fn main() {
         backend: sonotrack::gpu::BackendChoice::Auto,
         gcc: true,
         pf: true,
-        kf: true,
-        mfa: false,
         tbd: false,
         live: true,
         quick: true,

@@ -13,8 +13,8 @@
 //!
 //! Around the flow: [`config`] (one TOML file, referring to the stages' own types), [`analysis`]
 //! (scoring against truth, the Cramér–Rao bound, array planning), [`plot`], [`bench`], and the
-//! shared maths of [`rng`] and [`math`]. [`testing`] holds the fixtures and test doubles that
-//! the tests and benchmarks share.
+//! shared maths of [`rng`] and [`math`]. `testing` holds the test doubles and the fuzz runner
+//! (tests only; the benchmarks' synthetic workloads are [`bench::workload`]).
 
 // Validation writes `!(x > 0.0)` on purpose: unlike `x <= 0.0` it also rejects NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
@@ -34,5 +34,6 @@ pub mod output;
 pub mod pipeline;
 pub mod plot;
 pub mod rng;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod track;

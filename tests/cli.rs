@@ -593,7 +593,7 @@ fn bench_times_the_live_path_by_stage() {
         .output()
         .unwrap();
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, kf, mfa, tbd, live"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("gcc, pf, tbd, live"));
 }
 
 /// `bench --what tbd --quick --backend cpu` times the curves bank's twin at three likelihood
@@ -640,13 +640,25 @@ fn bench_times_the_curves_bank() {
     }
 }
 
-/// `bench --what mfa --quick` times a multi-frame assignment window step for S = 2 and 3, over
-/// 2 and 8 tracks and three clutter levels.
+/// `bench --what pf --quick` times the tracker's filters: the particle filters on the CPU and
+/// the IMM beside them, each row with a positive cost per track-step.
 #[test]
-fn bench_times_the_mfa_window() {
+fn bench_times_the_filters() {
     let out = sonotrack()
         .args([
-            "-q", "bench", "--what", "mfa", "--quick", "--budget", "0.02",
+            "-q",
+            "bench",
+            "--what",
+            "pf",
+            "--quick",
+            "--backend",
+            "cpu",
+            "--budget",
+            "0.02",
+            "--pf-particles",
+            "4096",
+            "--models",
+            "4",
         ])
         .output()
         .unwrap();
@@ -656,9 +668,10 @@ fn bench_times_the_mfa_window() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("mfa")).collect();
-    assert_eq!(rows.len(), 12, "{text}");
-    assert!(rows.iter().all(|l| l.contains("us/track-frame")), "{text}");
+    let imm: Vec<&str> = text.lines().filter(|l| l.starts_with("imm ")).collect();
+    assert_eq!(imm.len(), 1, "{text}");
+    assert!(imm[0].contains("ns/track-step"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("pf ")), "{text}");
 }
 
 /// `trial` draws the same scenes and gives the same figures for the same seed (all but the

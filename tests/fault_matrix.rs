@@ -85,7 +85,7 @@ fn input_faults_are_counted_and_survived() {
 /// span it, and counts them.
 #[test]
 fn a_capture_gap_drops_and_counts_the_frames_across_it() {
-    let mut cfg = sonotrack::testing::fixtures::harbour_config();
+    let mut cfg = sonotrack::bench::workload::harbour_config();
     cfg.gcc.frame_samples = Some(1024);
     cfg.gcc.hop_samples = Some(512);
     let mut asm = cfg.frame_assembler(0);

@@ -5,7 +5,7 @@
 //!
 //! Each case must return (an error is fine, a panic is not), within a watchdog's 30 s, and
 //! allocate no more than the caps below: a larger request aborts the run with the case printed.
-//! CI runs 3,000 cases per target; `FUZZ_CASES` or `FUZZ_CASES_<TARGET>` (e.g.
+//! CI runs 300 cases per target; `FUZZ_CASES` or `FUZZ_CASES_<TARGET>` (e.g.
 //! `FUZZ_CASES_SIMULATE`) set more. The recorded ten-million-case run and its command are in
 //! BENCHMARKS.md, "Reliability".
 
@@ -113,12 +113,12 @@ unsafe impl GlobalAlloc for Capped {
 #[global_allocator]
 static ALLOC: Capped = Capped;
 
-/// Cases for target `name`: `FUZZ_CASES_<NAME>`, else `FUZZ_CASES`, else 3,000.
+/// Cases for target `name`: `FUZZ_CASES_<NAME>`, else `FUZZ_CASES`, else 300.
 fn cases(name: &str) -> u64 {
     let var = |k: &str| std::env::var(k).ok().and_then(|v| v.parse().ok());
     var(&format!("FUZZ_CASES_{}", name.to_uppercase()))
         .or_else(|| var("FUZZ_CASES"))
-        .unwrap_or(3000)
+        .unwrap_or(300)
 }
 
 fn seeds(target: &str) -> Vec<Vec<u8>> {

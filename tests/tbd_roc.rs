@@ -9,8 +9,8 @@
 //! `cargo test --release --test tbd_roc -- --ignored --nocapture`.
 
 use rayon::prelude::*;
+use sonotrack::bench::tbd_workload::{config, correlate, model, source_frames};
 use sonotrack::gpu;
-use sonotrack::testing::tbd::{config, correlate, model, source_frames};
 use sonotrack::track::tbd::bank::{BankSizes, CurveBank};
 use sonotrack::track::tbd::curves::CurveModel;
 use sonotrack::track::tbd::existence::Chain;

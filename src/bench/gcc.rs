@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use super::{BenchOptions, Row, pick, time_two_passes};
 use crate::audio::frame::Frame;
+use crate::bench::workload::{gcc_params, noise_frames};
 use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame, GccParams};
 use crate::error::Result;
-use crate::testing::fixtures::{gcc_params, noise_frames};
 
 /// Time one correlator over a batch of frames. Returns (median seconds per call on the device
 /// clock where there is one, median wall seconds per call, reps).

@@ -2,18 +2,19 @@
 //! through the same traits the pipeline uses. CPU stages are timed with the wall clock; GPU
 //! stages report device-event times (see `Correlator::last_device_time_s`). Medians are quoted.
 //!
-//! One file per stage: [`gcc`], [`pf`], [`kf`] (the Kalman bank), [`mfa`] (multi-frame assignment), [`tbd`] (the curves bank of track-before-detect), [`live`] (the live path and its replay), [`fusion`] (the fusion service through a broker); [`jetson`]
-//! projects the CUDA figures to the boards.
+//! One file per stage: [`gcc`], [`pf`] and [`imm`] (the tracker's filters), [`tbd`] (the curves
+//! bank of track-before-detect), [`live`] (the live path and its replay), [`fusion`] (the fusion
+//! service through a broker); [`jetson`] projects the CUDA figures to the boards.
 
 pub mod fusion;
 mod gcc;
 mod imm;
 pub mod jetson;
-mod kf;
 mod live;
-mod mfa;
 mod pf;
 mod tbd;
+pub mod tbd_workload;
+pub mod workload;
 
 use std::time::Instant;
 
@@ -77,11 +78,8 @@ impl Row {
 pub struct BenchOptions {
     pub backend: BackendChoice,
     pub gcc: bool,
+    /// The tracker's filters: the particle filters on each backend and the IMM on the CPU.
     pub pf: bool,
-    /// The batched Kalman filter bank.
-    pub kf: bool,
-    /// Multi-frame assignment's window step.
-    pub mfa: bool,
     /// The curves bank of track-before-detect.
     pub tbd: bool,
     /// The live path (GCC-PHAT of one frame, then one step of a small filter), and its
@@ -285,16 +283,10 @@ pub fn run(opts: &BenchOptions) -> Result<Vec<Row>> {
     }
     if opts.pf {
         rows.extend(pf::rows(opts, &backends)?);
-    }
-    if opts.kf {
-        rows.extend(kf::rows(opts, &backends)?);
-        rows.extend(imm::rows(opts, &backends)?);
+        rows.extend(imm::rows(opts)?);
     }
     if opts.tbd {
         rows.extend(tbd::rows(opts, &backends)?);
-    }
-    if opts.mfa {
-        rows.extend(mfa::rows(opts, &backends)?);
     }
     if let Some(dir) = &opts.replay {
         rows.extend(replay_rows(opts, dir, &backends)?);

@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use super::{BenchOptions, Row, median, pick, time_two_passes};
+use crate::bench::workload::{pf_init, pf_measurement, pf_params};
 use crate::error::Result;
-use crate::testing::fixtures::{pf_init, pf_measurement, pf_params};
 use crate::track::pf::CpuParticleFilter;
 use crate::track::{Estimate, ParticleFilter, TrackStep};
 

@@ -10,9 +10,9 @@
 use std::time::Instant;
 
 use super::{BenchOptions, Row, time_median};
+use crate::bench::tbd_workload::{config, frames, model};
 use crate::error::{Error, Result};
-use crate::testing::tbd::{config, frames, model};
-use crate::track::kalman::bank::BankError;
+use crate::track::tbd::bank::BankError;
 use crate::track::tbd::bank::{BankSizes, CpuCurveBank, CurveBank};
 use crate::track::tbd::bernoulli::{BernoulliFilter, BernoulliParams};
 use crate::track::tbd::existence::Chain;

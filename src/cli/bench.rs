@@ -8,10 +8,11 @@ use sonotrack::error::{Error, Result};
 /// The arguments of `sonotrack bench`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Which stages: gcc, pf, kf (the batched Kalman bank and the IMM), mfa (a multi-frame
-    /// assignment window step), tbd (the curves bank of track-before-detect), live (one frame through GCC-PHAT and a small filter, as capture
-    /// runs it, and the same frames replayed), all, or none (with --replay); or fusion (the
-    /// fusion service under simulated nodes through the broker of --broker; not part of all).
+    /// Which stages: gcc, pf (the tracker's filters: particles on each backend, the IMM), tbd
+    /// (the curves bank of track-before-detect), live (one frame through GCC-PHAT and a small
+    /// filter, as capture runs it, and the same frames replayed), all, or none (with
+    /// --replay); or fusion (the fusion service under simulated nodes through the broker of
+    /// --broker; not part of all).
     #[arg(long, default_value = "all")]
     pub what: String,
     /// Backends to time: auto (every one available), cpu or cuda.
@@ -89,8 +90,6 @@ pub fn run(a: Args) -> Result<()> {
         backend: a.backend.into(),
         gcc: what == "all" || what == "gcc",
         pf: what == "all" || what == "pf",
-        kf: what == "all" || what == "kf",
-        mfa: what == "all" || what == "mfa",
         tbd: what == "all" || what == "tbd",
         live: what == "all" || what == "live",
         quick: a.quick,
@@ -103,9 +102,9 @@ pub fn run(a: Args) -> Result<()> {
         models: a.models,
         live_rate_hz: a.live_rate,
     };
-    if !opts.gcc && !opts.pf && !opts.kf && !opts.mfa && !opts.tbd && !opts.live && what != "none" {
+    if !opts.gcc && !opts.pf && !opts.tbd && !opts.live && what != "none" {
         return Err(Error::Usage(format!(
-            "--what {what}: use gcc, pf, kf, mfa, tbd, live, all or none (with --replay)"
+            "--what {what}: use gcc, pf, tbd, live, all or none (with --replay)"
         )));
     }
     let mut rows = bench::run(&opts)?;

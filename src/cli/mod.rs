@@ -224,7 +224,7 @@ mod fuzz_options {
             .map(|e| std::fs::read(e.unwrap().path()).unwrap())
             .collect();
         seeds.sort();
-        let base = sonotrack::testing::fixtures::harbour_config();
+        let base = sonotrack::bench::workload::harbour_config();
         let cases = std::env::var("FUZZ_CASES")
             .ok()
             .and_then(|v| v.parse().ok())

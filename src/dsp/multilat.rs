@@ -426,7 +426,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn pier() -> ArrayGeometry {
-        ArrayGeometry::new(crate::testing::fixtures::harbour_sensors(), 1500.0)
+        ArrayGeometry::new(crate::bench::workload::harbour_sensors(), 1500.0)
     }
 
     fn observe(geo: &ArrayGeometry, p: &Vector3<f64>, mode: PairMode) -> Vec<Obs> {

@@ -4,10 +4,6 @@
 use crate::dsp::gcc::{Correlator, GccParams};
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::spec::GpuSpec;
-use crate::track::kalman::bank::{BankModel, FilterBank};
-use crate::track::kalman::crossover::Crossover;
-use crate::track::kalman::imm_bank::{ImmBankModel, ImmFilterBank};
-use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::tbd::bank::{
     BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
 };
@@ -23,10 +19,6 @@ fn not_compiled() -> Error {
 /// Why there is no GPU: this build has none.
 pub fn available() -> std::result::Result<String, String> {
     Err(WHY.into())
-}
-
-pub fn mfa_pair_costs(_inp: &crate::track::mfa::pair_costs::PairCostInput) -> Result<Vec<f64>> {
-    Err(not_compiled())
 }
 
 pub fn correlator(_params: GccParams, _batch: usize) -> Result<Box<dyn Correlator>> {
@@ -46,34 +38,6 @@ pub fn device_spec() -> Result<GpuSpec> {
 }
 
 pub fn copy_bandwidth_gb_s() -> Result<f64> {
-    Err(not_compiled())
-}
-
-pub fn kalman_bank(
-    _model: &BankModel,
-    _filters: usize,
-    _x0: &[f32],
-    _p0: &[f32],
-) -> Result<Box<dyn FilterBank>> {
-    Err(not_compiled())
-}
-
-pub fn imm_bank(
-    _model: &ImmBankModel,
-    _tracks: usize,
-    _x0: &[f32],
-    _p0: &[f32],
-    _mu0: &[f32],
-) -> Result<Box<dyn ImmFilterBank>> {
-    Err(not_compiled())
-}
-
-pub fn imm_kernel_time(
-    _model: &ImmBankModel,
-    _tracks: usize,
-    _start: (&[f32], &[f32], &[f32]),
-    _z: &[f32],
-) -> Result<f64> {
     Err(not_compiled())
 }
 
@@ -101,26 +65,5 @@ pub fn curve_bank_time(
     _frame: &BankFrame,
     _prop: &BankProposal,
 ) -> Result<(f64, u64)> {
-    Err(not_compiled())
-}
-
-pub fn kalman_crossover(_model: &BankModel) -> Result<Crossover> {
-    Err(not_compiled())
-}
-
-pub fn kalman_kernel_time(
-    _model: &BankModel,
-    _filters: usize,
-    _block: u32,
-    _both: bool,
-) -> Result<Option<f64>> {
-    Err(not_compiled())
-}
-
-pub fn smooth_tracks(_tracks: &[Vec<Record>], _cov: Covariance) -> Result<Vec<Vec<Smoothed>>> {
-    Err(not_compiled())
-}
-
-pub fn smooth_scan_time(_track: &[Record], _tracks: usize) -> Result<f64> {
     Err(not_compiled())
 }

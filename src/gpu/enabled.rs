@@ -2,30 +2,18 @@
 //! and says why it cannot be used when it cannot.
 
 use crate::dsp::gcc::{Correlator, GccParams};
-use std::sync::OnceLock;
 
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::cuda;
 use crate::gpu::spec::{GpuSpec, fp32_lanes_per_sm};
-use crate::track::kalman::bank::{BankModel, FilterBank};
-use crate::track::kalman::crossover::{self, Crossover, unit_start};
-use crate::track::kalman::imm_bank::{ImmBankModel, ImmFilterBank};
-use crate::track::smooth::{Covariance, Record, Smoothed};
 use crate::track::tbd::bank::{
-    BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
+    BankError, BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
 };
 use crate::track::tbd::existence::Chain;
 use crate::track::{FilterParams, ParticleFilter};
 
 fn unavailable(why: String) -> Error {
     Error::Backend(BackendError::new("cuda", why))
-}
-
-/// Every (track, measurement) pair's multi-frame assignment cost on the GPU (the twin of
-/// [`crate::track::mfa::pair_costs::pair_costs`]).
-pub fn mfa_pair_costs(inp: &crate::track::mfa::pair_costs::PairCostInput) -> Result<Vec<f64>> {
-    let gpu = cuda::gpu().map_err(unavailable)?;
-    Ok(cuda::mfa::pair_costs(&gpu, inp)?)
 }
 
 /// A description of the GPU, or why there is none.
@@ -72,117 +60,6 @@ pub fn device_spec() -> Result<GpuSpec> {
 /// kernels are compared with.
 pub fn copy_bandwidth_gb_s() -> Result<f64> {
     cuda::copy_bandwidth_gb_s().map_err(Error::Backend)
-}
-
-/// A Kalman filter bank resident on the GPU.
-pub fn kalman_bank(
-    model: &BankModel,
-    filters: usize,
-    x0: &[f32],
-    p0: &[f32],
-) -> Result<Box<dyn FilterBank>> {
-    Ok(Box::new(cuda_bank(model, filters, x0, p0)?))
-}
-
-fn cuda_bank(
-    model: &BankModel,
-    filters: usize,
-    x0: &[f32],
-    p0: &[f32],
-) -> Result<cuda::kf::CudaKalmanBank> {
-    let gpu = cuda::gpu().map_err(unavailable)?;
-    cuda::kf::CudaKalmanBank::new(gpu, model, filters, x0, p0).map_err(bank_error)
-}
-
-fn bank_error(e: crate::track::kalman::bank::BankError) -> Error {
-    Error::Backend(BackendError::new("cuda", e.to_string()))
-}
-
-/// The measured CPU/GPU crossover for banks of `model`'s sizes (measured once per process and
-/// per (n, m)).
-pub fn kalman_crossover(model: &BankModel) -> Result<Crossover> {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-    static MEASURED: OnceLock<Mutex<HashMap<(usize, usize), Crossover>>> = OnceLock::new();
-    let cache = MEASURED.get_or_init(|| Mutex::new(HashMap::new()));
-    let key = (model.n, model.m);
-    if let Some(c) = cache.lock().map_err(|_| poisoned())?.get(&key) {
-        return Ok(c.clone());
-    }
-    cuda::gpu().map_err(unavailable)?;
-    let mut make = |filters: usize| -> std::result::Result<Box<dyn FilterBank>, _> {
-        let (x0, p0) = unit_start(model.n);
-        cuda::gpu()
-            .map_err(crate::track::kalman::bank::BankError::Backend)
-            .and_then(|g| cuda::kf::CudaKalmanBank::new(g, model, filters, &x0, &p0))
-            .map(|b| Box::new(b) as Box<dyn FilterBank>)
-    };
-    let c = crossover::measure(model, &mut make).map_err(bank_error)?;
-    log::info!(
-        "Kalman bank ({}x{}): {}",
-        model.n,
-        model.m,
-        c.size.map_or(
-            "the CPU was faster at every size measured, so every bank stays on it".into(),
-            |s| format!("the GPU serves banks from {s} filters")
-        )
-    );
-    cache.lock().map_err(|_| poisoned())?.insert(key, c.clone());
-    Ok(c)
-}
-
-fn poisoned() -> Error {
-    Error::Backend(BackendError::new(
-        "cuda",
-        "the crossover cache was poisoned by a panic",
-    ))
-}
-
-/// Median device time (seconds, event-timed) of one launch of the bank kernel over `filters`
-/// filters of `model` with `block` threads per block; `both`: predict and update in one launch,
-/// else an update alone. None where the kernel cannot run blocks that large (its registers).
-/// The IMM estimator over the batched bank on the GPU (`kernels/imm.cu`): `tracks` tracks of
-/// `model`, every mode at (x0, p0) with probabilities mu0.
-pub fn imm_bank(
-    model: &ImmBankModel,
-    tracks: usize,
-    x0: &[f32],
-    p0: &[f32],
-    mu0: &[f32],
-) -> Result<Box<dyn ImmFilterBank>> {
-    let gpu = cuda::gpu().map_err(unavailable)?;
-    let bank = cuda::imm::CudaImmBank::new(gpu, model, tracks, x0, p0, mu0).map_err(bank_error)?;
-    Ok(Box::new(bank))
-}
-
-/// Device time of one IMM step of `tracks` tracks of `model` (CUDA events, median), the
-/// measurements `z` (m × T) uploaded once beforehand; the states start at `x`, `p`, `mu`.
-pub fn imm_kernel_time(
-    model: &ImmBankModel,
-    tracks: usize,
-    start: (&[f32], &[f32], &[f32]),
-    z: &[f32],
-) -> Result<f64> {
-    let g = cuda::gpu().map_err(unavailable)?;
-    let (n, r) = (model.n(), model.modes());
-    let mu0 = vec![1.0; r];
-    let mut bank = cuda::imm::CudaImmBank::new(
-        g.clone(),
-        model,
-        tracks,
-        &vec![0.0; n],
-        &vec![0.0; n * n],
-        &mu0,
-    )
-    .map_err(bank_error)?;
-    ImmFilterBank::load(&mut bank, start.0, start.1, start.2).map_err(bank_error)?;
-    bank.put_measurements(z).map_err(bank_error)?;
-    let s = bank.stream().clone();
-    cuda::median_event_time(&g, &s, || {
-        bank.enqueue()
-            .map_err(|e| BackendError::new("cuda", e.to_string()))
-    })
-    .map_err(Error::Backend)
 }
 
 /// The curves bank of track-before-detect on the GPU (`kernels/tbd.cu`): `sizes` tracks of
@@ -248,126 +125,6 @@ pub fn curve_bank_time(
     Ok((t, bytes))
 }
 
-pub fn kalman_kernel_time(
-    model: &BankModel,
-    filters: usize,
-    block: u32,
-    both: bool,
-) -> Result<Option<f64>> {
-    let (x0, p0) = unit_start(model.n);
-    let mut bank = cuda_bank(model, filters, &x0, &p0)?;
-    let (max, _) = bank.limits().map_err(bank_error)?;
-    if block > max {
-        return Ok(None);
-    }
-    bank.set_block(block).map_err(bank_error)?;
-    let z: Vec<f32> = (0..model.m * filters)
-        .map(|i| (i % 7) as f32 * 0.1)
-        .collect();
-    bank.put_measurements(&z).map_err(bank_error)?;
-    let stage = if both {
-        cuda::kf::Stage::Both
-    } else {
-        cuda::kf::Stage::Update
-    };
-    let g = cuda::gpu().map_err(unavailable)?;
-    let s = bank.stream().clone();
-    cuda::median_event_time(&g, &s, || {
-        bank.enqueue(stage)
-            .map_err(|e| BackendError::new("cuda", e.to_string()))
-    })
-    .map(Some)
-    .map_err(Error::Backend)
-}
-
-/// The parallel-in-time RTS smoother over many tracks at once: the elements built here (in
-/// parallel), the scan on the GPU, one result per record of each track.
-pub fn smooth_tracks(tracks: &[Vec<Record>], cov: Covariance) -> Result<Vec<Vec<Smoothed>>> {
-    use rayon::prelude::*;
-    let n = match tracks.iter().find_map(|t| t.first()) {
-        Some(r) => r.x.len(),
-        None => return Ok(tracks.iter().map(|_| Vec::new()).collect()),
-    };
-    if tracks.iter().flatten().any(|r| r.x.len() != n) {
-        return Err(Error::Usage(
-            "the GPU smoother takes tracks of one state size at a time".into(),
-        ));
-    }
-    let elems: Vec<Vec<_>> = tracks
-        .par_iter()
-        .map(|t| crate::track::smooth::scan::elements(t, cov))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::Usage(format!("smoothing: {e}")))?;
-    let count: usize = elems.iter().map(Vec::len).sum();
-    let mut host = Vec::with_capacity(count * cuda::smooth::element_len(n));
-    for e in &elems {
-        cuda::smooth::pack(e, n, &mut host);
-    }
-    let gpu = cuda::gpu().map_err(unavailable)?;
-    let kernels = cuda::smooth::ScanKernels::new(gpu.clone()).map_err(Error::Backend)?;
-    let s = kernels.stream.clone();
-    let mut buf = s
-        .clone_htod(&host)
-        .map_err(cuda::err("copying the smoother's elements"))
-        .map_err(Error::Backend)?;
-    kernels
-        .suffix_scan(n, &mut buf, count)
-        .map_err(Error::Backend)?;
-    s.memcpy_dtoh(&buf, &mut host)
-        .map_err(cuda::err("reading the smoothed states"))
-        .map_err(Error::Backend)?;
-    s.synchronize()
-        .map_err(cuda::err("the smoother's scan"))
-        .map_err(Error::Backend)?;
-    let mut k = 0;
-    Ok(elems
-        .iter()
-        .map(|e| {
-            (0..e.len())
-                .map(|_| {
-                    let (x, p) = cuda::smooth::unpack(&host, n, k);
-                    k += 1;
-                    Smoothed {
-                        x,
-                        p: (cov == Covariance::Smooth).then_some(p),
-                    }
-                })
-                .collect()
-        })
-        .collect())
-}
-
-/// Median device time (seconds, event-timed) of the GPU scan over `tracks` copies of one
-/// track's elements laid end to end (the elements already on the device). The scan works in
-/// place, so each run restores the elements first; that copy is timed alone and taken off.
-pub fn smooth_scan_time(track: &[Record], tracks: usize) -> Result<f64> {
-    let n = track.first().map_or(0, |r| r.x.len());
-    let elems = crate::track::smooth::scan::elements(track, Covariance::Smooth)
-        .map_err(|e| Error::Usage(format!("smoothing: {e}")))?;
-    let mut one = Vec::new();
-    cuda::smooth::pack(&elems, n, &mut one);
-    let host: Vec<f64> = std::iter::repeat_n(one.as_slice(), tracks)
-        .flatten()
-        .copied()
-        .collect();
-    let gpu = cuda::gpu().map_err(unavailable)?;
-    let kernels = cuda::smooth::ScanKernels::new(gpu.clone()).map_err(Error::Backend)?;
-    let s = kernels.stream.clone();
-    let src = s
-        .clone_htod(&host)
-        .map_err(cuda::err("copying the smoother's elements"))
-        .map_err(Error::Backend)?;
-    let mut buf = src.clone();
-    let count = elems.len() * tracks;
-    let restore = |buf: &mut cudarc::driver::CudaSlice<f64>| {
-        s.memcpy_dtod(&src, buf)
-            .map_err(cuda::err("restoring the elements"))
-    };
-    let both = cuda::median_event_time(&gpu, &s, || {
-        restore(&mut buf)?;
-        kernels.suffix_scan(n, &mut buf, count)
-    })
-    .map_err(Error::Backend)?;
-    let copy = cuda::median_event_time(&gpu, &s, || restore(&mut buf)).map_err(Error::Backend)?;
-    Ok(both - copy)
+fn bank_error(e: BankError) -> Error {
+    Error::Backend(BackendError::new("cuda", e.to_string()))
 }

@@ -1,11 +1,6 @@
-//! What the tests and the benchmarks share: fixtures (arrays, parameters, synthetic frames and
-//! measurements) and test doubles of the backends (faults, a filter posing as a device).
+//! Test doubles of the backends (faults, a filter posing as a device) and the fuzz harness's
+//! case runner: built for the tests only (`cfg(test)`, or the `testing` feature that the
+//! integration tests turn on), never into the shipped binary.
 
 pub mod faults;
-pub mod fixtures;
 pub mod fuzz;
-pub mod imm_bank;
-pub mod kalman;
-pub mod kalman_tdoa;
-pub mod mfa;
-pub mod tbd;

@@ -447,7 +447,7 @@ pub const DIVERGED_SPREADS: f64 = 4.0;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::fixtures::harbour_config;
+    use crate::bench::workload::harbour_config;
 
     fn inputs<'a>(
         geo: &'a ArrayGeometry,
@@ -543,7 +543,7 @@ mod tests {
 #[cfg(test)]
 mod run_tests {
     use super::*;
-    use crate::testing::fixtures::harbour_config;
+    use crate::bench::workload::harbour_config;
 
     fn fix(x: f64, inliers: usize) -> Fix {
         Fix {

@@ -170,7 +170,7 @@ pub fn rates(p: &FilterParams, est: &Estimate, lag_s: f32, accel_std: f64, hop_s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::fixtures::harbour_config;
+    use crate::bench::workload::harbour_config;
 
     /// A track with a tight estimate has gates a TDOA noise wide; spreading its position widens
     /// every pair's gate by what the pair's TDOA moves over that spread (about |∇τ| σ).

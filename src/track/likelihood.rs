@@ -312,8 +312,8 @@ mod tests {
             );
         }
     }
+    use crate::bench::workload::harbour_config;
     use crate::dsp::geometry::ArrayGeometry;
-    use crate::testing::fixtures::harbour_config;
     use crate::track::ModelSelection;
     use nalgebra::Vector3;
 

@@ -1143,7 +1143,7 @@ impl ParticleFilter for CpuParticleFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::fixtures::harbour_config;
+    use crate::bench::workload::harbour_config;
     use proptest::prelude::*;
 
     fn filter(particles: usize) -> CpuParticleFilter {

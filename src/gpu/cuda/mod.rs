@@ -19,11 +19,7 @@
 
 pub mod gcc;
 pub mod host;
-pub mod imm;
-pub mod kf;
-pub mod mfa;
 pub mod pf;
-pub mod smooth;
 pub mod tbd;
 
 use std::ffi::CString;
@@ -44,14 +40,6 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../../../kernels/gcc.cu"),
     "\n",
     include_str!("../../../kernels/pf.cu"),
-    "\n",
-    include_str!("../../../kernels/kf.cu"),
-    "\n",
-    include_str!("../../../kernels/imm.cu"),
-    "\n",
-    include_str!("../../../kernels/smooth.cu"),
-    "\n",
-    include_str!("../../../kernels/mfa.cu"),
     "\n",
     include_str!("../../../kernels/tbd.cu"),
 );

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::{Gpu, err};
-use crate::track::kalman::bank::{BankError, length};
+use crate::track::tbd::bank::{BankError, length};
 use crate::track::tbd::bank::{
     BankFrame, BankModel, BankProposal, BankSizes, CurveBank, DIM, MAX_CANDIDATES, MAX_TOP_CELLS,
     TrackSums, check_frame, check_sizes, ln_counts, mean_of_fixed,
@@ -138,6 +138,12 @@ fn pack_step(
     w.extend(ln.map(f32::to_bits));
     w.extend(prop.shares.map(f32::to_bits));
     w
+}
+
+impl From<crate::error::BackendError> for BankError {
+    fn from(e: crate::error::BackendError) -> Self {
+        BankError::Backend(e.what)
+    }
 }
 
 impl CudaCurveBank {

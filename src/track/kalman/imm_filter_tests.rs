@@ -1,6 +1,6 @@
 use super::*;
+use crate::bench::workload::{pf_init, pf_params};
 use crate::rng::philox::{PhiloxStream, Stream};
-use crate::testing::fixtures::{pf_init, pf_params};
 
 /// A source at `x` (7 components) seen by every pair as one peak at its TDOA plus noise of
 /// `sigma_s` (or exactly, with `noise` None), and a clutter peak drawn over the pair's lags.

@@ -44,6 +44,7 @@ pub fn nllr(entries: &[Entry], lists: &[ListModel]) -> f64 {
         .sum()
 }
 
+#[cfg(test)]
 /// The NLLR as the thesis prints it (eqs. 4.7-4.10): every list's 1/ψ_s in the denominator, hit
 /// or miss (ψ_s = 1 / λ_s). Wrong: for tests only.
 pub fn nllr_as_printed(entries: &[Entry], lists: &[ListModel]) -> f64 {
@@ -61,6 +62,7 @@ pub fn nllr_as_printed(entries: &[Entry], lists: &[ListModel]) -> f64 {
         .sum()
 }
 
+#[cfg(test)]
 /// ln N(z; mean, var) of a scalar measurement.
 pub fn log_normal(z: f64, mean: f64, var: f64) -> f64 {
     -0.5 * ((z - mean).powi(2) / var + (std::f64::consts::TAU * var).ln())

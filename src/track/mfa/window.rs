@@ -5,16 +5,25 @@
 //! oldest frame: each track is updated with what it was given there (or predicted through a
 //! miss) and the frame leaves the window. The later frames' assignments are revised at the next
 //! frame, so a committed decision lags the newest frame by S - 2 frames. Measurements no track
-//! takes are false alarms here; births are the track manager's.
+//! takes are false alarms here; births are the track manager's. The window over linear tracks
+//! reproduces the seed's experiment in the tests; the tracker solves [`solve_first_list`] over
+//! its own pair windows ([`super::pair_window`]).
 
+#[cfg(test)]
 use std::collections::VecDeque;
 
-use nalgebra::{DMatrix, DVector};
+#[cfg(test)]
+use nalgebra::DMatrix;
+use nalgebra::DVector;
 
-use super::tree::{Tree, TreeParams, grow};
+use super::tree::Tree;
+#[cfg(test)]
+use super::tree::{TreeParams, grow};
 use crate::math::sd_assign::{Candidate, SdLimits, SdProblem, solve_sd};
+#[cfg(test)]
 use crate::track::smooth::kalman::{LinearModel, symmetric, update};
 
+#[cfg(test)]
 /// A track's state one step before the window's oldest frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowTrack {
@@ -22,6 +31,7 @@ pub struct WindowTrack {
     pub p: DMatrix<f64>,
 }
 
+#[cfg(test)]
 /// What one frame commits: for each track, the index of the measurement it took in the
 /// committed frame (None: a miss), and that frame's number (counting pushes from 0).
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +42,7 @@ pub struct Commit {
     pub gap: f64,
 }
 
+#[cfg(test)]
 /// The window.
 #[derive(Debug, Clone)]
 pub struct Window {
@@ -46,6 +57,7 @@ pub struct Window {
     oldest: u64,
 }
 
+#[cfg(test)]
 impl Window {
     /// A window of `lists` = S lists (S >= 2: tracks and S - 1 frames); the first of
     /// `params.lists` serves every frame.

@@ -5,6 +5,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
+#[cfg(test)]
 use super::Record;
 
 /// A linear-Gaussian model: x_{k+1} = F x_k + ν (Q), z_k = H x_k + ω (R).
@@ -43,6 +44,7 @@ impl LinearModel {
     }
 }
 
+#[cfg(test)]
 /// Run the filter from (x0, p0) over the measurements `zs` (the first measures the state at
 /// step 0). Returns one record per measurement; None where an innovation covariance is
 /// singular.
@@ -77,6 +79,7 @@ pub fn filter(
     Some(out)
 }
 
+#[cfg(test)]
 /// One Joseph-form update of (x, p) with measurement z.
 pub fn update(
     m: &LinearModel,
@@ -96,6 +99,7 @@ pub struct Updated {
     pub s_chol: nalgebra::linalg::Cholesky<f64, nalgebra::Dyn>,
 }
 
+#[cfg(test)]
 /// [`update`], keeping the innovation and its covariance's factor.
 pub fn update_with_innovation(
     m: &LinearModel,

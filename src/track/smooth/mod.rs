@@ -5,9 +5,6 @@
 //!   update, innovation from the new measurement);
 //! - [`rts`]: the sequential Rauch–Tung–Striebel smoother, means and covariances, with the
 //!   correct gain C_k = P_{k|k} F_kᵀ P_{k+1|k}⁻¹ (the thesis prints P_{k|k}⁻¹);
-//! - [`scan`]: the same smoother parallel in time, an associative scan over the elements
-//!   (E, g, L) of Särkkä and García-Fernández (2021), terminal element (0, x̂_{N|N}, P_{N|N}),
-//!   without the thesis's Kronecker lift;
 //! - [`fixed_lag`]: x̂_{k|k+L} for live output, by RTS over a window of L + 1 records;
 //! - [`tracks`]: the tracker's own tracks smoothed from their filtered Gaussian summaries
 //!   (`replay --smooth`, `smoothing.lag_s`).
@@ -17,7 +14,6 @@
 pub mod fixed_lag;
 pub mod kalman;
 pub mod rts;
-pub mod scan;
 pub mod tracks;
 
 use nalgebra::{DMatrix, DVector};

@@ -19,7 +19,6 @@ use super::DrawKey;
 use super::existence::Chain;
 use crate::math::{fastmath as fm, fastmath64 as fm64};
 use crate::rng::philox::{Stream, draw, normals6, uniform, uniforms6};
-use crate::track::kalman::bank::{BankError, length};
 
 /// State dimension (as [`super::curves::DIM`]).
 pub const DIM: usize = 7;
@@ -34,6 +33,42 @@ const MEAN_SCALE: f32 = 65_536.0;
 /// Largest candidates and top cells a proposal may hold (the device keeps them in shared memory).
 pub const MAX_CANDIDATES: usize = 16;
 pub const MAX_TOP_CELLS: usize = 256;
+
+/// Why a curves bank cannot be built or stepped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BankError {
+    /// The model's sizes are out of range or its values are not usable.
+    Model(String),
+    /// A slice handed in has the wrong length.
+    Length {
+        what: &'static str,
+        want: usize,
+        got: usize,
+    },
+    /// The GPU failed (allocation, copy or launch).
+    Backend(String),
+}
+
+impl std::fmt::Display for BankError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BankError::Model(s) => write!(f, "curves bank model: {s}"),
+            BankError::Length { what, want, got } => {
+                write!(f, "curves bank: {what} has {got} values, needs {want}")
+            }
+            BankError::Backend(s) => write!(f, "curves bank on the GPU: {s}"),
+        }
+    }
+}
+
+/// `Ok` when a slice of `got` values has the `want` it needs.
+pub fn length(what: &'static str, got: usize, want: usize) -> Result<(), BankError> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(BankError::Length { what, want, got })
+    }
+}
 
 /// The curves model packed for the bank (f32; what the device holds).
 #[derive(Debug, Clone, PartialEq)]

@@ -6,9 +6,9 @@
 //! - [`existence`]: the existence recursion (log domain).
 //! - [`bernoulli`]: one single-target PF-TBD: birth and continuing particle sets, existence,
 //!   mixture resampling, the estimate. Generic over a [`CellModel`].
-//! - [`infrared`]: the seed's infrared image model and frame simulator, the reproduction that
-//!   anchors the digest's acceptance tests (B-1 to B-9).
-//! - [`radar`]: the seed's radar range–Doppler power map with its Rician ratio (B-10).
+//! - `infrared` and `radar` (tests only): the seed's infrared image model and radar
+//!   range–Doppler map, the reproductions that anchor the digest's acceptance tests (B-1 to
+//!   B-10).
 //! - [`curves`]: the acoustic model, each pair's GCC-PHAT curve around the lag a particle
 //!   predicts; [`tracker`] runs it for `tracker.measurement = "curves" | "auto"`.
 //! - [`bank`]: many curves tracks stepped together in f32, the CPU twin of `kernels/tbd.cu`;
@@ -19,9 +19,13 @@ pub mod bernoulli;
 pub mod clutter;
 pub mod curves;
 pub mod existence;
-pub mod infrared;
 pub mod lobes;
-pub mod radar;
+// The seed's own scenarios (the infrared image and the radar map): reproductions of its
+// figures, built for the tests only.
+#[cfg(test)]
+mod infrared;
+#[cfg(test)]
+mod radar;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod tracker;
@@ -61,12 +65,14 @@ pub fn strongest(scores: &[f64], k: usize) -> (Vec<usize>, Vec<bool>) {
 }
 
 /// An image-like frame's birth proposal: its strongest cells (the infrared and radar models).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopCells {
     pub cells: Vec<usize>,
     pub is_top: Vec<bool>,
 }
 
+#[cfg(test)]
 impl TopCells {
     /// The `k` largest of `scores`.
     pub fn of(scores: &[f64], k: usize) -> Self {

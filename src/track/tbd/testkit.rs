@@ -1,9 +1,9 @@
-//! Test helpers of the curves path: the shared workloads of [`crate::testing::tbd`] under the
+//! Test helpers of the curves path: the shared workloads of [`crate::bench::tbd_workload`] under the
 //! names the unit tests use, on the harbour array.
 
+pub use crate::bench::tbd_workload::{correlate as curves, model, source_frames as frames};
 use crate::config::Config;
-pub use crate::testing::tbd::{correlate as curves, model, source_frames as frames};
 
 pub fn config() -> Config {
-    crate::testing::tbd::config(false)
+    crate::bench::tbd_workload::config(false)
 }

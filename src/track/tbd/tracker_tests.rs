@@ -142,7 +142,7 @@ fn the_search_on_a_bank_finds_a_source_and_noise_confirms_nothing() {
 /// source.
 #[test]
 fn a_failing_search_bank_falls_back_to_the_cpu() {
-    use crate::track::kalman::bank::BankError;
+    use crate::track::tbd::bank::BankError;
     use crate::track::tbd::bank::{BankFrame, BankProposal, BankSizes, CurveBank, TrackSums};
     struct Broken(BankSizes);
     fn lost() -> BankError {

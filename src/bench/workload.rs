@@ -1,4 +1,4 @@
-//! Fixtures: the arrays, parameters and synthetic inputs that the tests and the benchmarks share.
+//! Workloads: the arrays, parameters and synthetic inputs the benchmarks time (and the tests share).
 
 use crate::audio::frame::Frame;
 use crate::config::{Config, default_models};

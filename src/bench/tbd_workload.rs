@@ -3,10 +3,10 @@
 //! planted in them, for the parity tests and the benchmarks.
 
 use crate::audio::frame::Frame;
+use crate::bench::workload::harbour_config;
 use crate::config::Config;
 use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame};
 use crate::rng::philox::{PhiloxStream, Stream};
-use crate::testing::fixtures::harbour_config;
 use crate::track::tbd::bank::{BankFrame, BankModel, BankProposal};
 use crate::track::tbd::curves::{CurveModel, CurveSettings};
 
