@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use sonotrack::config::fuse::FuseConfig;
 use sonotrack::error::Result;
-use sonotrack::fusion::service::{FuseOptions, run as serve};
+use sonotrack::pipeline::fuse::{FuseOptions, run as serve};
 
 /// The arguments of `sonotrack fuse`.
 #[derive(clap::Args)]

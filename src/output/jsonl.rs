@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::error::Result;
-use crate::output::message::MessageKind;
+use crate::output::outgoing::MessageKind;
 use crate::output::{Message, Sink, open_error};
 
 pub struct JsonlSink {

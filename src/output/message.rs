@@ -1,5 +1,5 @@
-//! The position stream's messages (schema version 1): track and status messages, serialised
-//! once (JSON, and NMEA when a serial sink wants it) and shared by every sink.
+//! The position stream's messages (schema version 1): track, status and deletion messages as
+//! they are serialised ([`crate::output::outgoing`] holds one serialised for every sink).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -8,7 +8,6 @@ use serde::Serialize;
 
 use crate::math::geo::{Origin, bearing_deg};
 use crate::math::linalg::upper_triangle;
-use crate::output::nmea::{NmeaEncoder, NmeaLines};
 use crate::track::manager::{TrackReport, TrackStatus};
 use crate::track::report::{EndReason, EstimateKind, TrackEnd};
 
@@ -423,87 +422,6 @@ pub struct StatusMessage {
     /// are ignored), as [a, b]; omitted when none.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub crosstalk_pairs: Vec<[usize; 2]>,
-}
-
-/// What a message says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MessageKind {
-    Track,
-    /// A track's state again, smoothed (`"type": "smoothed"`).
-    Smoothed,
-    Status,
-    Deleted,
-}
-
-/// One serialised message, shared by every sink.
-#[derive(Debug, Clone)]
-pub struct Message {
-    pub kind: MessageKind,
-    pub track_id: Option<u64>,
-    /// Stream time, for rate limiting.
-    pub t_s: f64,
-    pub json: String,
-    /// The NMEA sentences some output wants, when one does.
-    pub nmea: NmeaLines,
-    /// Live: when the frame behind this message was complete (for the latency figure).
-    pub ready: Option<std::time::Instant>,
-}
-
-impl Message {
-    /// A track message; a smoothed one (`m.kind` "smoothed") carries no NMEA sentences (a
-    /// sentence receiver knows no second estimate of a past fix).
-    pub fn track(m: &TrackMessage, nmea: Option<&mut NmeaEncoder>) -> Self {
-        let smoothed = m.kind == SMOOTHED;
-        Self {
-            kind: if smoothed {
-                MessageKind::Smoothed
-            } else {
-                MessageKind::Track
-            },
-            track_id: Some(m.id),
-            t_s: m.t,
-            json: serde_json::to_string(m).unwrap_or_default(),
-            nmea: nmea
-                .filter(|_| !smoothed)
-                .map(|n| n.track(m))
-                .unwrap_or_default(),
-            ready: None,
-        }
-    }
-
-    pub fn status(m: &StatusMessage, nmea: Option<&mut NmeaEncoder>) -> Self {
-        Self {
-            kind: MessageKind::Status,
-            track_id: None,
-            t_s: m.t,
-            json: serde_json::to_string(m).unwrap_or_default(),
-            nmea: nmea.map(|n| n.status(m)).unwrap_or_default(),
-            ready: None,
-        }
-    }
-
-    pub fn deleted(m: &DeletedMessage, nmea: Option<&mut NmeaEncoder>) -> Self {
-        Self {
-            kind: MessageKind::Deleted,
-            track_id: Some(m.id),
-            t_s: m.t,
-            json: serde_json::to_string(m).unwrap_or_default(),
-            nmea: nmea.map(|n| n.deleted(m)).unwrap_or_default(),
-            ready: None,
-        }
-    }
-
-    /// A message of another producer (tests, tools): JSON only.
-    pub fn json_only(kind: MessageKind, track_id: Option<u64>, t_s: f64, json: String) -> Self {
-        Self {
-            kind,
-            track_id,
-            t_s,
-            json,
-            nmea: NmeaLines::default(),
-            ready: None,
-        }
-    }
 }
 
 #[cfg(test)]

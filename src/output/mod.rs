@@ -6,7 +6,7 @@
 //! in a replay are the exception: they are lossless (the pipeline waits), since a replay's output
 //! file must hold every message.
 //!
-//! [`message`] is the schema, [`runner`] the queues and threads, [`sink_config`] what the
+//! [`message`] is the schema, [`outgoing`] a message serialised for the sinks, [`runner`] the queues and threads, [`sink_config`] what the
 //! configuration says an output is; one file per kind of sink.
 
 pub mod broker;
@@ -15,6 +15,7 @@ pub mod latency;
 pub mod message;
 pub mod mqtt;
 pub mod nmea;
+pub mod outgoing;
 pub mod runner;
 pub mod serial;
 pub mod sink_config;
@@ -22,9 +23,9 @@ pub mod udp;
 
 pub use latency::LatencyHistogram;
 pub use message::{
-    DeletedMessage, FrameStamp, Message, MessageKind, SCHEMA_VERSION, StatusMessage, TrackMessage,
-    rfc3339,
+    DeletedMessage, FrameStamp, SCHEMA_VERSION, StatusMessage, TrackMessage, rfc3339,
 };
+pub use outgoing::{Message, MessageKind};
 pub use runner::{Sink, SinkRunner, SinkSet, SinkStats};
 pub use sink_config::{SerialFormat, SinkConfig};
 

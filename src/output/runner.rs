@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::output::latency::LatencyHistogram;
-use crate::output::message::{Message, MessageKind};
 use crate::output::nmea::{NmeaEncoder, NmeaSettings};
+use crate::output::outgoing::{Message, MessageKind};
 use crate::output::sink_config::SinkConfig;
 use crate::output::{jsonl, mqtt, serial, udp};
 

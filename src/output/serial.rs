@@ -13,8 +13,8 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use crate::output::SerialFormat;
-use crate::output::message::MessageKind;
 use crate::output::nmea::SentenceKind;
+use crate::output::outgoing::MessageKind;
 use crate::output::{Message, Sink};
 
 /// Track reports a second a line at `baud` carries in `format` with `sentences` (NMEA), at the

@@ -14,10 +14,10 @@ use crate::config::Config;
 use crate::error::{Error, IoContext, Result};
 use crate::fusion::engine::{FuseParams, Fuser};
 use crate::fusion::report::{Payload, TimeBase, parse_timed};
-use crate::fusion::service::{fused_end, fused_message};
 use crate::gpu::BackendChoice;
 use crate::math::geo::Origin;
 use crate::output::{DeletedMessage, FrameStamp};
+use crate::pipeline::fuse::{fused_end, fused_message};
 use crate::pipeline::replay::{ReplayOptions, replay_source};
 use crate::pipeline::trial::{TrialOptions, scoring_of};
 

@@ -7,6 +7,7 @@
 
 pub mod backend;
 pub mod daemon;
+pub mod fuse;
 pub mod fuse_trial;
 pub mod replay;
 pub mod scene;

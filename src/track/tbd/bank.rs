@@ -24,8 +24,7 @@ use crate::rng::philox::{Stream, draw, normals6, uniform, uniforms6};
 pub const DIM: usize = 7;
 /// Lanes of a warp: the pair sum's layout.
 pub const LANES: usize = 32;
-use super::curves::KAPPA_STEPS;
-use super::lobes::interpolate;
+use super::kappa::KAPPA_STEPS;
 /// Scale of the quantised weights: a weight of 1 (the largest) is 2^32 − 1.
 const Q_SCALE: f32 = 4_294_967_296.0;
 /// Scale of the fixed-point sums of the mean: 2^16 per metre (or m/s).
@@ -33,6 +32,14 @@ const MEAN_SCALE: f32 = 65_536.0;
 /// Largest candidates and top cells a proposal may hold (the device keeps them in shared memory).
 pub const MAX_CANDIDATES: usize = 16;
 pub const MAX_TOP_CELLS: usize = 256;
+
+/// Σ κ c and Σ κ² at a fraction `f` across an interval from its ends' values.
+pub fn interpolate(num: [f32; 2], den: [f32; 3], f: f32) -> (f32, f32) {
+    let g = 1.0 - f;
+    let u = num[0] * g + num[1] * f;
+    let k = den[0] * g * g + 2.0 * den[1] * f * g + den[2] * f * f;
+    (u, k)
+}
 
 /// Why a curves bank cannot be built or stepped.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,6 +14,7 @@
 //!
 //! State: position (3), velocity (3), coherence A.
 
+use super::kappa::{KAPPA_STEPS, kappa_table, lobe_half_width};
 use super::{CellModel, DrawKey};
 use crate::dsp::gcc::GccParams;
 use crate::rng::philox::{Stream, normals6, uniforms6};
@@ -21,8 +22,6 @@ use crate::track::FilterParams;
 
 /// State dimension: x, y, z, vx, vy, vz, A.
 pub const DIM: usize = 7;
-/// Samples of κ per lag in its table.
-pub(crate) const KAPPA_STEPS: usize = 32;
 /// Frames of noise-level memory: a frame's σ² estimate counts this many frames' worth of
 /// reference lags from the running level beside its own.
 const NOISE_PRIOR_LAGS: f64 = 64.0;
@@ -789,47 +788,6 @@ impl CellModel for CurveModel {
 fn dist(a: &[f64], b: &[f64; 3]) -> f64 {
     let d = [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
     (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt()
-}
-
-/// κ(δ) = Σ t_k cos(2π k δ / N) / Σ t_k over the band's bins (the PHAT curve of a pure delay,
-/// normalised to 1 at δ = 0), tabulated every 1/KAPPA_STEPS lag out to its first zero plus
-/// two lags (at most 64 lags).
-fn kappa_table(g: &GccParams) -> Vec<f64> {
-    let (lo, hi) = g.band_bins;
-    let n = g.fft_len as f64;
-    let t: Vec<(f64, f64)> = (lo..=hi)
-        .map(|k| {
-            (
-                k as f64,
-                f64::from(g.band_taper.get(k).copied().unwrap_or(0.0)),
-            )
-        })
-        .collect();
-    let total: f64 = t.iter().map(|x| x.1).sum::<f64>().max(1e-12);
-    let mut out = Vec::new();
-    let mut zero_at = None;
-    for i in 0..64 * KAPPA_STEPS {
-        let d = i as f64 / KAPPA_STEPS as f64;
-        let v: f64 = t
-            .iter()
-            .map(|&(k, w)| w * (std::f64::consts::TAU * k * d / n).cos())
-            .sum::<f64>()
-            / total;
-        out.push(v);
-        if zero_at.is_none() && v <= 0.0 {
-            zero_at = Some(i);
-        }
-        if zero_at.is_some_and(|z| i >= z + 2 * KAPPA_STEPS) {
-            break;
-        }
-    }
-    out
-}
-
-/// The main lobe's half-width: the first whole lag where κ has fallen to zero (1 to 16).
-fn lobe_half_width(kappa: &[f64]) -> usize {
-    let first = kappa.iter().position(|&v| v <= 0.0).unwrap_or(kappa.len());
-    (first.div_ceil(KAPPA_STEPS)).clamp(1, 16)
 }
 
 /// Range maxima of one curve in O(1) per query (a sparse table).

@@ -15,7 +15,7 @@
 //! frame (`kernels/tbd.cu`: tbd_lobes) and once (the κ² sums, which need no curve).
 
 use super::bank::BankModel;
-use super::curves::KAPPA_STEPS;
+use super::kappa::KAPPA_STEPS;
 
 impl BankModel {
     /// How far (lags) either side of 0 the intervals reach: curve_half + w.
@@ -124,17 +124,10 @@ impl BankModel {
     }
 }
 
-/// Σ κ c and Σ κ² at a fraction `f` across an interval from its ends' values.
-pub fn interpolate(num: [f32; 2], den: [f32; 3], f: f32) -> (f32, f32) {
-    let g = 1.0 - f;
-    let u = num[0] * g + num[1] * f;
-    let k = den[0] * g * g + 2.0 * den[1] * f * g + den[2] * f * f;
-    (u, k)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::track::tbd::bank::interpolate;
     use crate::track::tbd::testkit::{config, model};
 
     /// Interval entries against the area's direct sum at random d inside each interval:

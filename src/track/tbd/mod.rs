@@ -19,6 +19,7 @@ pub mod bernoulli;
 pub mod clutter;
 pub mod curves;
 pub mod existence;
+pub mod kappa;
 pub mod lobes;
 // The seed's own scenarios (the infrared image and the radar map): reproductions of its
 // figures, built for the tests only.
