@@ -1,6 +1,6 @@
 // Shared device code: Philox4x32-10, the branch-free fast math, the motion models and the TDOA
 // likelihood. Each function mirrors its Rust twin operation for operation (src/philox.rs,
-// src/fastmath.rs, src/track/models.rs, src/track/likelihood.rs). The module is compiled with
+// src/fastmath.rs, src/track/motion/models.rs, src/track/measure/likelihood.rs). The module is compiled with
 // --fmad=false (no contraction into fused multiply-adds) and IEEE division and square root, so a
 // particle's prediction and log-likelihood come out as on the CPU.
 //
@@ -220,7 +220,7 @@ struct LiveMeas {
 };
 
 // Motion-model coefficients of one track's step (they depend on the track's dt), indexed by
-// model & MODEL_MASK (src/track/models.rs: CoeffTable).
+// model & MODEL_MASK (src/track/motion/models.rs: CoeffTable).
 struct Coeffs {
     u32 kind[MAX_MODELS];
     float accel_std[MAX_MODELS];
@@ -243,15 +243,15 @@ struct TrackParams {
 
 // ---------------------------------------------------------------------------------------------
 // Direction mode: a particle's position p is its direction scaled by 1 + its inverse range
-// (src/track/likelihood.rs: sensor_terms).
+// (src/track/measure/likelihood.rs: sensor_terms).
 
-// |p| (src/track/models.rs: dir_norm).
+// |p| (src/track/motion/models.rs: dir_norm).
 __device__ __forceinline__ float dir_norm(float x, float y, float z) {
     return fmaxf(sqrtf(x * x + y * y + z * z), 1e-12f);
 }
 
 // A particle past infinity (|p| < 1) reflected back, its radial velocity turned round
-// (src/track/models.rs: reflect_at_infinity).
+// (src/track/motion/models.rs: reflect_at_infinity).
 __device__ __forceinline__ void reflect_at_infinity(float* s) {
     float n = dir_norm(s[0], s[1], s[2]);
     bool beyond = n < 1.0f;
@@ -268,7 +268,7 @@ __device__ __forceinline__ void reflect_at_infinity(float* s) {
 }
 
 // Plane waves: the position back on the unit sphere, the velocity in its tangent plane
-// (src/track/models.rs: onto_unit_sphere).
+// (src/track/motion/models.rs: onto_unit_sphere).
 __device__ __forceinline__ void onto_unit_sphere(float* s) {
     float n = dir_norm(s[0], s[1], s[2]);
     float u0 = s[0] / n, u1 = s[1] / n, u2 = s[2] / n;
@@ -282,7 +282,7 @@ __device__ __forceinline__ void onto_unit_sphere(float* s) {
 }
 
 // Line mode: a particle turned about the array's axis into the half-plane of `side`, its
-// velocity keeping its parts along the axis and away from it (src/track/models.rs:
+// velocity keeping its parts along the axis and away from it (src/track/motion/models.rs:
 // fold_to_half_plane).
 __device__ __forceinline__ void fold_to_half_plane(float* s, const float* axis,
                                                    const float* side) {
@@ -298,7 +298,7 @@ __device__ __forceinline__ void fold_to_half_plane(float* s, const float* axis,
     }
 }
 
-// Line mode's fold (src/track/models.rs: fold_line): onto side's half-plane, or with keep (a
+// Line mode's fold (src/track/motion/models.rs: fold_line): onto side's half-plane, or with keep (a
 // turning array) onto the half-plane of the side the particle is on.
 __device__ __forceinline__ void fold_line(float* s, const float* axis, const float* side,
                                           bool keep) {
@@ -311,7 +311,7 @@ __device__ __forceinline__ void fold_line(float* s, const float* axis, const flo
     }
 }
 
-// A particle's position and velocity turned about z (src/track/models.rs: turn_about_z).
+// A particle's position and velocity turned about z (src/track/motion/models.rs: turn_about_z).
 __device__ __forceinline__ void turn_about_z(float* s, float sn, float cs) {
     for (int k = 0; k < 6; k += 3) {
         float x = s[k], y = s[k + 1];
@@ -321,7 +321,7 @@ __device__ __forceinline__ void turn_about_z(float* s, float sn, float cs) {
 }
 
 // The path to sensor (mx, my, mz) (relative to the centroid) less the range, for a source in
-// direction p / n at inverse range inv (src/track/likelihood.rs: direction_path).
+// direction p / n at inverse range inv (src/track/measure/likelihood.rs: direction_path).
 __device__ __forceinline__ float dir_path(float mx, float my, float mz, float x, float y,
                                           float z, float n, float inv) {
     float ud = (mx * x + my * y + mz * z) / n;
@@ -331,7 +331,7 @@ __device__ __forceinline__ float dir_path(float mx, float my, float mz, float x,
 }
 
 // Curved wavefronts, before a step: p replaced by its direction; returns the inverse range
-// (src/track/models.rs: to_unit_direction).
+// (src/track/motion/models.rs: to_unit_direction).
 __device__ __forceinline__ float to_unit_direction(float* s) {
     float n = dir_norm(s[0], s[1], s[2]);
     s[0] /= n;
@@ -341,7 +341,7 @@ __device__ __forceinline__ float to_unit_direction(float* s) {
 }
 
 // Curved wavefronts, after a step: the moved point and velocity back to p and w
-// (src/track/models.rs: from_unit_direction).
+// (src/track/motion/models.rs: from_unit_direction).
 __device__ __forceinline__ void from_unit_direction(float* s, float rho) {
     float m = fmaxf(sqrtf(s[0] * s[0] + s[1] * s[1] + s[2] * s[2]), 1e-6f);
     float f = (1.0f + rho / m) / m;
@@ -354,7 +354,7 @@ __device__ __forceinline__ void from_unit_direction(float* s, float rho) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Motion models (src/track/models.rs: advance). Curved wavefronts (mode 1) step the direction
+// Motion models (src/track/motion/models.rs: advance). Curved wavefronts (mode 1) step the direction
 // and the velocity over the range, with the accelerations scaled by the inverse range.
 
 __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float dt, float* s,
@@ -407,7 +407,7 @@ __device__ __forceinline__ void advance(const Coeffs* cf, u32 mode, u32 m, float
     else if (mode == 2) onto_unit_sphere(s);
 }
 
-// Model switching: the number of cumulative thresholds at or below u (src/track/models.rs:
+// Model switching: the number of cumulative thresholds at or below u (src/track/motion/models.rs:
 // switch_slice).
 __device__ __forceinline__ u32 switch_model(const StepParams* sp, u32 from, float u) {
     u32 out = 0;
@@ -419,7 +419,7 @@ __device__ __forceinline__ u32 switch_model(const StepParams* sp, u32 from, floa
 }
 
 // ---------------------------------------------------------------------------------------------
-// TDOA likelihood (src/track/likelihood.rs: log_likelihood_slice, per particle).
+// TDOA likelihood (src/track/measure/likelihood.rs: log_likelihood_slice, per particle).
 
 // Arrays of up to this many sensors keep each thread's distances and range rates in shared
 // memory (pf_step: SharedMeas); larger ones in per-thread local memory (GlobalMeas).

@@ -1,4 +1,4 @@
-// The particle-filter kernels: the CUDA twin of src/track/pf.rs. Every stage runs for every
+// The particle-filter kernels: the CUDA twin of src/track/filter/particle.rs. Every stage runs for every
 // track of the step in one launch (blockIdx.y is the track), particles stay on the device, and
 // only per-track sums come back. Weighted sums are taken per block relative to the block's own
 // largest log weight and combined in f64 by step_finalize (all sums are linear in the weights).
@@ -780,7 +780,7 @@ __device__ void combine_rows(const T* rows, u32 n_rows, double* fin, float* scra
 // The roughening factor of a resampled track on the slow path, from the track's sums `v`
 // (step_finalize's last thread 0 of the track, into `chol`): `h` times the Cholesky factor of
 // the estimate's covariance, with a growing diagonal jitter when the covariance is not positive
-// definite (src/track/manager.rs: cholesky6, src/track/pf.rs: roughen_factor and
+// definite (src/track/manager.rs: cholesky6, src/track/filter/particle.rs: roughen_factor and
 // finish_estimate). A track that resamples after the usual step gets its factor from the host
 // instead (`rough`, see pf_scan_local), which has the same sums in hand when it launches the
 // resampling.
@@ -845,7 +845,7 @@ __device__ __forceinline__ u32 finalize_write(const StepParams* sp, const double
         double mx = fin[0];
         out[(size_t)t * PART] = mx;
         if (mirror) mirror[(size_t)t * PART] = mx;
-        // src/gpu/cuda/pf.rs and src/track/pf.rs: degenerate, needs_temper, resampled.
+        // src/gpu/cuda/pf.rs and src/track/filter/particle.rs: degenerate, needs_temper, resampled.
         double s = fin[1], s2 = fin[2], n = (double)sp->n;
         float ess = (float)(s * s / fmax(s2, 1e-300));
         bool low = (double)ess < (double)sp->ess_fraction * n;
@@ -1134,7 +1134,7 @@ pf_slow_begin(const StepParams* sp, const TrackParams* tracks, const u32* flags,
 // levels (the last block of each group of TEMPER_GROUP blocks sums the group's rows into a
 // group row; the track's last group sums those), so that no block walks all of a large
 // filter's rows (one block summing 1,024 rows at 262,144 particles took 14 us), and the track's
-// last block chooses the exponent (src/track/pf.rs: temper_from_grid): the largest
+// last block chooses the exponent (src/track/filter/particle.rs: temper_from_grid): the largest
 // beta = 2^-g that keeps TEMPER_MIN_ESS x n effective particles.
 #define CHOOSE_COLS (2 * (TEMPER_G + 1))
 #define CHOOSE_GROUPS (PF_BLOCK / CHOOSE_COLS)
@@ -1586,7 +1586,7 @@ pf_resample_small(const StepParams* sp, const TrackParams* tracks, const u32* fl
     }
 }
 
-// A track's prior (as src/track/pf.rs: init_particle).
+// A track's prior (as src/track/filter/particle.rs: init_particle).
 struct InitParams {
     double mean[6];
     double chol[36];
@@ -1637,7 +1637,7 @@ extern "C" __global__ void pf_init(const StepParams* sp, const InitParams* ip, f
             onto_unit_sphere(s);
         } else if (ip->inv_range_max >= 0.0f) {
             // A newborn track: the direction drawn, the inverse range (|p| - 1) spread evenly
-            // over [0, max], the velocity over the particle's range (src/track/pf.rs:
+            // over [0, max], the velocity over the particle's range (src/track/filter/particle.rs:
             // init_particle).
             float rho = ip->inv_range_max * (((float)i + 0.5f) / (float)n);
             float keep = (1.0f + rho) / dir_norm(s[0], s[1], s[2]);

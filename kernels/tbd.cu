@@ -1,11 +1,11 @@
-// The curves bank of track-before-detect: the CUDA twin of src/track/tbd/bank.rs, stage for
+// The curves bank of track-before-detect: the CUDA twin of src/track/filter/bernoulli/bank.rs, stage for
 // stage and operation for operation (digest B2.4 and B5; tests B-6, B-11, B-12). T tracks of
 // N_b birth and N_c continuing particles; blockIdx.y is the track. Particles, weights and the
 // cumulative sums stay on the device; a step returns per track only the existence, the birth
 // share, the two sets' log-sums, the mean's fixed-point sums and the birth-derived count.
 //
 // A step is nine launches: tbd_reset; tbd_lobes (each pair's lobe-table entries of the frame,
-// src/track/tbd/lobes.rs); tbd_weigh (a thread draws or moves each particle, then a warp weighs
+// src/track/filter/bernoulli/lobes.rs); tbd_weigh (a thread draws or moves each particle, then a warp weighs
 // each one, lanes over pairs, two table reads a pair, butterfly sum); tbd_set_sums (each set's
 // quantised weights, integer atomics); tbd_exist (one thread per track, f64 in fm_exp64 /
 // fm_ln64); tbd_tile_sums and tbd_scan_tiles (the mixture's integer prefix over tiles); tbd_cum
@@ -101,7 +101,7 @@ __device__ __forceinline__ double fm_ln64(double x) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Small helpers (src/track/tbd/bank.rs: quantise, clean, fixed, log_sum, target).
+// Small helpers (src/track/filter/bernoulli/bank.rs: quantise, clean, fixed, log_sum, target).
 
 __device__ __forceinline__ u64 tbd_quantise(float w) {
     u64 q = (u64)(w * TBD_Q_SCALE);
@@ -145,7 +145,7 @@ __device__ __forceinline__ void tbd_uniforms6(uint4 w, float* u) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The model (src/track/tbd/bank.rs: BankModel).
+// The model (src/track/filter/bernoulli/bank.rs: BankModel).
 
 __device__ __forceinline__ float tbd_delay(const TbdModel& m, const float* sens, const u32* pairs,
                                            u32 p, const float* x) {
@@ -162,7 +162,7 @@ __device__ __forceinline__ float tbd_delay(const TbdModel& m, const float* sens,
     return den > 0.0f ? num / den * m.per_m : 0.0f;
 }
 
-// The lobe tables (src/track/tbd/lobes.rs): interval j of d spans
+// The lobe tables (src/track/filter/bernoulli/lobes.rs): interval j of d spans
 // [-(curve_half + w) + j / KAPPA_STEPS, ... + 1 / KAPPA_STEPS); its area's lags and the kappa
 // values at its two ends, in integers from its midpoint.
 __device__ __forceinline__ u32 tbd_lobe_reach(const TbdModel& m) { return m.curve_half + m.w; }
@@ -487,7 +487,7 @@ tbd_set_sums(const TbdStep* __restrict__ sp, const float* __restrict__ lw,
     if (threadIdx.x == 0 && total > 0) atomicAdd(&qsum[2 * t + s], total);
 }
 
-// Stage 3: the existence update (src/track/tbd/bank.rs: existence_update), one thread a track.
+// Stage 3: the existence update (src/track/filter/bernoulli/bank.rs: existence_update), one thread a track.
 // out[t * 4 ..]: p, birth share, ln Σ births, ln Σ continuing.
 extern "C" __global__ void tbd_exist(const TbdStep* __restrict__ sp, const u32* __restrict__ max_key,
                                      const u64* __restrict__ qsum, double* __restrict__ p_exist,
@@ -614,7 +614,7 @@ tbd_cum(const TbdStep* __restrict__ sp, const float* __restrict__ lw,
     }
 }
 
-// The systematic target of output j of n (src/track/tbd/bank.rs: target).
+// The systematic target of output j of n (src/track/filter/bernoulli/bank.rs: target).
 __device__ __forceinline__ u64 tbd_target(float u0, u32 j, u32 n, u64 total) {
     return (u64)(((double)u0 + (double)j) / (double)n * (double)total);
 }

@@ -6,7 +6,7 @@
 //!   [`audio::frame::Frame`]s;
 //! - [`dsp`]: a [`dsp::gcc::Correlator`] (CPU here, CUDA in [`gpu`]) turns frames into GCC-PHAT
 //!   curves and TDOA peaks; array geometry and multilateration;
-//! - [`track`]: a [`track::manager::TrackManager`] over a [`track::ParticleFilter`] bank (CPU
+//! - [`track`]: a [`track::manager::TrackManager`] over a [`track::FilterBank`] bank (CPU
 //!   here, CUDA in [`gpu`]) turns peaks into tracks;
 //! - [`output`]: the position stream's schema and the sinks that carry it;
 //! - [`pipeline`]: the stages in sequence, for the live daemon and for replays.

@@ -12,8 +12,8 @@ use sonotrack::dsp::gcc::{Correlator, CpuCorrelator, GccFrame, GccParams};
 use sonotrack::gpu;
 use sonotrack::gpu::BackendChoice;
 use sonotrack::pipeline::replay::{self, ReplayOptions};
-use sonotrack::track::pf::CpuParticleFilter;
-use sonotrack::track::{Estimate, ParticleFilter, STATE_DIM, TrackStep};
+use sonotrack::track::filter::particle::CpuParticleFilter;
+use sonotrack::track::{Estimate, FilterBank, STATE_DIM, TrackStep};
 
 /// With `SONOTRACK_TEST_SEGV=1`, a segmentation fault prints the faulting thread's backtrace
 /// before the process aborts (a debugging aid for the device; the tests run in parallel there
@@ -643,7 +643,7 @@ fn direction_case(
     line: Option<sonotrack::track::LineAxes>,
     yaw_rad: f32,
 ) {
-    use sonotrack::track::likelihood::{LikelihoodConsts, predict_tdoas};
+    use sonotrack::track::measure::likelihood::{LikelihoodConsts, predict_tdoas};
     {
         let models = 4;
         let mut p = pf_params(particles, models);
@@ -967,7 +967,7 @@ fn live_workload(preset: &str, max_tracks: usize) -> (sonotrack::config::Config,
 fn live_pipeline(
     cfg: &sonotrack::config::Config,
     cor: Box<dyn Correlator>,
-    pf: Box<dyn ParticleFilter>,
+    pf: Box<dyn FilterBank>,
 ) -> sonotrack::pipeline::Pipeline {
     use sonotrack::output::SinkSet;
     use sonotrack::pipeline::{Pipeline, PipelineOptions};
@@ -1200,8 +1200,8 @@ fn assert_bit_identical(cpu: &[f32], gpu: &[f32], what: &str) {
 #[ignore = "needs a CUDA device: run with --ignored on the GPU machine"]
 fn curve_bank_agrees() {
     use sonotrack::bench::tbd_workload::{config, frames, model};
-    use sonotrack::track::tbd::bank::{BankSizes, CpuCurveBank, CurveBank};
-    use sonotrack::track::tbd::existence::Chain;
+    use sonotrack::track::filter::bernoulli::bank::{BankSizes, CpuCurveBank, CurveBank};
+    use sonotrack::track::filter::bernoulli::existence::Chain;
     if !cuda_present() {
         return;
     }

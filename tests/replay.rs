@@ -99,7 +99,7 @@ fn simulated_scene_round_trip() {
                 // The assumed delay noise: never below the configured floor, nor above the
                 // estimate's ceiling.
                 let noise = v["tdoa_noise_samples"].as_f64().unwrap();
-                let ceiling = f64::from(sonotrack::track::noise::SIGMA_CEILING_SAMPLES);
+                let ceiling = f64::from(sonotrack::track::measure::noise::SIGMA_CEILING_SAMPLES);
                 assert!(
                     (cfg.tracker.tdoa_std_samples..=ceiling).contains(&noise),
                     "{v}"
@@ -962,7 +962,7 @@ fn a_track_outside_the_bounds_is_deleted() {
         s.accuracy.unwrap()
     );
     assert!(
-        longest <= sonotrack::track::edge::LEFT_AFTER_S + 0.5,
+        longest <= sonotrack::track::logic::edge::LEFT_AFTER_S + 0.5,
         "reported above the volume for {longest:.2} s"
     );
 }

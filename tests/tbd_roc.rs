@@ -11,9 +11,9 @@
 use rayon::prelude::*;
 use sonotrack::bench::tbd_workload::{config, correlate, model, source_frames};
 use sonotrack::gpu;
-use sonotrack::track::tbd::bank::{BankSizes, CurveBank};
-use sonotrack::track::tbd::curves::CurveModel;
-use sonotrack::track::tbd::existence::Chain;
+use sonotrack::track::filter::bernoulli::bank::{BankSizes, CurveBank};
+use sonotrack::track::filter::bernoulli::existence::Chain;
+use sonotrack::track::measure::curves::CurveModel;
 
 const THRESHOLDS: [f64; 6] = [0.5, 0.7, 0.8, 0.9, 0.95, 0.99];
 /// The confirmation hold (`tracker.curves.confirm_s`), seconds.

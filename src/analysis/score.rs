@@ -62,7 +62,7 @@ pub struct EvalOptions {
     /// are errors of the angle to the axis (the turn about the axis is unobservable).
     pub line: Option<([f64; 3], [f64; 3])>,
     /// A turning line array reports on either side of its axis (see
-    /// [`crate::track::mirror`]): the truth is turned into the half-plane of each report's own
+    /// [`crate::track::initiate::mirror`]): the truth is turned into the half-plane of each report's own
     /// side, so the errors stay errors of the angle to the axis (its side is scored apart).
     pub line_sides: bool,
 }

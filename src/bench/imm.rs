@@ -1,12 +1,12 @@
-//! The tracker's IMM filter (`tracker.filter = "imm"`, [`crate::track::kalman::imm_filter`]:
+//! The tracker's IMM filter (`tracker.filter = "imm"`, [`crate::track::filter::imm`]:
 //! one cubature filter per motion model, with data association over each pair's peaks), timed
 //! as `--what pf` times the particle filters.
 
 use super::{BenchOptions, Row, time_median};
 use crate::bench::workload::{pf_init, pf_measurement, pf_params};
 use crate::error::Result;
-use crate::track::kalman::imm_filter::ImmFilter;
-use crate::track::{Estimate, ParticleFilter, TrackInit, TrackStep};
+use crate::track::filter::imm::ImmFilter;
+use crate::track::{Estimate, FilterBank, TrackInit, TrackStep};
 
 /// Tracks stepped in one call (spread over the cores).
 const IMM_TRACKS: usize = 1024;

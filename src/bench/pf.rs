@@ -5,8 +5,8 @@ use std::time::Instant;
 use super::{BenchOptions, Row, median, pick, time_two_passes};
 use crate::bench::workload::{pf_init, pf_measurement, pf_params};
 use crate::error::Result;
-use crate::track::pf::CpuParticleFilter;
-use crate::track::{Estimate, ParticleFilter, TrackStep};
+use crate::track::filter::particle::CpuParticleFilter;
+use crate::track::{Estimate, FilterBank, TrackStep};
 
 /// One filter step's timing: medians over the timed steps.
 pub struct PfTiming {
@@ -23,7 +23,7 @@ pub struct PfTiming {
 }
 
 /// Time one filter step (see [`PfTiming`]).
-pub fn time_pf(pf: &mut dyn ParticleFilter, budget_s: f64) -> Result<PfTiming> {
+pub fn time_pf(pf: &mut dyn FilterBank, budget_s: f64) -> Result<PfTiming> {
     let p = pf.params().clone();
     let mut init = pf_init();
     init.model_probs = vec![1.0 / p.n_models() as f32; p.n_models()];
@@ -73,7 +73,7 @@ pub(super) fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
         for &l in &models {
             let p = pf_params(n, l);
             for &b in backends {
-                let mut pf: Box<dyn ParticleFilter> = match b {
+                let mut pf: Box<dyn FilterBank> = match b {
                     "cuda" => crate::gpu::particle_filter(p.clone())?,
                     _ => Box::new(CpuParticleFilter::new(p.clone())),
                 };

@@ -1,4 +1,4 @@
-//! The curves bank of track-before-detect ([`crate::track::tbd::bank`], `kernels/tbd.cu`):
+//! The curves bank of track-before-detect ([`crate::track::filter::bernoulli::bank`], `kernels/tbd.cu`):
 //! - GPU: one step of 1,048,576 particles (N_b = N_c = 524,288) on an 8-sensor cube, 28 pairs ×
 //!   9 lags (area ±4), existence and resampling included (device time, CUDA events), and the
 //!   bytes a step reads back; the LR-area sweep of B-11 in its acoustic form (N_b = N_c = 10⁴,
@@ -12,10 +12,10 @@ use std::time::Instant;
 use super::{BenchOptions, Row, time_median};
 use crate::bench::tbd_workload::{config, frames, model};
 use crate::error::{Error, Result};
-use crate::track::tbd::bank::BankError;
-use crate::track::tbd::bank::{BankSizes, CpuCurveBank, CurveBank};
-use crate::track::tbd::bernoulli::{BernoulliFilter, BernoulliParams};
-use crate::track::tbd::existence::Chain;
+use crate::track::filter::bernoulli::bank::BankError;
+use crate::track::filter::bernoulli::bank::{BankSizes, CpuCurveBank, CurveBank};
+use crate::track::filter::bernoulli::existence::Chain;
+use crate::track::filter::bernoulli::filter::{BernoulliFilter, BernoulliParams};
 
 const CHAIN: Chain = Chain {
     p_birth: 0.05,
@@ -115,7 +115,7 @@ fn area_sweep(opts: &BenchOptions) -> Vec<usize> {
 /// The curves path as the tracker runs it: one f64 Bernoulli filter of 8,192 continuing
 /// particles on the harbour array (10 pairs, its band's own area), on all cores.
 fn curves_filter_row(opts: &BenchOptions) -> Result<Row> {
-    use crate::track::tbd::CellModel;
+    use crate::track::filter::bernoulli::CellModel;
     let cfg = config(false);
     let m = model(&cfg);
     let packed = m.packed(None);

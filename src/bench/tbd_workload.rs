@@ -7,8 +7,8 @@ use crate::bench::workload::harbour_config;
 use crate::config::Config;
 use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame};
 use crate::rng::philox::{PhiloxStream, Stream};
-use crate::track::tbd::bank::{BankFrame, BankModel, BankProposal};
-use crate::track::tbd::curves::{CurveModel, CurveSettings};
+use crate::track::filter::bernoulli::bank::{BankFrame, BankModel, BankProposal};
+use crate::track::measure::curves::{CurveModel, CurveSettings};
 
 /// The harbour array (5 sensors, 10 pairs) with a 160 × 160 × 50 m search volume and a band
 /// whose main lobe spans several lags; with `cube`, 8 sensors on a 10 m cube (28 pairs).

@@ -5,7 +5,8 @@ use crate::config::{Config, default_models};
 use crate::dsp::gcc::{GccParams, Weighting, Window};
 use crate::dsp::geometry::{ArrayGeometry, PairMode};
 use crate::rng::philox::{PhiloxStream, Stream};
-use crate::track::{FilterParams, ModelKind, TdoaMeasurement, TrackInit, likelihood};
+use crate::track::measure::likelihood;
+use crate::track::{FilterParams, ModelKind, TdoaMeasurement, TrackInit};
 
 /// The five-hydrophone pier array (`boards/arrays/harbour-5-hydrophone.toml`), embedded.
 const HARBOUR_ARRAY: &str = include_str!("../../boards/arrays/harbour-5-hydrophone.toml");

@@ -90,7 +90,7 @@ impl HeadingInput {
 }
 
 /// Most sensors an array may have (the filters size stack arrays by it).
-pub const MAX_SENSORS: usize = crate::track::likelihood::MAX_SENSORS;
+pub const MAX_SENSORS: usize = crate::track::measure::likelihood::MAX_SENSORS;
 /// Largest sensor coordinate, m (positions are relative to a point near the array).
 pub const MAX_COORDINATE_M: f64 = 1e6;
 

@@ -1,11 +1,11 @@
 //! `tracker.measurement` and the `[tracker.curves]` table: track-before-detect on the GCC-PHAT
-//! curves (see `track::tbd`).
+//! curves (see `track::filter::bernoulli`).
 
 use serde::{Deserialize, Serialize};
 
 use super::Config;
 use crate::error::ConfigError;
-use crate::track::tbd::curves::CurveSettings;
+use crate::track::measure::curves::CurveSettings;
 
 /// What the tracker weighs its particles with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -204,11 +204,9 @@ impl Config {
     /// The tracker on the curves (None with `measurement = "peaks"`, and with "auto" where
     /// the curves cannot be used: outside 3-D tracking or without a search volume, which
     /// "curves" itself is refused for at validation).
-    pub fn tbd_tracker(&self) -> Option<crate::track::tbd::tracker::TbdTracker> {
-        use crate::track::tbd::{
-            curves::CurveModel,
-            tracker::{TbdSettings, TbdTracker},
-        };
+    pub fn tbd_tracker(&self) -> Option<crate::track::curves_tracker::TbdTracker> {
+        use crate::track::curves_tracker::{TbdSettings, TbdTracker};
+        use crate::track::measure::curves::CurveModel;
         if self.tracker.measurement == Measurement::Peaks {
             return None;
         }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::Config;
 use crate::error::ConfigError;
 use crate::gpu::BackendChoice;
-use crate::track::logic::{ConfirmRule, DeleteRule};
+use crate::track::logic::m_of_n::{ConfirmRule, DeleteRule};
 use crate::track::{ModelKind, ModelSelection};
 
 /// The filter each track runs (`tracker.filter`).
@@ -18,7 +18,7 @@ pub enum FilterKind {
     Particle,
     /// An interacting multiple model estimator over the same motion models: per mode one
     /// cubature Kalman filter with data association over each pair's peaks (CPU, f64; see
-    /// `track::kalman::imm_filter`).
+    /// `track::filter::imm`).
     Imm,
 }
 
@@ -286,7 +286,7 @@ impl Config {
 
     /// Memory the filter bank holds for its particles, bytes: per particle and slot the state
     /// (7 floats), its model and log-weight, and once per particle the step's scratch (the
-    /// CPU bank's layout, [`crate::track::pf::CpuParticleFilter`]; the GPU's is alike).
+    /// CPU bank's layout, [`crate::track::filter::particle::CpuParticleFilter`]; the GPU's is alike).
     pub fn particle_memory_bytes(&self) -> u64 {
         let t = &self.tracker;
         t.particles as u64 * (PARTICLE_SLOT_BYTES * t.max_tracks as u64 + PARTICLE_SCRATCH_BYTES)

@@ -4,11 +4,11 @@
 use crate::dsp::gcc::{Correlator, GccParams};
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::spec::GpuSpec;
-use crate::track::tbd::bank::{
+use crate::track::filter::bernoulli::bank::{
     BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
 };
-use crate::track::tbd::existence::Chain;
-use crate::track::{FilterParams, ParticleFilter};
+use crate::track::filter::bernoulli::existence::Chain;
+use crate::track::{FilterBank, FilterParams};
 
 const WHY: &str = "built without the `cuda` feature";
 
@@ -25,7 +25,7 @@ pub fn correlator(_params: GccParams, _batch: usize) -> Result<Box<dyn Correlato
     Err(not_compiled())
 }
 
-pub fn particle_filter(_params: FilterParams) -> Result<Box<dyn ParticleFilter>> {
+pub fn particle_filter(_params: FilterParams) -> Result<Box<dyn FilterBank>> {
     Err(not_compiled())
 }
 

@@ -6,11 +6,11 @@ use crate::dsp::gcc::{Correlator, GccParams};
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::cuda;
 use crate::gpu::spec::{GpuSpec, fp32_lanes_per_sm};
-use crate::track::tbd::bank::{
+use crate::track::filter::bernoulli::bank::{
     BankError, BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
 };
-use crate::track::tbd::existence::Chain;
-use crate::track::{FilterParams, ParticleFilter};
+use crate::track::filter::bernoulli::existence::Chain;
+use crate::track::{FilterBank, FilterParams};
 
 fn unavailable(why: String) -> Error {
     Error::Backend(BackendError::new("cuda", why))
@@ -30,7 +30,7 @@ pub fn correlator(params: GccParams, batch: usize) -> Result<Box<dyn Correlator>
 }
 
 /// A CUDA particle-filter bank.
-pub fn particle_filter(params: FilterParams) -> Result<Box<dyn ParticleFilter>> {
+pub fn particle_filter(params: FilterParams) -> Result<Box<dyn FilterBank>> {
     let gpu = cuda::gpu().map_err(unavailable)?;
     Ok(Box::new(cuda::pf::CudaParticleFilter::new(gpu, params)?))
 }

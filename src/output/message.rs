@@ -441,8 +441,9 @@ mod tests {
     /// while it is one; no such keys in other modes.
     #[test]
     fn line_reports_carry_the_cone_angle() {
+        use crate::track::motion::models::Kinematics;
         use crate::track::report::GaussianState;
-        use crate::track::{LineAxes, TrackMode, models::Kinematics};
+        use crate::track::{LineAxes, TrackMode};
         let line = LineAxes {
             axis: [1.0, 0.0, 0.0],
             side: [0.0, 1.0, 0.0],

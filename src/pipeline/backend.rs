@@ -6,20 +6,20 @@ use crate::dsp::gcc::{Correlator, CpuCorrelator};
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::{self, BackendChoice};
 use crate::pipeline::overlap_batches;
-use crate::track::ParticleFilter;
-use crate::track::kalman::imm_filter::ImmFilter;
-use crate::track::pf::CpuParticleFilter;
+use crate::track::FilterBank;
+use crate::track::filter::imm::ImmFilter;
+use crate::track::filter::particle::CpuParticleFilter;
 
 /// The two halves of a backend.
 pub struct Backends {
     pub correlator: Box<dyn Correlator>,
-    pub filter: Box<dyn ParticleFilter>,
+    pub filter: Box<dyn FilterBank>,
     /// Why this backend was chosen (logged once).
     pub reason: String,
 }
 
 /// The CPU correlator and filter bank of a configuration.
-pub fn cpu(cfg: &Config) -> (Box<dyn Correlator>, Box<dyn ParticleFilter>) {
+pub fn cpu(cfg: &Config) -> (Box<dyn Correlator>, Box<dyn FilterBank>) {
     (
         Box::new(CpuCorrelator::new(cfg.gcc_params())),
         cpu_filter(cfg),
@@ -28,7 +28,7 @@ pub fn cpu(cfg: &Config) -> (Box<dyn Correlator>, Box<dyn ParticleFilter>) {
 
 /// The configuration's filter on the CPU: the particle filters, or the IMM bank (which runs on
 /// the CPU whatever the backend).
-pub fn cpu_filter(cfg: &Config) -> Box<dyn ParticleFilter> {
+pub fn cpu_filter(cfg: &Config) -> Box<dyn FilterBank> {
     match cfg.tracker.filter {
         FilterKind::Particle => Box::new(CpuParticleFilter::new(cfg.filter_params())),
         FilterKind::Imm => Box::new(ImmFilter::new(cfg.filter_params())),

@@ -28,7 +28,7 @@ use crate::output::{
 };
 use crate::track::TrackMode;
 use crate::track::manager::{TrackReport, TrackStatus};
-use crate::track::models::Kinematics;
+use crate::track::motion::models::Kinematics;
 use crate::track::report::{EndReason, EstimateKind, GaussianState, TrackEnd};
 
 /// Payloads waiting for the main loop, at most.

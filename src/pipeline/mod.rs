@@ -28,7 +28,7 @@ use crate::output::{
     DeletedMessage, FrameStamp, Message, SCHEMA_VERSION, SinkSet, StatusMessage, TrackMessage,
 };
 use crate::pipeline::backend::Backends;
-use crate::track::ParticleFilter;
+use crate::track::FilterBank;
 use crate::track::manager::{TrackManager, TrackReport};
 use crate::track::smooth::tracks::{Mode as SmoothMode, TrackSmoother};
 
@@ -129,14 +129,14 @@ pub struct Pipeline {
     crosstalk: Option<CrosstalkMonitor>,
     pub crosstalk_seen: Vec<bool>,
     /// Tracks on the GCC curves (`tracker.measurement` "curves" or "auto").
-    tbd: Option<crate::track::tbd::tracker::TbdTracker>,
+    tbd: Option<crate::track::curves_tracker::TbdTracker>,
 }
 
 /// The tracks that ended with the last frame: the curves tracker's merged list when it runs,
 /// else the peaks tracker's. (Borrows the two fields only, so the sinks and smoothers stay
 /// free to borrow mutably.)
 fn ended_of<'a>(
-    tbd: &'a Option<crate::track::tbd::tracker::TbdTracker>,
+    tbd: &'a Option<crate::track::curves_tracker::TbdTracker>,
     tracker: &'a TrackManager,
 ) -> &'a [crate::track::report::TrackEnd] {
     tbd.as_ref().map_or(&tracker.ended, |t| &t.ended)
@@ -144,7 +144,7 @@ fn ended_of<'a>(
 
 /// `tracker.curves.search_on_gpu`: the curves search on the GPU's bank when the backend is
 /// CUDA; it stays on the CPU (logged) otherwise or if the bank cannot be made.
-fn gpu_search(t: &mut crate::track::tbd::tracker::TbdTracker, backend: &str, seed: u64) {
+fn gpu_search(t: &mut crate::track::curves_tracker::TbdTracker, backend: &str, seed: u64) {
     if backend != "cuda" {
         log::warn!(
             "tracker.curves.search_on_gpu: the backend is {backend}, so the curves search runs on the CPU"
@@ -288,7 +288,7 @@ impl Pipeline {
     pub fn with_backends(
         mut self,
         correlator: Box<dyn Correlator>,
-        filter: Box<dyn ParticleFilter>,
+        filter: Box<dyn FilterBank>,
     ) -> Self {
         self.correlator = Some(correlator);
         self.tracker = TrackManager::new(self.cfg.manager_settings(), filter);

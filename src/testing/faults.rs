@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::audio::frame::Frame;
 use crate::dsp::gcc::{Correlator, CpuCorrelator, GccFrame, GccParams};
 use crate::error::BackendError;
-use crate::track::pf::CpuParticleFilter;
+use crate::track::filter::particle::CpuParticleFilter;
 use crate::track::{
-    Estimate, FilterParams, LiveSource, ParticleFilter, Particles, TdoaMeasurement, TrackInit,
+    Estimate, FilterBank, FilterParams, LiveSource, Particles, TdoaMeasurement, TrackInit,
     TrackStep,
 };
 
@@ -116,7 +116,7 @@ impl Correlator for FaultyCorrelator {
 /// The CPU filter posing as a device: it can fail from a chosen frame on (as a GPU might), run
 /// the caller's work inside its step (as a GPU filter does while the device computes), and
 /// report a device clock and bytes per step. One delegating wrapper for every test double of
-/// [`ParticleFilter`].
+/// [`FilterBank`].
 pub struct PosingFilter {
     inner: CpuParticleFilter,
     /// Every step (and early launch) of this frame or later fails.
@@ -178,7 +178,7 @@ impl PosingFilter {
     }
 }
 
-impl ParticleFilter for PosingFilter {
+impl FilterBank for PosingFilter {
     fn backend(&self) -> &'static str {
         "faulty"
     }

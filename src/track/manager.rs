@@ -3,15 +3,15 @@
 //! 1. the frame's peaks become the flattened measurement (every pair, its top peaks);
 //! 2. each track predicts its TDOAs and their spread ([`gate`](crate::track::gate)), and the
 //!    peaks are assigned to tracks pair by pair, confirmed tracks first and tentative ones on
-//!    what is left, by global nearest neighbour ([`associate`](crate::track::associate));
+//!    what is left, by global nearest neighbour ([`associate`](crate::track::associate::gnn));
 //! 3. each track's filter steps on its own view of the frame: every peak but those assigned
 //!    to other tracks;
 //! 4. a frame is a hit for a track when its gates held assigned peaks in enough of the
-//!    informative pairs; M-of-N logic over scans ([`logic`](crate::track::logic)) confirms
+//!    informative pairs; M-of-N logic over scans ([`logic`](crate::track::logic::m_of_n)) confirms
 //!    and deletes; tracks also go when they diverge, stay silent too long or follow an older
 //!    track's source;
 //! 5. a birth is sought every frame among the peaks no confirmed track explains
-//!    ([`birth`](crate::track::birth)); with every slot taken, the weakest tentative track
+//!    ([`birth`](crate::track::initiate::multilat)); with every slot taken, the weakest tentative track
 //!    gives way;
 //! 6. the tracks are reported, and when no track is confirmed the frame's reason is counted.
 //!
@@ -30,24 +30,24 @@ use crate::dsp::geometry::{ArrayGeometry, Pair};
 use crate::dsp::multilat::{Obs, refine};
 use crate::error::BackendError;
 use crate::math::linalg::cholesky6;
-use crate::track::associate::assign_pair;
-use crate::track::birth::{
-    BirthFix, BirthInputs, BirthSearch, DIVERGED_SPREADS, NoBirth, birth_fix, spread_limit_m,
-};
-use crate::track::edge::{EdgeClock, beyond, start_of};
-use crate::track::gate::{Gates, Rates, gates, rates};
-use crate::track::logic::{
-    ConfirmRule, DeleteRule, MissWindow, ScanClock, ScanHistory, TrackLogic, Verdict,
-};
-use crate::track::lookahead::{
+use crate::track::associate::gnn::assign_pair;
+use crate::track::associate::mfa::lookahead::{
     HeldFrame, Lookahead, PairContext, WindowRow, assign_pair_over_window,
 };
-use crate::track::mirror::{MirrorVerdict, Twin, mirrored_init};
-use crate::track::models::Kinematics;
-use crate::track::noise::{ResidualWindow, tdoa_noise_s};
+use crate::track::gate::{Gates, Rates, gates, rates};
+use crate::track::initiate::mirror::{MirrorVerdict, Twin, mirrored_init};
+use crate::track::initiate::multilat::{
+    BirthFix, BirthInputs, BirthSearch, DIVERGED_SPREADS, NoBirth, birth_fix, spread_limit_m,
+};
+use crate::track::logic::edge::{EdgeClock, beyond, start_of};
+use crate::track::logic::m_of_n::{
+    ConfirmRule, DeleteRule, MissWindow, ScanClock, ScanHistory, TrackLogic, Verdict,
+};
+use crate::track::measure::noise::{ResidualWindow, tdoa_noise_s};
+use crate::track::motion::models::Kinematics;
 use crate::track::report::{EndReason, TrackEnd, report};
 use crate::track::{
-    Estimate, FilterParams, ParticleFilter, TdoaMeasurement, TrackInit, TrackMode, TrackStep,
+    Estimate, FilterBank, FilterParams, TdoaMeasurement, TrackInit, TrackMode, TrackStep,
 };
 
 pub use crate::track::report::{TrackReport, TrackStatus};
@@ -105,9 +105,9 @@ fn with_twin(step: TrackStep, twin: Option<&Twin>) -> Vec<TrackStep> {
 
 /// Step a track into `est` on `view`, with its twin (if any) in the same call, so that a device
 /// steps both in one launch; `meanwhile` runs while a device computes (see
-/// [`ParticleFilter::step_overlapped`]).
+/// [`FilterBank::step_overlapped`]).
 fn step_track(
-    bank: &mut dyn ParticleFilter,
+    bank: &mut dyn FilterBank,
     view: &TdoaMeasurement,
     step: TrackStep,
     est: &mut Estimate,
@@ -190,7 +190,7 @@ pub struct ManagerSettings {
     pub delete_window_s: f64,
     pub delete_fraction: f64,
     /// A turning array (`array.heading_input`): tracks are turned with it, and in line mode
-    /// with a plane each gets a mirror twin ([`crate::track::mirror`]).
+    /// with a plane each gets a mirror twin ([`crate::track::initiate::mirror`]).
     pub turning: bool,
     /// The spread of a GCC curve's value under noise ([`crate::dsp::gcc::phat_noise_level`]):
     /// a peak's clarity is its height over it. `None`: the clarity is the correlator's z-score
@@ -243,7 +243,7 @@ impl Track {
 }
 
 pub struct TrackManager {
-    bank: Box<dyn ParticleFilter>,
+    bank: Box<dyn FilterBank>,
     params: FilterParams,
     s: ManagerSettings,
     geo: ArrayGeometry,
@@ -328,7 +328,7 @@ fn informative_pair(m: &TdoaMeasurement, pi: usize) -> bool {
 }
 
 impl TrackManager {
-    pub fn new(settings: ManagerSettings, bank: Box<dyn ParticleFilter>) -> Self {
+    pub fn new(settings: ManagerSettings, bank: Box<dyn FilterBank>) -> Self {
         let params = bank.params().clone();
         let s = settings;
         let meas = TdoaMeasurement::empty(0, s.pairs.len(), s.peaks_per_pair, params.tdoa_std_s);
@@ -427,7 +427,7 @@ impl TrackManager {
 
     /// Move every track to another backend, restarting its particles from the last estimate
     /// (mean, covariance and model probabilities). Used when the GPU fails mid-run.
-    pub fn replace_bank(&mut self, mut bank: Box<dyn ParticleFilter>) -> Result<(), BackendError> {
+    pub fn replace_bank(&mut self, mut bank: Box<dyn FilterBank>) -> Result<(), BackendError> {
         for t in &self.tracks {
             let frame = t.born_seq ^ 0x5EED_0000_0000;
             bank.init_track(&restart(t.slot, frame, &t.est))?;
@@ -546,7 +546,7 @@ impl TrackManager {
     }
 
     /// Between frames: launch the filter work the last step left for now (see
-    /// [`ParticleFilter::flush`]).
+    /// [`FilterBank::flush`]).
     pub fn between_frames(&mut self) {
         let start = std::time::Instant::now();
         self.bank.flush();
@@ -554,7 +554,7 @@ impl TrackManager {
     }
 
     /// Launch the filter step of the frame `seq` centred at `t_centre_s` before its GCC result
-    /// is in (see [`ParticleFilter::prepare_step`]): a GPU filter then predicts while the frame
+    /// is in (see [`FilterBank::prepare_step`]): a GPU filter then predicts while the frame
     /// is correlated. Only a lone track can go ahead (several tracks step on views that need the
     /// frame's assignment). With `peaks` (where the correlator's device writes them), the
     /// filter's device builds the measurement itself from them and the frame's pair checks

@@ -5,7 +5,7 @@
 use nalgebra::{Matrix3, Vector3};
 use serde::Serialize;
 
-use crate::track::models::Kinematics;
+use crate::track::motion::models::Kinematics;
 use crate::track::{Estimate, LineAxes, TrackMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -265,7 +265,7 @@ fn view_of(mean: &[f64; 6], cov: &[[f64; 6]; 6], kin: Kinematics) -> ReportedSta
 }
 
 /// A direction-mode estimate as reported: its mean position p is the direction scaled by
-/// 1 + the inverse range (see [`crate::track::likelihood::sensor_terms`]).
+/// 1 + the inverse range (see [`crate::track::measure::likelihood::sensor_terms`]).
 struct DirectionView {
     /// The unit direction p / |p|.
     u: [f64; 3],

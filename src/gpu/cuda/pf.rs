@@ -1,4 +1,4 @@
-//! The particle-filter bank on the GPU: the [`ParticleFilter`] twin of `CpuParticleFilter`.
+//! The particle-filter bank on the GPU: the [`FilterBank`] twin of `CpuParticleFilter`.
 //!
 //! Particles stay on the device. A step is `pf_fetch` (one block reads the step's parameters
 //! and measurement, with each track's reference point: its last estimate's mean, which the
@@ -47,10 +47,10 @@ use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_cluster};
 use crate::error::BackendError;
 use crate::rng::philox::{self, Stream};
 use crate::track::ModelSelection;
-use crate::track::models::{CoeffTable, StepCoeffs, padded_cdf};
-use crate::track::pf::{ChunkSums, cloud_moments, finish_estimate, roughen_factor};
+use crate::track::filter::particle::{ChunkSums, cloud_moments, finish_estimate, roughen_factor};
+use crate::track::motion::models::{CoeffTable, StepCoeffs, padded_cdf};
 use crate::track::{
-    Estimate, FilterParams, LiveSource, MAX_MODELS, ParticleFilter, Particles, ROUGHEN_RESAMPLE_H,
+    Estimate, FilterBank, FilterParams, LiveSource, MAX_MODELS, Particles, ROUGHEN_RESAMPLE_H,
     STATE_DIM, TEMPER_GRID, TdoaMeasurement, TrackInit, TrackStep,
 };
 
@@ -443,7 +443,7 @@ pub struct CudaParticleFilter {
     /// Which buffer holds each slot's particles.
     cur: Vec<u32>,
     log_norm: Vec<f64>,
-    /// Each slot's reference point for the next step's sums (src/track/pf.rs takes its particle
+    /// Each slot's reference point for the next step's sums (src/track/filter/particle.rs takes its particle
     /// 0; any point near the cloud keeps the covariance's precision): the last estimate's mean,
     /// the prior's mean after `init_track`, particle 0 after `write_particles`.
     reference: Vec<[f32; 6]>,
@@ -459,7 +459,7 @@ pub struct CudaParticleFilter {
     /// The live step launched ahead of its measurement, if any.
     prepared: Option<Prepared>,
     /// A resampling (`Seq::Resample`, for this many tracks, after the step of this frame)
-    /// that the last step left for between frames (`ParticleFilter::flush`), and the error of
+    /// that the last step left for between frames (`FilterBank::flush`), and the error of
     /// such a launch, which the next call reports (see `settle`).
     deferred: Option<(usize, u64)>,
     deferred_err: Option<BackendError>,
@@ -640,13 +640,13 @@ impl CudaParticleFilter {
                 "the nearest-model rule runs on the CPU backend only",
             ));
         }
-        if p.sensors.len() > crate::track::likelihood::MAX_SENSORS {
+        if p.sensors.len() > crate::track::measure::likelihood::MAX_SENSORS {
             return Err(BackendError::new(
                 "cuda",
                 format!(
                     "{} sensors; the GPU filter takes at most {}",
                     p.sensors.len(),
-                    crate::track::likelihood::MAX_SENSORS
+                    crate::track::measure::likelihood::MAX_SENSORS
                 ),
             ));
         }
@@ -823,14 +823,14 @@ impl CudaParticleFilter {
             n_sensors: p.sensors.len() as u32,
             n_pairs: p.pairs.len() as u32,
             k: meas.peaks_per_pair as u32,
-            mode: crate::track::models::Kinematics::of(p).kernel_mode(),
+            mode: crate::track::motion::models::Kinematics::of(p).kernel_mode(),
             has_bounds,
             forced_model: u32::MAX,
             live: 0,
             line: p.line.map_or(0, |l| if l.keep_side { 2 } else { 1 }),
             inv_c: 1.0 / p.speed_of_sound_m_s,
             inv_two_var: 1.0 / (2.0 * sigma * sigma),
-            gate: crate::track::likelihood::GATE_SIGMAS * sigma,
+            gate: crate::track::measure::likelihood::GATE_SIGMAS * sigma,
             ess_fraction: p.ess_fraction,
             lo,
             hi,
@@ -1402,7 +1402,7 @@ impl CudaParticleFilter {
     }
 
     /// Launch the step of `tracks` for frame `meas.frame` now, before its measurement exists
-    /// (`ParticleFilter::prepare_step`), where `live_possible`.
+    /// (`FilterBank::prepare_step`), where `live_possible`.
     fn prepare_live(
         &mut self,
         meas: &TdoaMeasurement,
@@ -1673,7 +1673,7 @@ impl Drop for CudaParticleFilter {
     }
 }
 
-impl ParticleFilter for CudaParticleFilter {
+impl FilterBank for CudaParticleFilter {
     fn backend(&self) -> &'static str {
         "cuda"
     }

@@ -1,6 +1,6 @@
 //! The curves bank of track-before-detect on the GPU (`kernels/tbd.cu`): T tracks' particles,
 //! weights and cumulative sums resident on the device in the CPU twin's layout
-//! ([`crate::track::tbd::bank`]). A step uploads the frame (curves, noise levels, usable pairs)
+//! ([`crate::track::filter::bernoulli::bank`]). A step uploads the frame (curves, noise levels, usable pairs)
 //! and the birth proposal, queues nine launches and reads back per track only the existence,
 //! the birth share, the sets' log-sums, the mean's fixed-point sums and the birth-derived count
 //! (B-12: about a hundred bytes a track; [`CudaCurveBank::bytes_read`] counts them).
@@ -10,12 +10,12 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::{Gpu, err};
-use crate::track::tbd::bank::{BankError, length};
-use crate::track::tbd::bank::{
+use crate::track::filter::bernoulli::bank::{BankError, length};
+use crate::track::filter::bernoulli::bank::{
     BankFrame, BankModel, BankProposal, BankSizes, CurveBank, DIM, MAX_CANDIDATES, MAX_TOP_CELLS,
     TrackSums, check_frame, check_sizes, ln_counts, mean_of_fixed,
 };
-use crate::track::tbd::existence::Chain;
+use crate::track::filter::bernoulli::existence::Chain;
 
 /// Particles a weighing block takes (a thread each to draw, a warp each to weigh), and a
 /// block's tile elsewhere:

@@ -20,7 +20,7 @@ use super::fixed_lag::FixedLag;
 use super::kalman::{LinearModel, symmetric};
 use super::{Covariance, Record, SmoothError, Smoothed, rts};
 use crate::track::MotionModel;
-use crate::track::models::Kinematics;
+use crate::track::motion::models::Kinematics;
 use crate::track::report::{EstimateKind, GaussianState, TrackEnd, TrackReport};
 
 /// How the tracks are smoothed.
