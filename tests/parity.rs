@@ -1061,8 +1061,8 @@ fn check_live_pipeline(preset: &str, max_tracks: usize, tracks: usize) {
         eprintln!(
             "ahead {ahead}, frames in mapped memory {with_alloc} ({sent} partly sent ahead): {} reports, {} steps prepared ({} built on the device), backend {}",
             out.len(),
-            t.prepared_steps,
-            t.device_built_steps,
+            t.counts.prepared_steps,
+            t.counts.device_built_steps,
             pipe.backend()
         );
         assert_eq!(pipe.backend(), "cuda");
@@ -1077,9 +1077,9 @@ fn check_live_pipeline(preset: &str, max_tracks: usize, tracks: usize) {
         }
         if ahead {
             // (A GPU with few SMs, or SONOTRACK_NO_LIVE_STEP=1, prepares none.)
-            assert_eq!(t.prepared_steps, t.device_built_steps);
+            assert_eq!(t.counts.prepared_steps, t.counts.device_built_steps);
         } else {
-            assert_eq!(t.prepared_steps, 0);
+            assert_eq!(t.counts.prepared_steps, 0);
         }
         runs.push(out);
     }
@@ -1129,7 +1129,7 @@ fn a_failed_launch_between_frames_moves_to_the_cpu() {
     };
     let (plain, base, _) = run(false);
     assert_eq!(plain.backend(), "cuda");
-    if plain.tracker().prepared_steps == 0 {
+    if plain.tracker().counts.prepared_steps == 0 {
         eprintln!("skipped: this GPU prepares no live steps, so none defers its resampling");
         return;
     }

@@ -771,7 +771,7 @@ fn correlating_ahead_changes_nothing() {
         assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "frames in order");
         assert_eq!(c.overlapped, batch > 1);
         // Processing time covers the tracking and whatever of the preparation was not hidden.
-        assert!(c.proc_total >= c.prep_exposed + pipe.tracker().filter_wall);
+        assert!(c.proc_total >= c.prep_exposed + pipe.tracker().counts.filter_wall);
         if batch == 1 {
             assert_eq!(c.prep_exposed, c.check_total + c.gcc_total);
         }
@@ -898,7 +898,7 @@ fn birth_search_during_the_step_changes_nothing() {
             &mut |_| {},
         )
         .unwrap();
-        runs.push((reports, pipe.tracker().births));
+        runs.push((reports, pipe.tracker().counts.births));
     }
     let steps = overlapped.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(

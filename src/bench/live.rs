@@ -186,7 +186,7 @@ pub fn time_live_frame(
         [
             p.counters.check_total.as_secs_f64(),
             p.counters.gcc_total.as_secs_f64(),
-            p.tracker().filter_wall.as_secs_f64(),
+            p.tracker().counts.filter_wall.as_secs_f64(),
         ]
     };
     // The push that completes each timed frame (the period's copy and the frame's assembly,

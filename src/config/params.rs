@@ -6,7 +6,9 @@ use crate::audio::assembler::FrameAssembler;
 use crate::audio::capture::CaptureSettings;
 use crate::dsp::gcc::GccParams;
 use crate::dsp::geometry::Pair;
+use crate::track::logic::judge::LogicSettings;
 use crate::track::manager::ManagerSettings;
+use crate::track::measure::peaks::PeaksSettings;
 use crate::track::{FilterParams, LineAxes, MotionModel, TrackMode};
 
 impl Config {
@@ -115,38 +117,44 @@ impl Config {
     /// The track manager's settings: the pairs and peaks it reads, the search volume, and its
     /// births and deletions.
     pub fn manager_settings(&self) -> ManagerSettings {
+        let t = &self.tracker;
+        let hop_s = self.hop_samples() as f64 / self.sample_rate_hz();
         ManagerSettings {
             geometry: self.geometry(),
-            pairs: self.pairs(),
-            peaks_per_pair: self.gcc.peaks_per_pair,
             bounds: match (self.array.bounds_min_m, self.array.bounds_max_m) {
                 (Some(lo), Some(hi)) => Some((lo, hi)),
                 _ => None,
             },
-            sample_rate_hz: self.sample_rate_hz(),
-            detection_probability: self.tracker.detection_probability as f32,
-            init_frames: self.tracker.init_frames,
-            max_tracks: self.tracker.max_tracks,
-            delete_after_s: self.tracker.delete_after_s,
-            max_speed_m_s: self.tracker.max_speed_m_s,
-            hop_s: self.hop_samples() as f64 / self.sample_rate_hz(),
-            gate_sigmas: self.tracker.gate_sigmas as f32,
-            hit_fraction: self.tracker.hit_fraction as f32,
-            confirm_m: self.tracker.confirm_m,
-            confirm_n: self.tracker.confirm_n,
-            confirm_rule: self.tracker.confirm_rule,
-            scan_s: self.tracker.scan_s,
-            delete_rule: self.tracker.delete_rule,
-            delete_window_s: self.tracker.delete_window_s,
-            delete_fraction: self.tracker.delete_fraction,
-            turning: self.turning(),
-            peak_noise: crate::dsp::gcc::phat_noise_level(&self.gcc_params()),
-            phat_window: match self.gcc.weighting {
-                crate::dsp::gcc::Weighting::Phat => self.gcc_params().window_coefficients(),
-                _ => Vec::new(),
+            peaks: PeaksSettings {
+                pairs: self.pairs(),
+                peaks_per_pair: self.gcc.peaks_per_pair,
+                sample_rate_hz: self.sample_rate_hz(),
+                detection_probability: t.detection_probability as f32,
+                peak_noise: crate::dsp::gcc::phat_noise_level(&self.gcc_params()),
+                phat_window: match self.gcc.weighting {
+                    crate::dsp::gcc::Weighting::Phat => self.gcc_params().window_coefficients(),
+                    _ => Vec::new(),
+                },
             },
-            mfa_lists: (self.tracker.association == super::Association::Mfa)
-                .then_some(self.tracker.mfa_lists),
+            hop_s,
+            init_frames: t.init_frames,
+            max_tracks: t.max_tracks,
+            max_speed_m_s: t.max_speed_m_s,
+            gate_sigmas: t.gate_sigmas as f32,
+            logic: LogicSettings {
+                confirm_m: t.confirm_m,
+                confirm_n: t.confirm_n,
+                confirm_rule: t.confirm_rule,
+                scan_s: t.scan_s,
+                hop_s,
+                delete_rule: t.delete_rule,
+                delete_window_s: t.delete_window_s,
+                delete_fraction: t.delete_fraction,
+                hit_fraction: t.hit_fraction as f32,
+                delete_after_s: t.delete_after_s,
+            },
+            turning: self.turning(),
+            mfa_lists: (t.association == super::Association::Mfa).then_some(t.mfa_lists),
         }
     }
 

@@ -740,7 +740,7 @@ impl Pipeline {
             tracks: self.tracker.active_tracks(),
             confirmed_tracks: self.tracker.confirmed_tracks(),
             no_track: self.tracker.no_track_now,
-            no_track_frames: self.tracker.no_track.clone(),
+            no_track_frames: self.tracker.counts.no_track.clone(),
             tdoa_noise_samples: (f64::from(self.tracker.sigma_s())
                 * self.cfg.sample_rate_hz()
                 * 1e3)
@@ -753,7 +753,7 @@ impl Pipeline {
             heading_missing_frames: self
                 .heading
                 .as_ref()
-                .map(|_| self.tracker.heading_missing_frames),
+                .map(|_| self.tracker.counts.heading_missing_frames),
             crosstalk_pairs: self.crosstalk_pairs(),
         }
     }

@@ -405,15 +405,16 @@ pub fn replay_source(
         audio_s: total as f64 / fs,
         wall,
         counters: pipe.counters.clone(),
-        births: pipe.tracker().births,
-        deletions: pipe.tracker().deletions,
-        tempered_steps: pipe.tracker().tempered_steps,
+        births: pipe.tracker().counts.births,
+        deletions: pipe.tracker().counts.deletions,
+        tempered_steps: pipe.tracker().counts.tempered_steps,
         heading: cfg.turning().then(|| {
             let t = pipe.tracker();
-            (t.heading_missing_frames, t.mirrors_kept, t.mirrors_taken)
+            let c = &t.counts;
+            (c.heading_missing_frames, t.twins.kept, t.twins.taken)
         }),
-        no_track: pipe.tracker().no_track.clone(),
-        filter_wall: pipe.tracker().filter_wall,
+        no_track: pipe.tracker().counts.no_track.clone(),
+        filter_wall: pipe.tracker().counts.filter_wall,
         accuracy: evaluation
             .as_ref()
             .and_then(|e| e.per_target.values().next().cloned()),

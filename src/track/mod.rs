@@ -30,6 +30,7 @@ pub mod measure;
 pub mod motion;
 pub mod report;
 pub mod smooth;
+pub mod state;
 
 pub use filter::{
     Estimate, FilterBank, FilterParams, LiveSource, Particles, ROUGHEN_H, ROUGHEN_RESAMPLE_H,

@@ -262,3 +262,31 @@ pub trait FilterBank: Send {
         None
     }
 }
+
+/// Step a track into `est` on `view`, with its mirror twin (if any: `twin`, its slot and
+/// estimate) in the same call, so that a device steps both in one launch; `meanwhile` runs
+/// while a device computes (see [`FilterBank::step_overlapped`]).
+pub fn step_with_twin(
+    bank: &mut dyn FilterBank,
+    view: &TdoaMeasurement,
+    step: TrackStep,
+    est: &mut Estimate,
+    twin: Option<(u32, &mut Estimate)>,
+    meanwhile: &mut dyn FnMut(),
+) -> Result<(), BackendError> {
+    let Some((slot, twin_est)) = twin else {
+        return bank
+            .step_overlapped(view, &[step], std::slice::from_mut(est), meanwhile)
+            .map(|_| ());
+    };
+    let steps = [step, TrackStep { slot, ..step }];
+    // (Moved out and back: an empty estimate holds no allocation.)
+    let mut out = [
+        std::mem::replace(est, Estimate::new(0)),
+        std::mem::replace(twin_est, Estimate::new(0)),
+    ];
+    let stepped = bank.step_overlapped(view, &steps, &mut out, meanwhile);
+    let [a, b] = out;
+    (*est, *twin_est) = (a, b);
+    stepped.map(|_| ())
+}

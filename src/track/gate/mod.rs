@@ -7,7 +7,8 @@
 use nalgebra::{Matrix3, Vector3};
 
 use crate::track::measure::likelihood::{LikelihoodConsts, predict_tdoas};
-use crate::track::{Estimate, FilterParams};
+use crate::track::state::Track;
+use crate::track::{Estimate, FilterParams, TrackStep};
 
 /// One track's gates for a frame: per pair, the predicted TDOA (s) and the spread s (s) a
 /// peak's distance is measured in.
@@ -28,6 +29,47 @@ impl Gates {
     pub fn half_width_s(&self, p: usize, sigmas: f32) -> f32 {
         sigmas * self.spread_s[p]
     }
+}
+
+/// Each track's gates for this frame (`steps[i]`, its step): its estimate carried to the
+/// frame ([`carried`]), then its predicted TDOAs with TDOA noise `sigma_s`; with `rates`, also
+/// how its TDOAs move (multi-frame assignment: the most agile model's acceleration and the hop).
+pub fn predict_gates(
+    tracks: &mut [Track],
+    steps: &[TrackStep],
+    p: &FilterParams,
+    sigma_s: f32,
+    rates_of: Option<f64>,
+) {
+    // (The most agile model's acceleration: how fast a pair's TDOA rate may change.)
+    let accel = p
+        .models
+        .iter()
+        .map(|m| f64::from(m.accel_std))
+        .fold(0.0, f64::max);
+    for (t, step) in tracks.iter_mut().zip(steps) {
+        let e = carried(&t.est, f64::from(step.dt_s));
+        t.gates = gates(p, &e, step.lag_s, sigma_s);
+        if let Some(hop_s) = rates_of {
+            t.rates = rates(p, &e, step.lag_s, accel, hop_s);
+        }
+    }
+}
+
+/// Estimate `e` carried `dt_s` on at constant velocity, the velocity's spread added to the
+/// position's: where a track's gates are taken from.
+pub fn carried(e: &Estimate, dt_s: f64) -> Estimate {
+    let mut e = e.clone();
+    for a in 0..3 {
+        e.mean[a] += e.mean[3 + a] * dt_s;
+    }
+    for r in 0..3 {
+        for c in 0..3 {
+            e.cov[r][c] +=
+                dt_s * (e.cov[3 + r][c] + e.cov[r][3 + c]) + dt_s * dt_s * e.cov[3 + r][3 + c];
+        }
+    }
+    e
 }
 
 /// The gates of a track with estimate `est`, `lag_s` after its state time, with TDOA noise

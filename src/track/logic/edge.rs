@@ -6,7 +6,9 @@
 
 use nalgebra::Vector3;
 
-use crate::dsp::multilat::Fix;
+use crate::dsp::geometry::ArrayGeometry;
+use crate::dsp::multilat::{Fix, Obs, refine};
+use crate::track::Estimate;
 
 /// How long the track's own fixes must lie outside before the track is deleted.
 pub const LEFT_AFTER_S: f64 = 1.0;
@@ -51,6 +53,32 @@ impl EdgeClock {
 /// Where the track's estimate is, as the start of its own fix.
 pub fn start_of(mean: &[f64]) -> Vector3<f64> {
     Vector3::new(mean[0], mean[1], mean[2])
+}
+
+/// Whether a 3-D track with estimate `est`, whose assigned peaks are `obs`, has its source
+/// clearly outside the search volume `bounds`, those peaks solved from its position without
+/// the volume (None with too few assigned pairs for a fix, or no fix).
+pub fn outside(
+    bounds: &([f64; 3], [f64; 3]),
+    est: &Estimate,
+    obs: &[Obs],
+    geo: &ArrayGeometry,
+    sigma_s: f32,
+) -> Option<bool> {
+    // A track well inside (three spreads from every face) is not pressed against one.
+    let (lo, hi) = bounds;
+    let inside = (0..3).all(|a| {
+        let sd = est.cov[a][a].max(0.0).sqrt();
+        est.mean[a] - lo[a] > 3.0 * sd && hi[a] - est.mean[a] > 3.0 * sd
+    });
+    if inside {
+        return Some(false);
+    }
+    if obs.len() < 4 {
+        return None;
+    }
+    let fix = refine(geo, obs, start_of(&est.mean), f64::from(sigma_s))?;
+    Some(beyond(&fix, bounds))
 }
 
 #[cfg(test)]

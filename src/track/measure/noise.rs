@@ -2,6 +2,8 @@
 //! residuals of the peaks assigned to tracks, whichever is larger, and never above a ceiling
 //! (beyond it a track is lost, not noisy).
 
+use crate::track::gate::Gates;
+use crate::track::measure::peaks::PeaksModel;
 use std::collections::VecDeque;
 
 /// Residuals kept for the online estimate of the TDOA noise.
@@ -66,6 +68,27 @@ pub fn tdoa_noise_s(residuals: &ResidualWindow, floor_s: f32, sample_rate_hz: f6
     }
     let ceiling = SIGMA_CEILING_SAMPLES / sample_rate_hz as f32;
     (1.4826 * residuals.median()).clamp(floor_s, ceiling.max(floor_s))
+}
+
+/// A confirmed track's hit: per informative pair of the frame `peaks` read, the distance from
+/// the track's updated TDOA (`post`, its gates at the new estimate) to the nearest peak within
+/// 6 σ (or 3 spreads), into `residuals`. Only confirmed tracks' hits teach the noise, so that a
+/// track losing its source cannot widen it to suit itself.
+pub fn learn_from_hit(
+    residuals: &mut ResidualWindow,
+    peaks: &PeaksModel,
+    post: &Gates,
+    sigma_s: f32,
+) {
+    for pi in 0..peaks.pairs().len() {
+        if !peaks.informative(pi) {
+            continue;
+        }
+        let wide = (6.0 * sigma_s).max(3.0 * post.spread_s[pi]);
+        if let Some(r) = peaks.nearest_within(pi, post.predicted_s[pi], wide) {
+            residuals.push(r);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Motion models: the kinds, their parameters and how a particle's model is chosen each step;
-//! [`models`] moves one particle (or a slice of them) by a model, as `kernels/pf.cu` does.
+//! [`models`] moves one particle (or a slice of them) by a model, as `kernels/pf.cu` does;
+//! [`steps`] times each track's step to a frame.
 
 pub mod models;
+pub mod steps;
 
 use serde::{Deserialize, Serialize};
 

@@ -9,28 +9,14 @@
 
 use std::collections::VecDeque;
 
-use crate::dsp::geometry::Pair;
 use crate::track::TdoaMeasurement;
 use crate::track::associate::gnn::assign_pair;
 use crate::track::associate::mfa::cost::ListModel;
 use crate::track::associate::mfa::pair_window::{
     PairList, PairTrack, PairWindow, assign_over_window,
 };
-use crate::track::gate::{Gates, Rates};
-
-/// One frame measured and held for the window.
-#[derive(Debug, Clone)]
-pub struct HeldFrame {
-    pub seq: u64,
-    pub t_centre_s: f64,
-    pub meas: TdoaMeasurement,
-    /// The manager's per-(pair, peak) heights and lags of the frame.
-    pub peak_value: Vec<(f32, f32)>,
-    /// Its informative pairs.
-    pub informative: usize,
-    /// A turning array: the frame's heading.
-    pub heading_deg: Option<f64>,
-}
+use crate::track::associate::{HeldFrame, PairSettings, Row};
+use crate::track::gate::Gates;
 
 /// The frames held.
 #[derive(Debug, Clone)]
@@ -93,25 +79,8 @@ impl Lookahead {
 
     /// The frames after the one being committed.
     pub fn later(&self) -> impl Iterator<Item = &TdoaMeasurement> {
-        self.held.iter().map(|f| &f.meas)
+        self.held.iter().map(|f| &f.frame.meas)
     }
-}
-
-/// One track as the window sees it: confirmed or not, and its gates and TDOA rates at the
-/// committed frame.
-pub struct WindowRow<'a> {
-    pub confirmed: bool,
-    pub gates: &'a Gates,
-    pub rates: &'a Rates,
-}
-
-/// What the pair's window needs besides the frames.
-pub struct PairContext<'a> {
-    pub pair: &'a Pair,
-    pub index: usize,
-    pub sample_rate_hz: f64,
-    pub hop_s: f64,
-    pub gate_sigmas: f32,
 }
 
 /// Pair `c.index`'s peaks of the committed frame `now` (`peaks`: its TDOAs, None where a
@@ -121,8 +90,8 @@ pub struct PairContext<'a> {
 /// window was solved (false: the single frame decided) and whether its choice differs from the
 /// single frame's.
 pub fn assign_pair_over_window<'a>(
-    c: &PairContext,
-    rows: &[WindowRow],
+    c: &PairSettings,
+    rows: &[Row],
     now: &TdoaMeasurement,
     peaks: &[Option<f32>],
     later: impl Iterator<Item = &'a TdoaMeasurement>,
