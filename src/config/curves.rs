@@ -5,22 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use super::Config;
 use crate::error::ConfigError;
-use crate::track::measure::curves::CurveSettings;
-
-/// What the tracker weighs its particles with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Measurement {
-    /// Each pair's strongest peaks (point measurements with association).
-    #[default]
-    Peaks,
-    /// The whole GCC-PHAT curves (track-before-detect): Bernoulli tracks with an existence
-    /// probability, born from a search over the volume.
-    Curves,
-    /// The peaks path, with every confirmed track followed on the curves as well: when its
-    /// peaks fade, the curves carry it on under the same id.
-    Auto,
-}
+use crate::track::initiate::curves::SearchSettings;
+use crate::track::manager::curves::{CurvesSettings, CurvesStage};
+pub use crate::track::measure::Measurement;
+use crate::track::measure::curves::{CurveModel, CurveSettings};
 
 /// `[tracker.curves]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,12 +189,10 @@ impl Config {
             && self.array.bounds_max_m.is_some()
     }
 
-    /// The tracker on the curves (None with `measurement = "peaks"`, and with "auto" where
-    /// the curves cannot be used: outside 3-D tracking or without a search volume, which
+    /// The tracker's stage on the curves (None with `measurement = "peaks"`, and with "auto"
+    /// where the curves cannot be used: outside 3-D tracking or without a search volume, which
     /// "curves" itself is refused for at validation).
-    pub fn tbd_tracker(&self) -> Option<crate::track::curves_tracker::TbdTracker> {
-        use crate::track::curves_tracker::{TbdSettings, TbdTracker};
-        use crate::track::measure::curves::CurveModel;
+    pub fn curves_stage(&self) -> Option<CurvesStage> {
         if self.tracker.measurement == Measurement::Peaks {
             return None;
         }
@@ -229,21 +215,23 @@ impl Config {
             return None;
         };
         let c = &self.tracker.curves;
-        let set = TbdSettings {
-            particles: c.particles,
-            birth_particles: c.birth_particles,
-            confirm: c.confirm,
+        let set = CurvesSettings {
+            search: SearchSettings {
+                particles: c.particles,
+                birth_particles: c.birth_particles,
+                births_per_s: c.births_per_s,
+                lifetime_s: c.lifetime_s,
+                confirm: c.confirm,
+                confirm_s: c.confirm_s,
+                max_tracks: self.tracker.max_tracks,
+                seed: self.tracker.seed,
+            },
             delete: c.delete,
-            births_per_s: c.births_per_s,
-            lifetime_s: c.lifetime_s,
-            max_tracks: self.tracker.max_tracks,
-            seed: self.tracker.seed,
-            search: self.tracker.measurement == Measurement::Curves,
-            confirm_s: c.confirm_s,
+            searching: self.tracker.measurement == Measurement::Curves,
             clutter_map_s: c.clutter_map_s,
             joint_template: c.joint_template,
         };
-        Some(TbdTracker::new(model, set, frame_s))
+        Some(CurvesStage::new(model, set, frame_s))
     }
 
     /// The curve model's settings from `[tracker.curves]`.
@@ -276,7 +264,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.tracker.measurement, Measurement::Auto);
         // No search volume: auto tracks on the peaks alone, and says so; curves is refused.
-        assert!(c.tbd_tracker().is_none());
+        assert!(c.curves_stage().is_none());
         assert!(c.explain().contains("not used here"), "{}", c.explain());
         let e = Config::parse_str(
             &format!("{ARRAY}[tracker]\nmeasurement = \"curves\"\n"),
@@ -290,7 +278,7 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        assert!(c.tbd_tracker().is_some());
+        assert!(c.curves_stage().is_some());
         assert!(
             c.explain().contains("curves, track-before-detect alone"),
             "{}",

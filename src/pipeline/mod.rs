@@ -128,30 +128,18 @@ pub struct Pipeline {
     /// pairs it has flagged at any time.
     crosstalk: Option<CrosstalkMonitor>,
     pub crosstalk_seen: Vec<bool>,
-    /// Tracks on the GCC curves (`tracker.measurement` "curves" or "auto").
-    tbd: Option<crate::track::curves_tracker::TbdTracker>,
-}
-
-/// The tracks that ended with the last frame: the curves tracker's merged list when it runs,
-/// else the peaks tracker's. (Borrows the two fields only, so the sinks and smoothers stay
-/// free to borrow mutably.)
-fn ended_of<'a>(
-    tbd: &'a Option<crate::track::curves_tracker::TbdTracker>,
-    tracker: &'a TrackManager,
-) -> &'a [crate::track::report::TrackEnd] {
-    tbd.as_ref().map_or(&tracker.ended, |t| &t.ended)
 }
 
 /// `tracker.curves.search_on_gpu`: the curves search on the GPU's bank when the backend is
 /// CUDA; it stays on the CPU (logged) otherwise or if the bank cannot be made.
-fn gpu_search(t: &mut crate::track::curves_tracker::TbdTracker, backend: &str, seed: u64) {
+fn gpu_search(t: &mut crate::track::manager::curves::CurvesStage, backend: &str, seed: u64) {
     if backend != "cuda" {
         log::warn!(
             "tracker.curves.search_on_gpu: the backend is {backend}, so the curves search runs on the CPU"
         );
         return;
     }
-    let (model, sizes, chain) = t.search_bank_spec();
+    let (model, sizes, chain) = t.search().bank_spec(t.model());
     match crate::gpu::curve_bank(&model, sizes, chain, seed, 0.0) {
         Ok(bank) => {
             log::info!(
@@ -167,6 +155,13 @@ fn gpu_search(t: &mut crate::track::curves_tracker::TbdTracker, backend: &str, s
     }
 }
 
+/// The configuration's tracker over the filter bank `filter`, with its stage on the curves
+/// where `tracker.measurement` asks for one.
+fn tracker_of(cfg: &Config, filter: Box<dyn FilterBank>) -> TrackManager {
+    TrackManager::new(cfg.manager_settings(), filter)
+        .with_curves(cfg.curves_stage(), cfg.tracker.measurement)
+}
+
 impl Pipeline {
     pub fn new(
         cfg: &Config,
@@ -174,14 +169,14 @@ impl Pipeline {
         sinks: SinkSet,
         mut opts: PipelineOptions,
     ) -> Self {
-        let mut tbd = cfg.tbd_tracker();
-        opts.want_curves |= tbd.is_some();
         let params = backends.correlator.params().clone();
         let pairs = params.pairs.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>();
-        let tracker = TrackManager::new(cfg.manager_settings(), backends.filter);
-        if let Some(t) = tbd.as_mut() {
+        let mut tracker = tracker_of(cfg, backends.filter);
+        let backend = tracker.backend();
+        if let Some(t) = tracker.curves_mut() {
+            opts.want_curves = true;
             if cfg.tracker.curves.search_on_gpu {
-                gpu_search(t, tracker.backend(), cfg.tracker.seed);
+                gpu_search(t, backend, cfg.tracker.seed);
             }
         }
         let n_ch = cfg.array.sensors_m.len();
@@ -231,38 +226,20 @@ impl Pipeline {
             tracker,
             sinks,
             pairs,
-            tbd,
         }
     }
 
-    /// One frame's tracking: the peaks path, the curves, or the peaks followed on the curves.
+    /// One frame's tracking; a failing GPU filter moves to the CPU and the frame is redone
+    /// there.
     fn track_one(&mut self, seq: u64, t_centre: f64, gcc: &GccFrame) -> Result<Vec<TrackReport>> {
-        use crate::config::Measurement;
-        let measurement = self.cfg.tracker.measurement;
-        if let (Some(t), Measurement::Curves) = (self.tbd.as_mut(), measurement) {
-            return Ok(t.step(seq, t_centre, gcc, &self.pair_ok));
-        }
-        let reports = match self.tracker.step(seq, t_centre, gcc, &self.pair_ok) {
-            Ok(r) => r,
+        match self.tracker.step(seq, t_centre, gcc, &self.pair_ok) {
+            Ok(r) => Ok(r),
+            Err(e) if self.tracker.backend() == "cpu" => Err(e.into()),
             Err(e) => {
-                if self.tracker.backend() == "cpu" {
-                    return Err(e.into());
-                }
                 self.switch_to_cpu(None, &e)?;
-                self.tracker.step(seq, t_centre, gcc, &self.pair_ok)?
+                Ok(self.tracker.step(seq, t_centre, gcc, &self.pair_ok)?)
             }
-        };
-        Ok(match self.tbd.as_mut() {
-            Some(t) => t.follow(
-                seq,
-                t_centre,
-                gcc,
-                &self.pair_ok,
-                reports,
-                &self.tracker.ended,
-            ),
-            None => reports,
-        })
+        }
     }
 
     pub fn backend(&self) -> &'static str {
@@ -291,7 +268,7 @@ impl Pipeline {
         filter: Box<dyn FilterBank>,
     ) -> Self {
         self.correlator = Some(correlator);
-        self.tracker = TrackManager::new(self.cfg.manager_settings(), filter);
+        self.tracker = tracker_of(&self.cfg, filter);
         self
     }
 
@@ -567,7 +544,7 @@ impl Pipeline {
     /// A frame's reports (in `self.reports`) to the smoothers and the sinks.
     fn publish(&mut self, seq: u64, t: f64, health: &FrameHealth, wall: Option<SystemTime>) {
         let reports = std::mem::take(&mut self.reports);
-        let ended = ended_of(&self.tbd, &self.tracker);
+        let ended = self.tracker.ended();
         for sm in &mut self.smoothers {
             self.smoothed.extend(sm.push(&reports, ended));
         }
@@ -682,7 +659,7 @@ impl Pipeline {
             msg.ready = self.frame_ready;
             self.sinks.send(msg);
         }
-        for e in ended_of(&self.tbd, &self.tracker) {
+        for e in self.tracker.ended() {
             let m = DeletedMessage::new(e, seq, t_centre_s, wall);
             let msg = Message::deleted(&m, self.sinks.nmea.as_mut());
             self.sinks.send(msg);

@@ -20,7 +20,7 @@
 //! each track into what the outputs send.
 
 pub mod associate;
-pub mod curves_tracker;
+
 pub mod filter;
 pub mod gate;
 pub mod initiate;

@@ -647,7 +647,40 @@ impl CpuParticleFilter {
     ) -> Result<(), BackendError> {
         let slot = self.check_slot(t.slot)?;
         let n = self.particles;
+        let w = self.weigh(slot, meas, t);
         let l = self.params.n_models();
+        let log_norm = finish_estimate(w.max, &w.sums, &w.reference, l, w.degenerate, out);
+        out.chosen_model = w.forced.map(|f| f as usize);
+        out.temper = w.temper;
+        out.resampled = f64::from(out.ess) < f64::from(self.params.ess_fraction) * n as f64;
+        if !out.resampled {
+            self.log_norm[slot] = log_norm;
+            return Ok(());
+        }
+        self.resample_slot(slot, meas, t);
+        // Regularised: widely after a tempered update, narrowly after any other.
+        let h = if w.temper < 1.0 {
+            ROUGHEN_H
+        } else {
+            ROUGHEN_RESAMPLE_H
+        };
+        let lchol = roughen_factor(&out.cov, h);
+        let (seed, frame, track, mode) = (
+            self.params.seed,
+            meas.frame,
+            t.slot,
+            Jitter::of(&self.params),
+        );
+        split(self.arrays(slot), n)
+            .into_par_iter()
+            .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
+        Ok(())
+    }
+
+    /// Predict and weigh slot `slot`'s particles on `meas` (tempered where a full update
+    /// would leave too few effective particles), and take the weighted sums.
+    fn weigh(&mut self, slot: usize, meas: &TdoaMeasurement, t: &TrackStep) -> Weighed {
+        let n = self.particles;
         let k = LikelihoodConsts::new(&self.params, meas.sigma_s);
         let forced = match self.params.selection {
             ModelSelection::Markov => None,
@@ -719,16 +752,22 @@ impl CpuParticleFilter {
             }
             (mx, tot) = self.weighted_sums(slot, &reference);
         }
-        let log_norm = finish_estimate(mx, &tot, &reference, l, degenerate, out);
-        out.chosen_model = forced.map(|f| f as usize);
-        out.temper = temper;
-        out.resampled = f64::from(out.ess) < f64::from(self.params.ess_fraction) * n as f64;
-        let p = &self.params;
-        if !out.resampled {
-            self.log_norm[slot] = log_norm;
-            return Ok(());
+        Weighed {
+            max: mx,
+            sums: tot,
+            reference,
+            degenerate,
+            temper,
+            forced,
         }
-        // Systematic resampling on the chunk-rescaled weights.
+    }
+
+    /// Systematic resampling of slot `slot` on the chunk-rescaled weights: one parallel pass
+    /// per block of output slots, its ancestors, then its share of every state component and
+    /// of the model index; the weights equal again.
+    fn resample_slot(&mut self, slot: usize, meas: &TdoaMeasurement, t: &TrackStep) {
+        let n = self.particles;
+        let p = &self.params;
         let scales = &self.scales;
         resample::cumulative(
             self.weight_exp
@@ -743,8 +782,6 @@ impl CpuParticleFilter {
         let src = &self.state[slot];
         let src_m = &self.model[slot * n..(slot + 1) * n];
         let cdf = &self.cdf;
-        // One parallel pass per block of output slots: its ancestors, then its share of every
-        // state component and of the model index.
         let mut comps: Vec<std::slice::ChunksMut<'_, f32>> = self
             .scratch_state
             .chunks_mut(n)
@@ -782,24 +819,19 @@ impl CpuParticleFilter {
         self.model[slot * n..(slot + 1) * n].copy_from_slice(&self.scratch_model);
         self.log_w[slot * n..(slot + 1) * n].fill(0.0);
         self.log_norm[slot] = (n as f64).ln();
-        // Regularised: widely after a tempered update, narrowly after any other.
-        let h = if temper < 1.0 {
-            ROUGHEN_H
-        } else {
-            ROUGHEN_RESAMPLE_H
-        };
-        let lchol = roughen_factor(&out.cov, h);
-        let (seed, frame, track, mode) = (
-            self.params.seed,
-            meas.frame,
-            t.slot,
-            Jitter::of(&self.params),
-        );
-        split(self.arrays(slot), n)
-            .into_par_iter()
-            .for_each(|ch| roughen_chunk(ch, &lchol, seed, frame, track, mode));
-        Ok(())
     }
+}
+
+/// A slot's weighing: the largest log-weight and the weighted sums (relative to `reference`,
+/// a particle of the cloud), whether no particle explained the frame, the tempering exponent
+/// and the model the nearest-model rule forced.
+struct Weighed {
+    max: f32,
+    sums: ChunkSums,
+    reference: [f32; 6],
+    degenerate: bool,
+    temper: f32,
+    forced: Option<u32>,
 }
 
 /// Lanes of f64 in the tempering sums (four fill an AVX2 register).

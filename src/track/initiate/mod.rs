@@ -4,6 +4,7 @@
 //! turn decides, and [`twins`], how the tracker keeps them.
 
 pub mod births;
+pub mod curves;
 pub mod mirror;
 pub mod multilat;
 pub mod twins;

@@ -5,5 +5,6 @@
 
 pub mod duplicates;
 pub mod edge;
+pub mod existence;
 pub mod judge;
 pub mod m_of_n;

@@ -18,6 +18,7 @@
 //! source as it was `lag = mean range / c` earlier, so a track's state time is `t_c - lag` (the
 //! likelihood corrects each pair for its own emission time; see `likelihood.rs`).
 
+pub mod curves;
 mod settings;
 
 use crate::dsp::gcc::GccFrame;
@@ -28,6 +29,7 @@ use crate::track::gate::predict_gates;
 use crate::track::initiate::multilat::{BirthFix, BirthInputs, BirthSearch, NoBirth, birth_fix};
 use crate::track::initiate::twins::{Twins, restart};
 use crate::track::logic::judge::Judge;
+use crate::track::measure::Measurement;
 use crate::track::measure::noise::{ResidualWindow, tdoa_noise_s};
 use crate::track::measure::peaks::PeaksModel;
 use crate::track::motion::steps::{StepTo, steps_to};
@@ -38,6 +40,8 @@ use crate::track::{Estimate, FilterBank, FilterParams, TdoaMeasurement, TrackSte
 pub use crate::track::initiate::twins::ENDFIRE_DEG;
 pub use crate::track::report::{TrackReport, TrackStatus};
 pub use settings::{ManagerCounts, ManagerSettings};
+
+use curves::CurvesStage;
 
 pub struct TrackManager {
     bank: Box<dyn FilterBank>,
@@ -60,8 +64,11 @@ pub struct TrackManager {
     est: Vec<Estimate>,
     view: TdoaMeasurement,
     pub counts: ManagerCounts,
-    /// The tracks deleted in the last frame (for the outputs' `deleted` messages).
-    pub ended: Vec<TrackEnd>,
+    /// The tracks the peaks path deleted in the last frame.
+    ended: Vec<TrackEnd>,
+    /// What the tracks are weighed with, and the stage on the curves where they are.
+    measurement: Measurement,
+    curves: Option<CurvesStage>,
     /// Why the last frame had no confirmed track (None when it had one).
     pub no_track_now: Option<&'static str>,
     /// Why this frame's birth search proposed no track.
@@ -91,6 +98,8 @@ impl TrackManager {
             view: TdoaMeasurement::default(),
             counts: ManagerCounts::default(),
             ended: Vec::new(),
+            measurement: Measurement::Peaks,
+            curves: None,
             no_track_now: None,
             birth_outcome: None,
             heading_deg: None,
@@ -99,6 +108,23 @@ impl TrackManager {
             params,
             s,
         }
+    }
+
+    /// Track on the curves too (`curves`, made for `measurement` "curves" or "auto").
+    pub fn with_curves(mut self, curves: Option<CurvesStage>, measurement: Measurement) -> Self {
+        self.measurement = measurement;
+        self.curves = curves;
+        self
+    }
+
+    /// The stage on the curves, where there is one.
+    pub fn curves_mut(&mut self) -> Option<&mut CurvesStage> {
+        self.curves.as_mut()
+    }
+
+    /// The tracks deleted in the last frame (for the outputs' `deleted` messages).
+    pub fn ended(&self) -> &[TrackEnd] {
+        self.curves.as_ref().map_or(&self.ended, |c| &c.ended)
     }
 
     pub fn backend(&self) -> &'static str {
@@ -192,10 +218,31 @@ impl TrackManager {
         took
     }
 
-    /// Process one frame's GCC result (`pair_ok[p]`: false for pairs with a bad channel).
-    /// Returns the reports of the frame [`Self::committed`] names: this one, or under
-    /// multi-frame assignment the one S - 2 frames before it (none while the window fills).
+    /// Process one frame's GCC result (`pair_ok[p]`: false for pairs with a bad channel):
+    /// on the peaks, on the curves, or on the peaks with each track followed on the curves
+    /// ([`CurvesStage`]). Returns the reports of the frame [`Self::committed`] names: this one,
+    /// or under multi-frame assignment the one S - 2 frames before it (none while the window
+    /// fills).
     pub fn step(
+        &mut self,
+        seq: u64,
+        t_centre_s: f64,
+        gcc: &GccFrame,
+        pair_ok: &[bool],
+    ) -> Result<Vec<TrackReport>, BackendError> {
+        if let (Some(c), Measurement::Curves) = (self.curves.as_mut(), self.measurement) {
+            self.committed = Some((seq, t_centre_s));
+            return Ok(c.step(seq, t_centre_s, gcc, pair_ok));
+        }
+        let reports = self.step_peaks(seq, t_centre_s, gcc, pair_ok)?;
+        Ok(match self.curves.as_mut() {
+            Some(c) => c.follow(seq, t_centre_s, gcc, pair_ok, reports, &self.ended),
+            None => reports,
+        })
+    }
+
+    /// [`Self::step`] on the peaks.
+    fn step_peaks(
         &mut self,
         seq: u64,
         t_centre_s: f64,

@@ -162,44 +162,7 @@ pub fn log_likelihood_slice(
     out: &mut [f32],
 ) {
     let n = out.len();
-    let ns = p.sensors.len();
-    sc.rho.resize(ns * n, 0.0);
-    sc.rate.resize(ns * n, 0.0);
-    sc.pred.resize(n, 0.0);
-    sc.l.resize(n, 0.0);
-    sc.prod.resize(n, 0.0);
-    let (x, y, z) = (&s[0][..n], &s[1][..n], &s[2][..n]);
-    let (vx, vy, vz) = (&s[3][..n], &s[4][..n], &s[5][..n]);
-    if k.mode.angular() {
-        // Each particle's |p| and inverse range, once for every sensor (in `pred` and `l`,
-        // which the pair loop below fills afresh).
-        for i in 0..n {
-            (sc.pred[i], sc.l[i]) = norm_and_inverse_range(x[i], y[i], z[i]);
-        }
-    }
-    for (a, sensor) in p.sensors.iter().enumerate() {
-        let r = &mut sc.rho[a * n..(a + 1) * n];
-        let q = &mut sc.rate[a * n..(a + 1) * n];
-        match k.mode {
-            TrackMode::ThreeD => {
-                for i in 0..n {
-                    let dx = x[i] - sensor[0];
-                    let dy = y[i] - sensor[1];
-                    let dz = z[i] - sensor[2];
-                    let d = (dx * dx + dy * dy + dz * dz).sqrt().max(1e-6);
-                    r[i] = d;
-                    q[i] = (dx * vx[i] + dy * vy[i] + dz * vz[i]) / d;
-                }
-            }
-            TrackMode::Direction | TrackMode::Line => {
-                let (nn, inv) = (&sc.pred[..n], &sc.l[..n]);
-                for i in 0..n {
-                    r[i] = direction_path(sensor, x[i], y[i], z[i], nn[i], inv[i]);
-                    q[i] = 0.0;
-                }
-            }
-        }
-    }
+    sensor_ranges(p, k, s, sc, n);
     let three_d = k.mode == TrackMode::ThreeD;
     let kk = m.peaks_per_pair;
     let total = &mut out[..n];
@@ -254,6 +217,57 @@ pub fn log_likelihood_slice(
     }
     for i in 0..n {
         total[i] += fastmath::ln(prod[i]);
+    }
+}
+
+/// Each particle's range to every sensor (its path, for a direction) into `sc.rho`, and in 3-D
+/// the range's rate into `sc.rate` (`sc.rate` 0 for a direction), sensor-major: particle i of
+/// sensor a at `a * n + i`.
+#[inline(always)]
+fn sensor_ranges(
+    p: &FilterParams,
+    k: &LikelihoodConsts,
+    s: &[&mut [f32]; 7],
+    sc: &mut LikScratch,
+    n: usize,
+) {
+    let ns = p.sensors.len();
+    sc.rho.resize(ns * n, 0.0);
+    sc.rate.resize(ns * n, 0.0);
+    sc.pred.resize(n, 0.0);
+    sc.l.resize(n, 0.0);
+    sc.prod.resize(n, 0.0);
+    let (x, y, z) = (&s[0][..n], &s[1][..n], &s[2][..n]);
+    let (vx, vy, vz) = (&s[3][..n], &s[4][..n], &s[5][..n]);
+    if k.mode.angular() {
+        // Each particle's |p| and inverse range, once for every sensor (in `pred` and `l`,
+        // which the pair loop below fills afresh).
+        for i in 0..n {
+            (sc.pred[i], sc.l[i]) = norm_and_inverse_range(x[i], y[i], z[i]);
+        }
+    }
+    for (a, sensor) in p.sensors.iter().enumerate() {
+        let r = &mut sc.rho[a * n..(a + 1) * n];
+        let q = &mut sc.rate[a * n..(a + 1) * n];
+        match k.mode {
+            TrackMode::ThreeD => {
+                for i in 0..n {
+                    let dx = x[i] - sensor[0];
+                    let dy = y[i] - sensor[1];
+                    let dz = z[i] - sensor[2];
+                    let d = (dx * dx + dy * dy + dz * dz).sqrt().max(1e-6);
+                    r[i] = d;
+                    q[i] = (dx * vx[i] + dy * vy[i] + dz * vz[i]) / d;
+                }
+            }
+            TrackMode::Direction | TrackMode::Line => {
+                let (nn, inv) = (&sc.pred[..n], &sc.l[..n]);
+                for i in 0..n {
+                    r[i] = direction_path(sensor, x[i], y[i], z[i], nn[i], inv[i]);
+                    q[i] = 0.0;
+                }
+            }
+        }
     }
 }
 

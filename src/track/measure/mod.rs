@@ -11,3 +11,20 @@ pub mod noise;
 pub mod peaks;
 #[cfg(test)]
 mod radar;
+
+use serde::{Deserialize, Serialize};
+
+/// What the tracker weighs its particles with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Measurement {
+    /// Each pair's strongest peaks (point measurements with association).
+    #[default]
+    Peaks,
+    /// The whole GCC-PHAT curves (track-before-detect): Bernoulli tracks with an existence
+    /// probability, born from a search over the volume.
+    Curves,
+    /// The peaks path, with every confirmed track followed on the curves as well: when its
+    /// peaks fade, the curves carry it on under the same id.
+    Auto,
+}

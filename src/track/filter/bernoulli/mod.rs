@@ -13,6 +13,7 @@
 pub mod bank;
 pub mod existence;
 pub mod filter;
+pub mod followers;
 pub mod lobes;
 
 /// The four keys of one particle's random draws (Philox, as the particle filter keys them):
@@ -29,6 +30,25 @@ impl DrawKey {
     /// The particle's four Philox words for `stream`.
     pub fn words(&self, stream: crate::rng::philox::Stream) -> [u32; 4] {
         crate::rng::philox::draw(self.seed, self.frame, self.track, self.particle, stream)
+    }
+}
+
+/// The random-number keys of the curves' filters, one each (the track field of their
+/// [`DrawKey`]s), handed out in order.
+#[derive(Debug, Clone)]
+pub struct FilterKeys(u32);
+
+impl Default for FilterKeys {
+    fn default() -> Self {
+        Self(1)
+    }
+}
+
+impl FilterKeys {
+    pub fn next_key(&mut self) -> u32 {
+        let k = self.0;
+        self.0 = self.0.wrapping_add(1);
+        k
     }
 }
 

@@ -17,6 +17,7 @@
 
 pub mod clutter;
 pub mod kappa;
+pub mod reader;
 #[cfg(test)]
 pub(crate) mod testkit;
 

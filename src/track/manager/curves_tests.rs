@@ -1,20 +1,25 @@
 use super::*;
 use crate::config::Config;
 use crate::dsp::gcc::GccFrame;
+use crate::track::Estimate;
 use crate::track::measure::curves::testkit::{config, curves, frames, model};
+use crate::track::motion::models::Kinematics;
+use crate::track::report::report;
 
-fn settings(search: bool) -> TbdSettings {
-    TbdSettings {
-        particles: 2048,
-        birth_particles: 4096,
-        confirm: 0.9,
+fn settings(searching: bool) -> CurvesSettings {
+    CurvesSettings {
+        search: SearchSettings {
+            particles: 2048,
+            birth_particles: 4096,
+            births_per_s: 0.02,
+            lifetime_s: 60.0,
+            confirm: 0.9,
+            confirm_s: 0.5,
+            max_tracks: 4,
+            seed: 3,
+        },
         delete: 0.1,
-        births_per_s: 0.02,
-        lifetime_s: 60.0,
-        max_tracks: 4,
-        seed: 3,
-        search,
-        confirm_s: 0.5,
+        searching,
         clutter_map_s: 0.0,
         joint_template: true,
     }
@@ -87,7 +92,7 @@ fn dist(a: &[f64; 3], b: &[f64; 3]) -> f64 {
 fn the_search_finds_a_source() {
     let cfg = config();
     let s = [25.0, -30.0, -15.0];
-    let mut t = TbdTracker::new(model(&cfg), settings(true), frame_s(&cfg));
+    let mut t = CurvesStage::new(model(&cfg), settings(true), frame_s(&cfg));
     let g = curves(&cfg, &frames(&cfg, Some(s), 1.0, 40, 7));
     let ok = vec![true; t.model().pairs()];
     let mut last = Vec::new();
@@ -108,11 +113,11 @@ fn the_search_on_a_bank_finds_a_source_and_noise_confirms_nothing() {
     let s = [25.0, -30.0, -15.0];
     let ok = vec![true; 10];
     for (source, seed) in [(Some(s), 7), (None, 8)] {
-        let mut t = TbdTracker::new(model(&cfg), settings(true), frame_s(&cfg));
-        let (m, sizes, chain) = t.search_bank_spec();
+        let mut t = CurvesStage::new(model(&cfg), settings(true), frame_s(&cfg));
+        let (m, sizes, chain) = t.search().bank_spec(t.model());
         let bank = CpuCurveBank::new(m, sizes, chain, 3, 0.0).expect("a valid bank");
         t.set_search_bank(Box::new(bank), "the CPU twin");
-        assert_eq!(t.search_on(), "the CPU twin");
+        assert_eq!(t.search().runs_on(), "the CPU twin");
         let amp = if source.is_some() { 1.0 } else { 0.0 };
         let g = curves(&cfg, &frames(&cfg, source, amp, 40, seed));
         // The first report (the frame the search's track is confirmed) and the search's
@@ -121,10 +126,14 @@ fn the_search_on_a_bank_finds_a_source_and_noise_confirms_nothing() {
         for (k, f) in g.iter().enumerate() {
             let r = t.step(k as u64, k as f64 * frame_s(&cfg), f, &ok);
             if first.is_none() && !r.is_empty() {
-                first = Some((r, t.search_existence()));
+                first = Some((r, t.search().existence()));
             }
         }
-        assert_eq!(t.search_on(), "the CPU twin", "the bank kept working");
+        assert_eq!(
+            t.search().runs_on(),
+            "the CPU twin",
+            "the bank kept working"
+        );
         match (source, first) {
             (Some(_), Some((r, after))) => {
                 assert_eq!(r.len(), 1, "{r:?}");
@@ -132,7 +141,7 @@ fn the_search_on_a_bank_finds_a_source_and_noise_confirms_nothing() {
                 assert!(r[0].existence.is_some_and(|p| p >= 0.9));
                 assert!(after < 0.9, "the search restarted: {after}");
             }
-            (None, None) => assert!(t.search_existence() < 0.9),
+            (None, None) => assert!(t.search().existence() < 0.9),
             (_, got) => panic!("source {source:?}: reports {got:?}"),
         }
     }
@@ -172,8 +181,8 @@ fn a_failing_search_bank_falls_back_to_the_cpu() {
     }
     let cfg = config();
     let s = [25.0, -30.0, -15.0];
-    let mut t = TbdTracker::new(model(&cfg), settings(true), frame_s(&cfg));
-    let (_, sizes, _) = t.search_bank_spec();
+    let mut t = CurvesStage::new(model(&cfg), settings(true), frame_s(&cfg));
+    let (_, sizes, _) = t.search().bank_spec(t.model());
     t.set_search_bank(Box::new(Broken(sizes)), "a broken GPU");
     let g = curves(&cfg, &frames(&cfg, Some(s), 1.0, 80, 7));
     let ok = vec![true; t.model().pairs()];
@@ -185,7 +194,7 @@ fn a_failing_search_bank_falls_back_to_the_cpu() {
             first = r;
         }
     }
-    assert_eq!(t.search_on(), "cpu");
+    assert_eq!(t.search().runs_on(), "cpu");
     assert_eq!(first.len(), 1, "{first:?}");
     assert!(
         dist(&first[0].position, &s) < 2.0,
@@ -198,14 +207,14 @@ fn a_failing_search_bank_falls_back_to_the_cpu() {
 #[test]
 fn noise_alone_confirms_nothing() {
     let cfg = config();
-    let mut t = TbdTracker::new(model(&cfg), settings(true), frame_s(&cfg));
+    let mut t = CurvesStage::new(model(&cfg), settings(true), frame_s(&cfg));
     let g = curves(&cfg, &frames(&cfg, None, 0.0, 40, 8));
     let ok = vec![true; t.model().pairs()];
     for (k, f) in g.iter().enumerate() {
         let r = t.step(k as u64, k as f64 * frame_s(&cfg), f, &ok);
         assert!(r.is_empty(), "frame {k}: {r:?}");
     }
-    assert!(t.search_existence() < 0.9);
+    assert!(t.search().existence() < 0.9);
 }
 
 /// `auto`: a peaks track that coasts is reported from the curves under its id, one that the
@@ -215,7 +224,7 @@ fn follow_carries_a_faded_track_and_ends_it_when_the_source_stops() {
     let cfg = config();
     let s = [-20.0, 35.0, -12.0];
     let fs = frame_s(&cfg);
-    let mut t = TbdTracker::new(model(&cfg), settings(false), fs);
+    let mut t = CurvesStage::new(model(&cfg), settings(false), fs);
     let mut g = curves(&cfg, &frames(&cfg, Some(s), 0.6, 30, 9));
     g.extend(curves(&cfg, &frames(&cfg, None, 0.0, 60, 10)));
     let ok = vec![true; t.model().pairs()];
@@ -256,7 +265,7 @@ fn follow_carries_a_faded_track_and_ends_it_when_the_source_stops() {
 
 /// The lobe energy of a frame's curves at the lags around `s`'s delays.
 fn energy_at(
-    t: &TbdTracker,
+    t: &CurvesStage,
     frame: &crate::track::measure::curves::CurveFrame,
     s: [f64; 3],
 ) -> f64 {
@@ -282,25 +291,25 @@ fn the_clutter_map_fades_a_steady_source_but_not_a_tracked_one() {
     set.clutter_map_s = 1.0;
     let n = (3.0 / fs).ceil() as usize;
     let g = curves(&cfg, &frames(&cfg, Some(s), 1.0, n, 7));
-    let mut plain = TbdTracker::new(model(&cfg), settings(false), fs);
+    let mut plain = CurvesStage::new(model(&cfg), settings(false), fs);
     let ok = vec![true; plain.model().pairs()];
-    let raw = plain.frame_of(&g[n - 1], &ok).unwrap();
+    let raw = plain.read(&g[n - 1], &ok).unwrap();
     let raw_e = energy_at(&plain, &raw, s);
-    let mut mapped = TbdTracker::new(model(&cfg), set.clone(), fs);
+    let mut mapped = CurvesStage::new(model(&cfg), set.clone(), fs);
     let mut last = None;
     for f in &g {
-        last = mapped.frame_of(f, &ok);
+        last = mapped.read(f, &ok);
     }
     let faded = energy_at(&mapped, &last.unwrap(), s);
     assert!(faded < 0.1 * raw_e, "{faded} against {raw_e}");
-    let mut held = TbdTracker::new(model(&cfg), set, fs);
+    let mut held = CurvesStage::new(model(&cfg), set, fs);
     for (k, f) in g.iter().enumerate() {
         let (seq, time) = (k as u64, k as f64 * fs);
         let r = vec![peaks_report(3, s, TrackStatus::Confirmed, seq, time)];
         held.follow(seq, time, f, &ok, r, &[]);
     }
     assert_eq!(held.tracks.len(), 1);
-    let kept = held.frame_of(&g[n - 1], &ok).unwrap();
+    let kept = held.read(&g[n - 1], &ok).unwrap();
     let kept_e = energy_at(&held, &kept, s);
     assert!(kept_e > 0.8 * raw_e, "{kept_e} against {raw_e}");
 }
@@ -333,10 +342,10 @@ fn overlapping_sources_keep_their_own_tracks() {
     let cfg = config();
     let (loud, quiet) = ([20.0, -25.0, -15.0], [22.0, -23.0, -16.0]);
     let fs = frame_s(&cfg);
-    let mut t = TbdTracker::new(model(&cfg), settings(false), fs);
+    let mut t = CurvesStage::new(model(&cfg), settings(false), fs);
     let g = two_source_frames(&cfg, (loud, 1.5), (quiet, 0.7), 40);
     let ok = vec![true; t.model().pairs()];
-    let mut probe = t.frame_of(&g[0], &ok).unwrap();
+    let mut probe = t.read(&g[0], &ok).unwrap();
     probe.ok = ok.clone();
     let overlapping = (0..t.model().pairs())
         .filter(|&p| {
@@ -408,7 +417,7 @@ fn carried_roc(amp: f32) {
             range * az.sin(),
             -5.0 - 30.0 * r.uniform_f64(),
         ];
-        let mut t = TbdTracker::new(model(&cfg), settings(false), fs);
+        let mut t = CurvesStage::new(model(&cfg), settings(false), fs);
         let mut g = curves(&cfg, &frames(&cfg, Some(s), amp, 60, 500 + run));
         g.extend(curves(&cfg, &frames(&cfg, None, 0.0, 80, 900 + run)));
         let ok = vec![true; t.model().pairs()];

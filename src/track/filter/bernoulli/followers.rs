@@ -1,0 +1,195 @@
+//! Tracks on the curves: each a Bernoulli filter over position, velocity and coherence, stepped
+//! on its own view of the frame (the curves less the templates of the other tracks whose lobes
+//! overlap its own: the joint template), seeded from a peaks track's state or handed over by
+//! the curves search.
+
+use super::DrawKey;
+use super::existence::Chain;
+use super::filter::{BernoulliFilter, BernoulliParams};
+use crate::rng::philox::{Stream, normals6, uniform};
+use crate::track::Estimate;
+use crate::track::measure::curves::{CurveFrame, CurveModel, DIM};
+use crate::track::motion::models::Kinematics;
+use crate::track::report::{TrackReport, TrackStatus, report};
+
+/// Tracks closer than this (m) are one source: the later is ended as a duplicate.
+pub const DUPLICATE_M: f64 = 2.0;
+
+/// Whether `a` and `b` (their first three components) are closer than `m` metres.
+pub fn near(a: &[f64], b: &[f64], m: f64) -> bool {
+    (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>() < m * m
+}
+
+/// One track on the curves.
+#[derive(Debug, Clone)]
+pub struct CurveTrack {
+    pub id: u64,
+    pub filter: BernoulliFilter,
+    /// Its existence has passed the confirmation threshold.
+    pub confirmed: bool,
+    /// The last frame's mean state.
+    pub mean: Vec<f64>,
+    /// Consecutive frames its mean has spent at the search volume's edge.
+    pub edge_frames: usize,
+    /// `auto`: consecutive frames its peaks track has coasted.
+    pub coast_frames: usize,
+}
+
+/// A track's filter: no births (a new source is the search's), the chain's lifetime.
+pub fn track_params(chain: Chain, particles: usize) -> BernoulliParams {
+    BernoulliParams {
+        chain: Chain {
+            p_birth: 0.0,
+            ..chain
+        },
+        n_birth: 0,
+        n_cont: particles,
+    }
+}
+
+/// Step every track one frame on `frame`, each on its own view of it: with `joint`, the
+/// curves less the templates of the other tracks whose lobes overlap its own, at their last
+/// means (tracks within [`DUPLICATE_M`] are left to the duplicate rule; a track seeded this
+/// frame has no amplitude yet and is not subtracted). A track whose existence reaches
+/// `confirm` is confirmed; one whose mean sits within `edge_m` of the volume's faces counts
+/// a frame at the edge.
+pub fn step_all(
+    tracks: &mut [CurveTrack],
+    model: &CurveModel,
+    frame: &CurveFrame,
+    joint: bool,
+    confirm: f64,
+    edge_m: f64,
+) {
+    let others: Vec<(u64, [f64; 3], f64)> = if joint {
+        tracks
+            .iter()
+            .filter_map(|t| {
+                let a = *t.mean.get(6)?;
+                Some((t.id, [t.mean[0], t.mean[1], t.mean[2]], a))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for t in tracks.iter_mut() {
+        let overlapping: Vec<([f64; 3], f64)> = others
+            .iter()
+            .filter(|(id, pos, _)| {
+                *id != t.id
+                    && !near(pos, &t.mean, DUPLICATE_M)
+                    && model.overlaps(frame, &t.mean, pos)
+            })
+            .map(|(_, pos, a)| (*pos, *a))
+            .collect();
+        let own;
+        let seen = if overlapping.is_empty() {
+            frame
+        } else {
+            own = model.without(frame, &overlapping);
+            &own
+        };
+        let s = t.filter.step(model, seen);
+        t.mean = s.mean;
+        if s.existence.p >= confirm {
+            t.confirmed = true;
+        }
+        if model.at_edge(&t.mean, edge_m) {
+            t.edge_frames += 1;
+        } else {
+            t.edge_frames = 0;
+        }
+    }
+}
+
+/// How a track is seeded from a peaks track's report.
+pub struct Seed<'a> {
+    pub model: &'a CurveModel,
+    pub params: BernoulliParams,
+    pub seed: u64,
+    /// Its filter's random-number key.
+    pub key: u32,
+    /// Its existence at the start.
+    pub p0: f64,
+}
+
+/// A curves track of report `r`'s id, its particles drawn from the report's Gaussian (spreads
+/// at least 0.5 m and 0.3 m/s) and coherences from the prior.
+pub fn seeded(s: &Seed, r: &TrackReport) -> CurveTrack {
+    let n = s.params.n_cont;
+    let g = &r.state;
+    let mut cov = nalgebra::Matrix6::from_fn(|i, j| g.cov[i][j]);
+    for k in 0..6 {
+        let floor = if k < 3 { 0.25 } else { 0.09 };
+        cov[(k, k)] = cov[(k, k)].max(floor);
+    }
+    let l = nalgebra::Cholesky::new(cov)
+        .map(|c| c.l())
+        .unwrap_or_else(|| nalgebra::Matrix6::from_diagonal_element(0.5));
+    let (lo, hi) = s.model.coherence_range();
+    let mut x = Vec::with_capacity(n * DIM);
+    for i in 0..n {
+        let k = DrawKey {
+            seed: s.seed,
+            frame: 0,
+            track: s.key,
+            particle: i as u32,
+        };
+        let z6 = normals6(k.words(Stream::InitPosition)).map(f64::from);
+        let u = uniform(k.words(Stream::InitVelocity)[0]);
+        let d = l * nalgebra::Vector6::from(z6);
+        for k in 0..6 {
+            x.push(g.mean[k] + d[k]);
+        }
+        x.push(lo + f64::from(u) * (hi - lo));
+    }
+    let filter = BernoulliFilter::seeded(s.params, DIM, s.seed, s.key, s.p0, x);
+    CurveTrack {
+        id: r.id,
+        filter,
+        confirmed: true,
+        mean: g.mean.to_vec(),
+        edge_frames: 0,
+        coast_frames: 0,
+    }
+}
+
+/// A track's report: the particles' mean and covariance of position and velocity, its
+/// coherence and existence.
+pub fn curve_report(t: &CurveTrack, status: TrackStatus, seq: u64, t_centre_s: f64) -> TrackReport {
+    let x = t.filter.particles();
+    let n = (x.len() / DIM).max(1) as f64;
+    let mut mean = [0.0; 6];
+    for p in x.chunks(DIM) {
+        for k in 0..6 {
+            mean[k] += p[k] / n;
+        }
+    }
+    let mut cov = [[0.0; 6]; 6];
+    for p in x.chunks(DIM) {
+        for i in 0..6 {
+            for j in 0..6 {
+                cov[i][j] += (p[i] - mean[i]) * (p[j] - mean[j]) / n;
+            }
+        }
+    }
+    let coherence = x.chunks(DIM).map(|p| p[6]).sum::<f64>() / n;
+    let e = Estimate {
+        mean,
+        cov,
+        model_probs: Vec::new(),
+        turn_rate: 0.0,
+        ess: n as f32,
+        resampled: true,
+        log_evidence: 0.0,
+        chosen_model: None,
+        temper: 1.0,
+    };
+    let kin = Kinematics::ThreeD;
+    let mut r = report(
+        t.id, t_centre_s, &e, status, seq, t_centre_s, None, kin, None,
+    );
+    r.coherence = Some(coherence as f32);
+    r.existence = Some(t.filter.p_exist() as f32);
+    r
+}
