@@ -4,8 +4,10 @@
 // --fmad=false (no contraction into fused multiply-adds) and IEEE division and square root, so a
 // particle's prediction and log-likelihood come out as on the CPU.
 //
-// The files in kernels/ are compiled as one NVRTC program: common.cuh, then gcc.cu, pf.cu, kf.cu,
-// imm.cu, smooth.cu, mfa.cu and tbd.cu (src/gpu/cuda/mod.rs: KERNEL_SOURCE).
+// Each .cu file in kernels/ is an NVRTC program of its own that includes this header
+// (src/gpu/cuda/programs.rs lists them with their entry points).
+
+#pragma once
 
 typedef unsigned int u32;
 typedef unsigned long long u64;

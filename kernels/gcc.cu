@@ -4,6 +4,8 @@
 // gcc_peaks finds and refines each pair's peaks. Only the peaks (and curves when asked for)
 // leave the device.
 
+#include "common.cuh"
+
 #define GCC_NEG_INF __int_as_float(0xff800000)
 #define PEAK_HALF 16     // PEAK_INTERP_HALF_WIDTH
 #define PEAK_GRID 16     // PEAK_GRID: offsets -0.5..=0.5 in steps of 1/16

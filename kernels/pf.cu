@@ -6,6 +6,8 @@
 // Layout: state[buf][slot][c][i] for buf in {0, 1} (double buffer for resampling), model[buf]
 // [slot][i], log_w[slot][i], ll[slot][i], e[slot][i]. Per-block partials: PART values per block.
 
+#include "common.cuh"
+
 #define PF_BLOCK 256
 // pf_step keeps measurements of up to MEAS_SHARED peaks and MEAS_PAIRS pairs in shared memory.
 #define MEAS_SHARED 1024

@@ -15,6 +15,8 @@
 // Layout: births[k][t * nb + i], cont[k][t * nc + i] (k < TBD_DIM), lw[t * per + i] with
 // per = nb + nc and the births first, cum the same.
 
+#include "common.cuh"
+
 #define TBD_DIM 7
 #define TBD_WEIGH_BLOCK 256
 #define TBD_WEIGH_TILE 256

@@ -909,10 +909,20 @@ fn kernel_cache_skips_nvrtc() {
     let g = sonotrack::gpu::cuda::gpu().unwrap();
     let dir = common::tmp_dir("kcache");
     let t0 = std::time::Instant::now();
-    let (_, how1) = sonotrack::gpu::cuda::kernels_for(g.compute_capability, Some(&dir)).unwrap();
+    let (_, how1) = sonotrack::gpu::cuda::kernels_for(
+        &sonotrack::gpu::cuda::programs::PF,
+        g.compute_capability,
+        Some(&dir),
+    )
+    .unwrap();
     let cold = t0.elapsed();
     let t1 = std::time::Instant::now();
-    let (_, how2) = sonotrack::gpu::cuda::kernels_for(g.compute_capability, Some(&dir)).unwrap();
+    let (_, how2) = sonotrack::gpu::cuda::kernels_for(
+        &sonotrack::gpu::cuda::programs::PF,
+        g.compute_capability,
+        Some(&dir),
+    )
+    .unwrap();
     let warm = t1.elapsed();
     eprintln!("cold: {how1} ({cold:?}); warm: {how2} ({warm:?})");
     assert!(how1.starts_with("compiled"), "{how1}");
@@ -1252,20 +1262,15 @@ fn curve_bank_agrees() {
             g.load(&x, &p).unwrap();
         }
         for (step, (f, prop)) in frames(&m, &packed, seed, steps).iter().enumerate() {
-            if step == 0 {
-                // tbd_lobes alone: the frame's table, entry for entry.
-                let (lc, lg) = (
-                    packed.lobe_table(&f.curves),
-                    gpu::curve_bank_lobes(&packed, f, prop).unwrap(),
-                );
-                assert_bit_identical(&lc, &lg, &format!("case {k}: lobe table"));
-            }
             let a = cpu.step(f, prop).unwrap();
             let b = g.step(f, prop).unwrap();
             let what = format!(
                 "case {k} (cube {cube}, area ±{area}, {tracks} tracks, {n_birth} + {n_cont}), \
                  step {step}"
             );
+            // tbd_lobes: the frame's table, entry for entry.
+            let (lc, lg) = (cpu.lobe_table(f).unwrap(), g.lobe_table(f).unwrap());
+            assert_bit_identical(&lc, &lg, &format!("{what}: lobe table"));
             let (lc, lg) = (cpu.log_weights().unwrap(), g.log_weights().unwrap());
             assert_bit_identical(&lc, &lg, &format!("{what}: log-weights"));
             assert_eq!(a, b, "{what}: track sums");

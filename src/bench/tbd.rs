@@ -13,7 +13,9 @@ use super::{BenchOptions, Row, time_median};
 use crate::bench::tbd_workload::{config, frames, model};
 use crate::error::{Error, Result};
 use crate::track::filter::bernoulli::bank::BankError;
-use crate::track::filter::bernoulli::bank::{BankSizes, CpuCurveBank, CurveBank};
+use crate::track::filter::bernoulli::bank::{
+    BankFrame, BankProposal, BankSizes, CpuCurveBank, CurveBank,
+};
 use crate::track::filter::bernoulli::existence::Chain;
 use crate::track::filter::bernoulli::filter::{BernoulliFilter, BernoulliParams};
 
@@ -41,7 +43,9 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
                 n_birth: nb,
                 n_cont: nc,
             };
-            let (s, bytes) = crate::gpu::curve_bank_time(&packed, sizes, f, prop)?;
+            let mut bank = crate::gpu::curve_bank(&packed, sizes, CHAIN, 1, 0.5)?;
+            let (s, reps) = time_bank(bank.as_mut(), f, prop, opts.budget_s)?;
+            let bytes = bank.bytes_read() / (reps as u64 + 2).max(1);
             rows.push(Row::per_ns(
                 "tbd-bank",
                 "cuda",
@@ -52,7 +56,7 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
                 s,
                 nb + nc,
                 "ns/particle-step",
-                11,
+                reps,
             ));
         }
     }
@@ -66,30 +70,23 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
             n_cont: 10_000,
         };
         let what = format!("N_b = N_c = 10^4, 28 pairs x {} lags", 2 * area + 1);
-        if backends.contains(&"cuda") {
-            let (s, _) = crate::gpu::curve_bank_time(&packed, sizes, f, prop)?;
+        for &b in backends {
+            let mut bank: Box<dyn CurveBank + Send> = if b == "cuda" {
+                crate::gpu::curve_bank(&packed, sizes, CHAIN, 1, 0.5)?
+            } else {
+                let cpu = CpuCurveBank::new(packed.clone(), sizes, CHAIN, 1, 0.5);
+                Box::new(cpu.map_err(bank_err)?)
+            };
+            let (s, reps) = time_bank(bank.as_mut(), f, prop, opts.budget_s)?;
+            let what = if b == "cuda" {
+                what.clone()
+            } else {
+                format!("{what}, the f32 twin, one thread")
+            };
             rows.push(Row::per_ns(
                 "tbd-area",
-                "cuda",
-                what.clone(),
-                s,
-                20_000,
-                "ns/particle-step",
-                11,
-            ));
-        }
-        if backends.contains(&"cpu") {
-            let mut bank =
-                CpuCurveBank::new(packed.clone(), sizes, CHAIN, 1, 0.5).map_err(bank_err)?;
-            let (s, reps) = time_median(opts.budget_s, 3, || {
-                let t = Instant::now();
-                bank.step(f, prop).map_err(bank_err)?;
-                Ok(t.elapsed().as_secs_f64())
-            })?;
-            rows.push(Row::per_ns(
-                "tbd-area",
-                "cpu",
-                format!("{what}, the f32 twin, one thread"),
+                b,
+                what,
                 s,
                 20_000,
                 "ns/particle-step",
@@ -101,6 +98,27 @@ pub fn rows(opts: &BenchOptions, backends: &[&str]) -> Result<Vec<Row>> {
         rows.push(curves_filter_row(opts)?);
     }
     Ok(rows)
+}
+
+/// Median seconds of a step of `bank` on frame `f` (its device time where it has a device
+/// clock, else the wall clock), after one untimed step that makes the continuing particles, and
+/// the steps timed.
+fn time_bank(
+    bank: &mut (dyn CurveBank + Send),
+    f: &BankFrame,
+    prop: &BankProposal,
+    budget_s: f64,
+) -> Result<(f64, usize)> {
+    bank.step(f, prop).map_err(bank_err)?;
+    bank.set_device_timing(true);
+    let timed = time_median(budget_s, 10, || {
+        let t = Instant::now();
+        bank.step(f, prop).map_err(bank_err)?;
+        let wall = t.elapsed().as_secs_f64();
+        Ok(bank.last_device_time_s().unwrap_or(wall))
+    });
+    bank.set_device_timing(false);
+    timed
 }
 
 /// Likelihood half-widths of the sweep (`--quick`: three).

@@ -4,9 +4,7 @@
 use crate::dsp::gcc::{Correlator, GccParams};
 use crate::error::{BackendError, Error, Result};
 use crate::gpu::spec::GpuSpec;
-use crate::track::filter::bernoulli::bank::{
-    BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
-};
+use crate::track::filter::bernoulli::bank::{BankModel as CurveBankModel, BankSizes, CurveBank};
 use crate::track::filter::bernoulli::existence::Chain;
 use crate::track::{FilterBank, FilterParams};
 
@@ -48,22 +46,5 @@ pub fn curve_bank(
     _seed: u64,
     _p0: f64,
 ) -> Result<Box<dyn CurveBank + Send>> {
-    Err(not_compiled())
-}
-
-pub fn curve_bank_lobes(
-    _model: &CurveBankModel,
-    _frame: &BankFrame,
-    _prop: &BankProposal,
-) -> Result<Vec<f32>> {
-    Err(not_compiled())
-}
-
-pub fn curve_bank_time(
-    _model: &CurveBankModel,
-    _sizes: BankSizes,
-    _frame: &BankFrame,
-    _prop: &BankProposal,
-) -> Result<(f64, u64)> {
     Err(not_compiled())
 }

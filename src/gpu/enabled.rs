@@ -7,7 +7,7 @@ use crate::error::{BackendError, Error, Result};
 use crate::gpu::cuda;
 use crate::gpu::spec::{GpuSpec, fp32_lanes_per_sm};
 use crate::track::filter::bernoulli::bank::{
-    BankError, BankFrame, BankModel as CurveBankModel, BankProposal, BankSizes, CurveBank,
+    BankError, BankModel as CurveBankModel, BankSizes, CurveBank,
 };
 use crate::track::filter::bernoulli::existence::Chain;
 use crate::track::{FilterBank, FilterParams};
@@ -75,54 +75,6 @@ pub fn curve_bank(
     let bank =
         cuda::tbd::CudaCurveBank::new(gpu, model, sizes, chain, seed, p0).map_err(bank_error)?;
     Ok(Box::new(bank))
-}
-
-/// The chain of the banks made only to time a step or read a table (any valid one).
-const PROBE_CHAIN: Chain = Chain {
-    p_birth: 0.05,
-    p_death: 0.05,
-};
-
-/// The lobe table the GPU makes of `frame` in one step of a one-track bank (pairs × intervals
-/// × 2; compare [`CurveBankModel::lobe_table`]).
-pub fn curve_bank_lobes(
-    model: &CurveBankModel,
-    frame: &BankFrame,
-    prop: &BankProposal,
-) -> Result<Vec<f32>> {
-    let g = cuda::gpu().map_err(unavailable)?;
-    let sizes = BankSizes {
-        tracks: 1,
-        n_birth: 1,
-        n_cont: 1,
-    };
-    let mut bank =
-        cuda::tbd::CudaCurveBank::new(g, model, sizes, PROBE_CHAIN, 1, 0.5).map_err(bank_error)?;
-    bank.step(frame, prop).map_err(bank_error)?;
-    bank.lobe_table().map_err(bank_error)
-}
-
-/// Device time (CUDA events, median) of one step of a curves bank on `frame` and `prop`, the
-/// frame uploaded beforehand and one step run first (so the continuing particles exist); and
-/// the bytes one step reads back.
-pub fn curve_bank_time(
-    model: &CurveBankModel,
-    sizes: BankSizes,
-    frame: &BankFrame,
-    prop: &BankProposal,
-) -> Result<(f64, u64)> {
-    let g = cuda::gpu().map_err(unavailable)?;
-    let mut bank = cuda::tbd::CudaCurveBank::new(g.clone(), model, sizes, PROBE_CHAIN, 1, 0.5)
-        .map_err(bank_error)?;
-    bank.step(frame, prop).map_err(bank_error)?;
-    let bytes = bank.bytes_read();
-    let s = bank.stream().clone();
-    let t = cuda::median_event_time(&g, &s, || {
-        bank.enqueue()
-            .map_err(|e| BackendError::new("cuda", e.to_string()))
-    })
-    .map_err(Error::Backend)?;
-    Ok((t, bytes))
 }
 
 fn bank_error(e: BankError) -> Error {

@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(not(feature = "cuda"))]
 pub use dummy::{
-    available, copy_bandwidth_gb_s, correlator, curve_bank, curve_bank_lobes, curve_bank_time,
-    device_spec, particle_filter, upload_bandwidth_gb_s,
+    available, copy_bandwidth_gb_s, correlator, curve_bank, device_spec, particle_filter,
+    upload_bandwidth_gb_s,
 };
 #[cfg(feature = "cuda")]
 pub use enabled::{
-    available, copy_bandwidth_gb_s, correlator, curve_bank, curve_bank_lobes, curve_bank_time,
-    device_spec, particle_filter, upload_bandwidth_gb_s,
+    available, copy_bandwidth_gb_s, correlator, curve_bank, device_spec, particle_filter,
+    upload_bandwidth_gb_s,
 };
 
 /// Which compute backend to use (`tracker.backend`).

@@ -1,5 +1,6 @@
-//! Choosing the compute backend once, at start-up: the CUDA correlator and filter bank when
-//! asked for and available, else their CPU twins, with the reason.
+//! Choosing the compute backend once, at start-up, in this one place: the CUDA correlator and
+//! filter bank when asked for and available, else their CPU twins, with the reason; and the
+//! curves search's bank (`tracker.curves.search_on_gpu`).
 
 use crate::config::{Config, FilterKind};
 use crate::dsp::gcc::{Correlator, CpuCorrelator};
@@ -92,5 +93,30 @@ pub fn select(cfg: &Config, choice: BackendChoice) -> Result<Backends> {
                 })
             }
         },
+    }
+}
+
+/// `tracker.curves.search_on_gpu`: the curves search on the GPU's bank when the backend is
+/// CUDA; it stays on the CPU (logged) otherwise or if the bank cannot be made.
+pub fn gpu_search(t: &mut crate::track::manager::curves::CurvesStage, backend: &str, seed: u64) {
+    if backend != "cuda" {
+        log::warn!(
+            "tracker.curves.search_on_gpu: the backend is {backend}, so the curves search runs on the CPU"
+        );
+        return;
+    }
+    let (model, sizes, chain) = t.search().bank_spec(t.model());
+    match crate::gpu::curve_bank(&model, sizes, chain, seed, 0.0) {
+        Ok(bank) => {
+            log::info!(
+                "curves: the search runs on the GPU ({} births and {} continuing particles a frame)",
+                sizes.n_birth,
+                sizes.n_cont
+            );
+            t.set_search_bank(bank, "the GPU");
+        }
+        Err(e) => log::warn!(
+            "tracker.curves.search_on_gpu: the GPU bank could not be made ({e}); the curves search runs on the CPU"
+        ),
     }
 }

@@ -130,31 +130,6 @@ pub struct Pipeline {
     pub crosstalk_seen: Vec<bool>,
 }
 
-/// `tracker.curves.search_on_gpu`: the curves search on the GPU's bank when the backend is
-/// CUDA; it stays on the CPU (logged) otherwise or if the bank cannot be made.
-fn gpu_search(t: &mut crate::track::manager::curves::CurvesStage, backend: &str, seed: u64) {
-    if backend != "cuda" {
-        log::warn!(
-            "tracker.curves.search_on_gpu: the backend is {backend}, so the curves search runs on the CPU"
-        );
-        return;
-    }
-    let (model, sizes, chain) = t.search().bank_spec(t.model());
-    match crate::gpu::curve_bank(&model, sizes, chain, seed, 0.0) {
-        Ok(bank) => {
-            log::info!(
-                "curves: the search runs on the GPU ({} births and {} continuing particles a frame)",
-                sizes.n_birth,
-                sizes.n_cont
-            );
-            t.set_search_bank(bank, "the GPU");
-        }
-        Err(e) => log::warn!(
-            "tracker.curves.search_on_gpu: the GPU bank could not be made ({e}); the curves search runs on the CPU"
-        ),
-    }
-}
-
 /// The configuration's tracker over the filter bank `filter`, with its stage on the curves
 /// where `tracker.measurement` asks for one.
 fn tracker_of(cfg: &Config, filter: Box<dyn FilterBank>) -> TrackManager {
@@ -176,7 +151,7 @@ impl Pipeline {
         if let Some(t) = tracker.curves_mut() {
             opts.want_curves = true;
             if cfg.tracker.curves.search_on_gpu {
-                gpu_search(t, backend, cfg.tracker.seed);
+                backend::gpu_search(t, backend, cfg.tracker.seed);
             }
         }
         let n_ch = cfg.array.sensors_m.len();

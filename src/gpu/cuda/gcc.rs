@@ -27,6 +27,7 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfi
 use super::host::{
     DeviceTimer, Graph, Pinned, capture, copy_for_device, drain_before_drop, wait_until,
 };
+use super::programs::GCC;
 use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_early};
 use crate::audio::frame::{Frame, FrameAlloc, MappedSamples, Samples};
 use crate::dsp::gcc::{Correlator, DevicePeaks, GccFrame, GccParams, Peak, peak_interpolator};
@@ -439,14 +440,16 @@ impl CudaCorrelator {
         s.memcpy_htod(taps.data(), &mut d_taps)
             .map_err(err("uploading interpolator taps"))?;
         let mut me = Self {
-            f_window: gpu.function("gcc_window")?,
-            f_cross: gpu.function("gcc_cross")?,
-            f_cross_few: gpu.function("gcc_cross_few")?,
-            f_peaks: gpu.function("gcc_peaks")?,
-            early: match &gpu.ex {
-                Some(m) if gpu.early_launch => {
-                    Some([m.function("gcc_cross_few")?, m.function("gcc_peaks")?])
-                }
+            f_window: gpu.function(&GCC, "gcc_window")?,
+            f_cross: gpu.function(&GCC, "gcc_cross")?,
+            f_cross_few: gpu.function(&GCC, "gcc_cross_few")?,
+            f_peaks: gpu.function(&GCC, "gcc_peaks")?,
+            early: match (
+                gpu.early_launch,
+                gpu.driver_function(&GCC, "gcc_cross_few")?,
+                gpu.driver_function(&GCC, "gcc_peaks")?,
+            ) {
+                (true, Some(a), Some(b)) => Some([a, b]),
                 _ => None,
             },
             d_in: alloc(batch * c * params.frame_len)?,
@@ -1178,7 +1181,7 @@ mod tests {
             ),
             format!("#define PEAK_GRID {}", crate::dsp::gcc::PEAK_GRID),
         ] {
-            assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
+            assert!(super::super::programs::GCC.source.contains(&want), "{want}");
         }
     }
 

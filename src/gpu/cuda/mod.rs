@@ -1,5 +1,5 @@
-//! The CUDA backend: one context and kernel module per process, shared by the correlators, the
-//! particle-filter banks, the Kalman banks and the smoother; each of those works on a stream of
+//! The CUDA backend: one context per process, shared by the correlators, the particle-filter
+//! banks and the curves banks; each of those works on a stream of
 //! its own, forked from the context's stream when it is made (a replay correlates the next
 //! batch on a second thread while the filter steps, and two filters in one process never queue
 //! work into each other's graph capture: on one shared stream that crashed the driver).
@@ -10,8 +10,10 @@
 //! becomes the reason the CPU is used instead. cudarc is built for CUDA 12.2 (JetPack 6); newer
 //! drivers and NVRTCs (CUDA 13 on a workstation) load fine.
 //!
-//! Kernels. `kernels/*.cu` are compiled at start-up by NVRTC into a CUBIN for the device's own
-//! architecture (sm_XY), with `--fmad=false` so device arithmetic matches the CPU twin. The CUBIN
+//! Kernels. Each `kernels/*.cu` file is a program of its own ([`programs`], the one list of
+//! entry points), compiled by NVRTC the first time something needs one of its kernels (so a
+//! daemon compiles only what its configuration uses) into a CUBIN for the device's own
+//! architecture (sm_XY), with `--fmad=false` so device arithmetic matches the CPU twin. Each CUBIN
 //! is cached on disk, keyed by the source, the options, the architecture and the NVRTC and driver
 //! versions, so a restart loads it without NVRTC. Cache directory: `$SONOTRACK_CACHE_DIR`, else
 //! `$CACHE_DIRECTORY` (set by systemd's `CacheDirectory=`), else `$XDG_CACHE_HOME/sonotrack`,
@@ -20,7 +22,10 @@
 pub mod gcc;
 pub mod host;
 pub mod pf;
+pub mod programs;
 pub mod tbd;
+
+use programs::Program;
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -33,17 +38,6 @@ use cudarc::nvrtc::Ptx;
 
 use crate::error::BackendError;
 
-/// The kernel sources, compiled as one program.
-pub const KERNEL_SOURCE: &str = concat!(
-    include_str!("../../../kernels/common.cuh"),
-    "\n",
-    include_str!("../../../kernels/gcc.cu"),
-    "\n",
-    include_str!("../../../kernels/pf.cu"),
-    "\n",
-    include_str!("../../../kernels/tbd.cu"),
-);
-
 /// NVRTC options; part of the cache key.
 const OPTIONS: &[&str] = &[
     "--fmad=false",
@@ -54,12 +48,17 @@ const OPTIONS: &[&str] = &[
     "-lineinfo",
 ];
 
-/// A started CUDA device.
-pub struct Gpu {
+/// A program's kernels, loaded.
+struct Loaded {
+    module: Arc<CudaModule>,
     /// The kernels again, for launches that cudarc's launcher cannot make (launch attributes:
     /// programmatic dependent launch and thread-block clusters, sm_90 and later); None
     /// elsewhere, or with both `SONOTRACK_NO_PDL=1` and `SONOTRACK_NO_CLUSTER=1`.
-    pub ex: Option<DriverModule>,
+    ex: Option<DriverModule>,
+}
+
+/// A started CUDA device.
+pub struct Gpu {
     /// Whether a one-frame correlation launches its kernels after the transforms early
     /// (`launch_early`; off with `SONOTRACK_NO_PDL=1`).
     pub early_launch: bool,
@@ -68,7 +67,11 @@ pub struct Gpu {
     pub clusters: bool,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
-    pub module: Arc<CudaModule>,
+    /// Each program of [`programs::PROGRAMS`], compiled (or read from the cache) and loaded the
+    /// first time a kernel of it is asked for.
+    programs: [OnceLock<Result<Arc<Loaded>, String>>; 3],
+    /// Where compiled programs are kept.
+    cache: Option<PathBuf>,
     pub name: String,
     pub compute_capability: (i32, i32),
     pub multiprocessors: i32,
@@ -76,26 +79,86 @@ pub struct Gpu {
     pub clock_khz: i32,
     pub memory_clock_khz: i32,
     pub memory_bus_bits: i32,
-    /// How the kernels were obtained (compiled, or loaded from the cache), for the logs.
-    pub kernels: String,
 }
 
 impl Gpu {
-    pub fn function(&self, name: &str) -> Result<CudaFunction, BackendError> {
-        self.module
+    /// Kernel `name` of program `p` (compiled and loaded on first use).
+    pub fn function(&self, p: &Program, name: &str) -> Result<CudaFunction, BackendError> {
+        let loaded = self.loaded(p, name)?;
+        loaded
+            .module
             .load_function(name)
             .map_err(|e| BackendError::new("cuda", format!("kernel `{name}`: {e}")))
     }
 
+    /// Kernel `name` of program `p` as the driver API sees it, for launches with attributes
+    /// ([`launch_early`], [`launch_cluster`]); None where those are off or the second load
+    /// failed.
+    pub fn driver_function(
+        &self,
+        p: &Program,
+        name: &str,
+    ) -> Result<Option<DriverFunction>, BackendError> {
+        match &self.loaded(p, name)?.ex {
+            Some(m) => m.function(name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Program `p`, loaded (once per process), for its kernel `name` (which its table must
+    /// list).
+    fn loaded(&self, p: &Program, name: &str) -> Result<Arc<Loaded>, BackendError> {
+        if !p.entries.contains(&name) {
+            return Err(BackendError::new(
+                "cuda",
+                format!(
+                    "kernel `{name}` is not an entry point of kernels/{}.cu in the kernel table",
+                    p.name
+                ),
+            ));
+        }
+        self.programs[p.index]
+            .get_or_init(|| self.load(p).map(Arc::new))
+            .clone()
+            .map_err(|e| BackendError::new("cuda", e))
+    }
+
+    fn load(&self, p: &Program) -> Result<Loaded, String> {
+        let (image, how) = kernels_for(p, self.compute_capability, self.cache.as_deref())
+            .map_err(|e| format!("{}: kernels/{}.cu: {e}", self.name, p.name))?;
+        log::info!("{}: kernels/{}.cu {how}", self.name, p.name);
+        let ex = if self.early_launch || self.clusters {
+            match DriverModule::load(&self.ctx, &image) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    log::info!(
+                        "{}: kernels/{}.cu launched without early launch or clusters ({e})",
+                        self.name,
+                        p.name
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let module = (self.ctx)
+            .load_module(Ptx::from_binary(image))
+            .map_err(|e| format!("{}: cannot load kernels/{}.cu: {e}", self.name, p.name))?;
+        Ok(Loaded { module, ex })
+    }
+
     pub fn describe(&self) -> String {
         let on = |b: bool| if b { "on" } else { "off" };
+        let cache = self.cache.as_ref().map_or("not cached".into(), |d| {
+            format!("cached in {}", d.display())
+        });
         format!(
-            "CUDA backend: {} (sm_{}{}, {} SMs); kernels {}; early launch {}, live-step clusters {}",
+            "CUDA backend: {} (sm_{}{}, {} SMs); kernels compiled on first use ({cache}); early launch {}, live-step clusters {}",
             self.name,
             self.compute_capability.0,
             self.compute_capability.1,
             self.multiprocessors,
-            self.kernels,
             on(self.early_launch),
             on(self.clusters)
         )
@@ -151,24 +214,8 @@ fn start() -> Result<Arc<Gpu>, String> {
     let clock_khz = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
     let memory_clock_khz = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
     let memory_bus_bits = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
-    let (image, how) =
-        kernels_for(cc, cache_dir().as_deref()).map_err(|e| format!("{name}: {e}"))?;
     let early_launch = cc.0 >= 9 && !env_is_one("SONOTRACK_NO_PDL");
     let clusters = cc.0 >= 9 && !env_is_one("SONOTRACK_NO_CLUSTER");
-    let ex = if early_launch || clusters {
-        match DriverModule::load(&ctx, &image) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                log::info!("{name}: kernels launched without early launch or clusters ({e})");
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let module = ctx
-        .load_module(Ptx::from_binary(image))
-        .map_err(|e| format!("{name}: cannot load the compiled kernels: {e}"))?;
     // SAFETY: the filter's device work runs on this one stream and the correlator's on a stream
     // of its own (forked from this one when it is made, so after anything queued here before);
     // the two share no buffers. The correlator's uploads of a batch's later parts run on a
@@ -182,19 +229,18 @@ fn start() -> Result<Arc<Gpu>, String> {
         .new_stream()
         .map_err(|e| format!("{name}: cannot create a stream: {e}"))?;
     Ok(Arc::new(Gpu {
-        early_launch: early_launch && ex.is_some(),
-        clusters: clusters && ex.is_some(),
-        ex,
+        early_launch,
+        clusters,
         ctx,
         stream,
-        module,
+        programs: Default::default(),
+        cache: cache_dir(),
         name,
         compute_capability: cc,
         multiprocessors: sms,
         clock_khz,
         memory_clock_khz,
         memory_bus_bits,
-        kernels: how,
     }))
 }
 
@@ -390,19 +436,19 @@ fn versions() -> (i32, i32, i32) {
     (maj, min, drv)
 }
 
-/// The cache key of this process's libraries for a device.
-pub fn cache_key(cc: (i32, i32)) -> String {
+/// The cache key of program source `src` with this process's libraries, for a device.
+pub fn cache_key(src: &str, cc: (i32, i32)) -> String {
     let (maj, min, drv) = versions();
-    cache_key_for(cc, (maj, min), drv)
+    cache_key_for(src, cc, (maj, min), drv)
 }
 
 /// The cache key: everything that changes the compiled kernels.
-pub fn cache_key_for(cc: (i32, i32), nvrtc: (i32, i32), driver: i32) -> String {
+pub fn cache_key_for(src: &str, cc: (i32, i32), nvrtc: (i32, i32), driver: i32) -> String {
     let (maj, min, drv) = (nvrtc.0, nvrtc.1, driver);
     format!(
         "sonotrack {} | source {:016x} | options {} | sm_{}{} | nvrtc {maj}.{min} | driver {drv}",
         env!("CARGO_PKG_VERSION"),
-        fnv1a(KERNEL_SOURCE.as_bytes()),
+        fnv1a(src.as_bytes()),
         OPTIONS.join(" "),
         cc.0,
         cc.1
@@ -411,11 +457,17 @@ pub fn cache_key_for(cc: (i32, i32), nvrtc: (i32, i32), driver: i32) -> String {
 
 const CACHE_MAGIC: &str = "sonotrack-kernel-cache 1\n";
 
-/// The kernel image for a device: from the cache when its key matches, else compiled (and
-/// cached). Returns the image and how it was obtained.
-pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Vec<u8>, String), String> {
-    let key = cache_key(cc);
-    let file = cache.map(|d| d.join(format!("kernels-{:016x}.bin", fnv1a(key.as_bytes()))));
+/// Program `p`'s kernel image for a device: from the cache when its key matches, else compiled
+/// (and cached). Returns the image and how it was obtained.
+pub fn kernels_for(
+    p: &Program,
+    cc: (i32, i32),
+    cache: Option<&Path>,
+) -> Result<(Vec<u8>, String), String> {
+    let src = programs::expanded(p)?;
+    let key = cache_key(&src, cc);
+    let name = format!("kernels-{}-{:016x}.bin", p.name, fnv1a(key.as_bytes()));
+    let file = cache.map(|d| d.join(name));
     if let Some(f) = &file {
         if let Ok(bytes) = std::fs::read(f) {
             let header = format!("{CACHE_MAGIC}{key}\n");
@@ -430,7 +482,7 @@ pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Vec<u8>, Str
         }
     }
     let start = Instant::now();
-    let image = compile(cc)?;
+    let image = compile(&src, cc)?;
     let took = start.elapsed().as_secs_f64() * 1e3;
     let mut how = format!("compiled by NVRTC in {took:.0} ms");
     if let Some(f) = &file {
@@ -452,11 +504,11 @@ pub fn kernels_for(cc: (i32, i32), cache: Option<&Path>) -> Result<(Vec<u8>, Str
     Ok((image, how))
 }
 
-/// Compile the kernels: a CUBIN for sm_XY, or, if this NVRTC does not know the device's
-/// architecture, PTX for the newest one it knows (the driver then finishes the job).
-fn compile(cc: (i32, i32)) -> Result<Vec<u8>, String> {
+/// Compile a program's source: a CUBIN for sm_XY, or, if this NVRTC does not know the
+/// device's architecture, PTX for the newest one it knows (the driver then finishes the job).
+fn compile(src: &str, cc: (i32, i32)) -> Result<Vec<u8>, String> {
     let real = format!("--gpu-architecture=sm_{}{}", cc.0, cc.1);
-    match compile_with(&real, true) {
+    match compile_with(src, &real, true) {
         Ok(bin) => Ok(bin),
         Err(first) => {
             log::warn!(
@@ -471,7 +523,7 @@ fn compile(cc: (i32, i32)) -> Result<Vec<u8>, String> {
                 "compute_75",
                 "compute_72",
             ] {
-                if let Ok(ptx) = compile_with(&format!("--gpu-architecture={arch}"), false) {
+                if let Ok(ptx) = compile_with(src, &format!("--gpu-architecture={arch}"), false) {
                     return Ok(ptx);
                 }
             }
@@ -480,25 +532,25 @@ fn compile(cc: (i32, i32)) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Compile the kernels for `arch` (e.g. "sm_87") without a device: the compile check for the
-/// boards' architectures. Needs only libnvrtc. Returns the CUBIN's size.
-pub fn compile_check(arch: &str) -> Result<usize, String> {
+/// Compile every program for `arch` (e.g. "sm_87") without a device: the compile check for
+/// the boards' architectures. Needs only libnvrtc. Returns the CUBINs' sizes.
+#[cfg(test)]
+fn compile_check(arch: &str) -> Result<Vec<usize>, String> {
     std::panic::catch_unwind(|| {
-        compile_with(&format!("--gpu-architecture={arch}"), true).map(|b| b.len())
+        let mut sizes = Vec::new();
+        for p in programs::PROGRAMS {
+            let src = programs::expanded(p)?;
+            let bin = compile_with(&src, &format!("--gpu-architecture={arch}"), true)?;
+            sizes.push(bin.len());
+        }
+        Ok(sizes)
     })
     .unwrap_or_else(|p| Err(panic_text(&p)))
 }
 
-/// Whether libnvrtc can be loaded (a missing or incompatible library is `false`, not a panic).
-pub fn nvrtc_present() -> bool {
-    // SAFETY: only tries to dlopen the library; a panic is caught.
-    std::panic::catch_unwind(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }).unwrap_or(false)
-}
-
-fn compile_with(arch: &str, cubin: bool) -> Result<Vec<u8>, String> {
+fn compile_with(src: &str, arch: &str, cubin: bool) -> Result<Vec<u8>, String> {
     use cudarc::nvrtc::{result, sys};
-    let src =
-        CString::new(KERNEL_SOURCE).map_err(|_| "kernel source holds a NUL byte".to_string())?;
+    let src = CString::new(src).map_err(|_| "kernel source holds a NUL byte".to_string())?;
     let prog = result::create_program(&src, None).map_err(|e| format!("NVRTC: {e:?}"))?;
     let mut opts: Vec<String> = OPTIONS.iter().map(|s| s.to_string()).collect();
     opts.push(arch.to_string());
@@ -617,18 +669,15 @@ pub(crate) fn err<E: std::fmt::Debug>(what: &str) -> impl Fn(E) -> BackendError 
 mod tests {
     use super::*;
 
-    /// The kernels compile for every architecture a supported board has (Xavier sm_72, Orin
-    /// sm_87) and for Hopper (sm_90). Needs libnvrtc (e.g. from the nvidia-cuda-nvrtc-cu12 wheel
-    /// on LD_LIBRARY_PATH); skipped where there is none.
+    /// Every program compiles for every architecture a supported board has (Xavier sm_72,
+    /// Orin sm_87) and for Hopper (sm_90). Needs libnvrtc, so it runs where one is
+    /// (`cargo test --release --lib kernels_compile -- --ignored` on the GPU machine).
     #[test]
+    #[ignore = "needs libnvrtc: run with --ignored where it is"]
     fn kernels_compile_for_the_boards() {
-        if !nvrtc_present() {
-            eprintln!("skipped: libnvrtc is not available here");
-            return;
-        }
         for arch in ["sm_72", "sm_87", "sm_90"] {
             match compile_check(arch) {
-                Ok(size) => eprintln!("{arch}: {size} bytes of CUBIN"),
+                Ok(sizes) => eprintln!("{arch}: CUBINs of {sizes:?} bytes"),
                 Err(e) => panic!("{arch}: {e}"),
             }
         }
@@ -636,7 +685,7 @@ mod tests {
 
     #[test]
     fn cache_key_names_everything_that_matters() {
-        let k = cache_key_for((8, 7), (12, 2), 12020);
+        let k = cache_key_for("src", (8, 7), (12, 2), 12020);
         assert!(
             k.contains("sm_87") && k.contains("--fmad=false") && k.contains("source"),
             "{k}"

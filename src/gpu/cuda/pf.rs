@@ -43,6 +43,7 @@ use cudarc::driver::{
 };
 
 use super::host::{DeviceTimer, Graph, Pinned, capture, drain_before_drop, wait_until};
+use super::programs::PF;
 use super::{DriverFunction, Gpu, dptr, env_is_one, err, launch_cluster};
 use crate::error::BackendError;
 use crate::rng::philox::{self, Stream};
@@ -684,31 +685,36 @@ impl CudaParticleFilter {
             .map_err(err("uploading pairs"))?;
         let k = Kernels {
             // The large step is built for one mode each (kernels/pf.cu: pf_step).
-            step: gpu.function(if small_filter(n) {
-                "pf_step_small"
-            } else if p.mode.angular() {
-                "pf_step_dir"
+            step: gpu.function(
+                &PF,
+                if small_filter(n) {
+                    "pf_step_small"
+                } else if p.mode.angular() {
+                    "pf_step_dir"
+                } else {
+                    "pf_step"
+                },
+            )?,
+            sums: gpu.function(
+                &PF,
+                if small_filter(n) {
+                    "pf_sums_small"
+                } else {
+                    "pf_sums"
+                },
+            )?,
+            slow_begin: gpu.function(&PF, "pf_slow_begin")?,
+            temper_grid: gpu.function(&PF, "pf_temper_grid")?,
+            scan_local: gpu.function(&PF, "pf_scan_local")?,
+            resample: gpu.function(&PF, "pf_resample")?,
+            resample_small: gpu.function(&PF, "pf_resample_small")?,
+            init: gpu.function(&PF, "pf_init")?,
+            fetch: gpu.function(&PF, "pf_fetch")?,
+            live: gpu.function(&PF, "pf_step_live")?,
+            live_cluster: if gpu.clusters && small_filter(n) && n_tiles(n) <= LIVE_CLUSTER_MAX {
+                gpu.driver_function(&PF, "pf_step_live_cluster")?
             } else {
-                "pf_step"
-            })?,
-            sums: gpu.function(if small_filter(n) {
-                "pf_sums_small"
-            } else {
-                "pf_sums"
-            })?,
-            slow_begin: gpu.function("pf_slow_begin")?,
-            temper_grid: gpu.function("pf_temper_grid")?,
-            scan_local: gpu.function("pf_scan_local")?,
-            resample: gpu.function("pf_resample")?,
-            resample_small: gpu.function("pf_resample_small")?,
-            init: gpu.function("pf_init")?,
-            fetch: gpu.function("pf_fetch")?,
-            live: gpu.function("pf_step_live")?,
-            live_cluster: match &gpu.ex {
-                Some(m) if gpu.clusters && small_filter(n) && n_tiles(n) <= LIVE_CLUSTER_MAX => {
-                    Some(m.function("pf_step_live_cluster")?)
-                }
-                _ => None,
+                None
             },
         };
         let lay = Layout::new(slots, p.pairs.len());
@@ -1915,7 +1921,7 @@ mod tests {
                 RS_SMALL_MAX / RS_SMALL_THREADS as usize
             ),
         ] {
-            assert!(super::super::KERNEL_SOURCE.contains(&want), "{want}");
+            assert!(super::super::programs::PF.source.contains(&want), "{want}");
         }
     }
 

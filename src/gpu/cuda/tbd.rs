@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 
+use super::host::DeviceTimer;
+use super::programs::TBD;
 use super::{Gpu, err};
 use crate::track::filter::bernoulli::bank::{BankError, length};
 use crate::track::filter::bernoulli::bank::{
@@ -80,6 +82,9 @@ pub struct CudaCurveBank {
     msum: CudaSlice<u64>,
     from_birth: CudaSlice<u32>,
     bytes_read: u64,
+    /// Device events around each step's kernels (when timing is on), and the last step's time.
+    timer: DeviceTimer,
+    last_s: Option<f64>,
 }
 
 /// The model as `kernels/tbd.cu`'s TbdModel: 30 four-byte words in its order.
@@ -174,7 +179,7 @@ impl CudaCurveBank {
         } = sizes;
         let per = nb + nc;
         let tiles = per.div_ceil(TILE);
-        let f = |name: &str| gpu.function(name);
+        let f = |name: &str| gpu.function(&TBD, name);
         let k = Kernels {
             reset: f("tbd_reset")?,
             lobes: f("tbd_lobes")?,
@@ -245,31 +250,15 @@ impl CudaCurveBank {
             frame: 0,
             stream: s,
             bytes_read: 0,
+            timer: DeviceTimer::new(&gpu.ctx, false)?,
+            last_s: None,
             _gpu: gpu,
         };
         Ok(bank)
     }
 
-    /// Bytes read back from the device by the steps so far (B-12).
-    pub fn bytes_read(&self) -> u64 {
-        self.bytes_read
-    }
-
-    /// The last step's lobe table (pairs × intervals × 2; the parity test's view of tbd_lobes).
-    pub fn lobe_table(&self) -> Result<Vec<f32>, BankError> {
-        self.fetch(
-            &self.lobe_num,
-            2 * self.host_model.pairs.len() * self.lobe_intervals,
-        )
-    }
-
-    /// The stream the bank's work is queued on.
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
     /// Check and upload a frame and its proposal for the next step.
-    pub fn put_frame(&mut self, f: &BankFrame, prop: &BankProposal) -> Result<(), BankError> {
+    fn put_frame(&mut self, f: &BankFrame, prop: &BankProposal) -> Result<(), BankError> {
         check_frame(&self.host_model, f, prop)?;
         let s = self.stream.clone();
         s.memcpy_htod(&f.curves, &mut self.curves)
@@ -296,7 +285,7 @@ impl CudaCurveBank {
     }
 
     /// Queue one step's nine launches (the frame already uploaded) without waiting.
-    pub fn enqueue(&mut self) -> Result<(), BankError> {
+    fn enqueue(&mut self) -> Result<(), BankError> {
         let s = self.stream.clone();
         let BankSizes {
             tracks: t,
@@ -492,8 +481,32 @@ impl CurveBank for CudaCurveBank {
 
     fn step(&mut self, f: &BankFrame, prop: &BankProposal) -> Result<Vec<TrackSums>, BankError> {
         self.put_frame(f, prop)?;
+        let s = self.stream.clone();
+        self.timer.start(&s)?;
         self.enqueue()?;
-        self.read_sums()
+        self.timer.stop(&s)?;
+        let sums = self.read_sums()?;
+        self.last_s = self.timer.elapsed_s();
+        Ok(sums)
+    }
+
+    fn lobe_table(&self, _frame: &BankFrame) -> Result<Vec<f32>, BankError> {
+        self.fetch(
+            &self.lobe_num,
+            2 * self.host_model.pairs.len() * self.lobe_intervals,
+        )
+    }
+
+    fn set_device_timing(&mut self, on: bool) {
+        self.timer.set(on);
+    }
+
+    fn last_device_time_s(&self) -> Option<f64> {
+        self.last_s
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.bytes_read
     }
 
     fn particles(&self) -> Result<Vec<f32>, BankError> {

@@ -178,6 +178,9 @@ fn a_failing_search_bank_falls_back_to_the_cpu() {
         fn reset(&mut self, _: f64) -> Result<(), BankError> {
             Err(lost())
         }
+        fn lobe_table(&self, _: &BankFrame) -> Result<Vec<f32>, BankError> {
+            Err(lost())
+        }
     }
     let cfg = config();
     let s = [25.0, -30.0, -15.0];

@@ -365,6 +365,20 @@ pub trait CurveBank {
     /// Every track back to P(exists) = `p0` with no particles (the next step's births seed
     /// them), as a new bank starts.
     fn reset(&mut self, p0: f64) -> Result<(), BankError>;
+    /// The lobe table of `frame` as the last step (which was on it) read it: pairs ×
+    /// intervals × 2 ([`BankModel::lobe_table`]).
+    fn lobe_table(&self, frame: &BankFrame) -> Result<Vec<f32>, BankError>;
+    /// Time each step with device events from now on (`on`), or not; host backends have no
+    /// device clock.
+    fn set_device_timing(&mut self, _on: bool) {}
+    /// Device time of the last step's kernels (when timed); None for host backends.
+    fn last_device_time_s(&self) -> Option<f64> {
+        None
+    }
+    /// Bytes read back from the device by the steps so far (B-12; 0 on the host).
+    fn bytes_read(&self) -> u64 {
+        0
+    }
 }
 
 /// 32 ln 2: the quantised sums' scale in the log domain.
@@ -714,6 +728,10 @@ impl CurveBank for CpuCurveBank {
         }
         self.has_cont.fill(true);
         Ok(())
+    }
+
+    fn lobe_table(&self, frame: &BankFrame) -> Result<Vec<f32>, BankError> {
+        Ok(self.model.lobe_table(&frame.curves))
     }
 
     fn reset(&mut self, p0: f64) -> Result<(), BankError> {
