@@ -6,34 +6,10 @@ use serde::{Deserialize, Serialize};
 use super::Config;
 use crate::error::ConfigError;
 use crate::gpu::BackendChoice;
+pub use crate::track::associate::Association;
+pub use crate::track::filter::FilterKind;
 use crate::track::logic::m_of_n::{ConfirmRule, DeleteRule};
 use crate::track::{ModelKind, ModelSelection};
-
-/// The filter each track runs (`tracker.filter`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FilterKind {
-    /// A multi-model particle filter per track (CPU or CUDA; the default).
-    #[default]
-    Particle,
-    /// An interacting multiple model estimator over the same motion models: per mode one
-    /// cubature Kalman filter with data association over each pair's peaks (CPU, f64; see
-    /// `track::filter::imm`).
-    Imm,
-}
-
-/// How each sensor pair's peaks are given to the tracks (`tracker.association`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Association {
-    /// Global nearest neighbour, frame by frame (the default).
-    #[default]
-    Gnn,
-    /// Multi-frame assignment over a sliding window of `tracker.mfa_lists` lists (the tracks
-    /// and the next S - 1 frames): each frame's choice also weighs the frames after it, so the
-    /// tracker runs S - 2 frames behind the newest frame.
-    Mfa,
-}
 
 /// One motion model (`[[tracker.models]]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -671,13 +671,18 @@ mod tests {
 
     /// Every program compiles for every architecture a supported board has (Xavier sm_72,
     /// Orin sm_87) and for Hopper (sm_90). Needs libnvrtc, so it runs where one is
-    /// (`cargo test --release --lib kernels_compile -- --ignored` on the GPU machine).
+    /// (`cargo test --release --lib kernels_compile -- --ignored` on the GPU machine). CUDA 13's
+    /// NVRTC no longer builds for Volta (sm_72; JetPack's own CUDA does): an architecture this
+    /// NVRTC refuses as an option is reported, not failed; Orin and Hopper must compile.
     #[test]
     #[ignore = "needs libnvrtc: run with --ignored where it is"]
     fn kernels_compile_for_the_boards() {
         for arch in ["sm_72", "sm_87", "sm_90"] {
             match compile_check(arch) {
                 Ok(sizes) => eprintln!("{arch}: CUBINs of {sizes:?} bytes"),
+                Err(e) if arch == "sm_72" && e.contains("INVALID_OPTION") => {
+                    eprintln!("{arch}: this NVRTC does not build for it ({e})")
+                }
                 Err(e) => panic!("{arch}: {e}"),
             }
         }

@@ -6,12 +6,27 @@
 pub mod gnn;
 pub mod mfa;
 
+use serde::{Deserialize, Serialize};
+
 use crate::dsp::geometry::Pair;
 use crate::track::TdoaMeasurement;
 use crate::track::gate::{Gates, Rates};
 use crate::track::measure::peaks::{PeaksModel, ReadFrame};
 use crate::track::state::Track;
 use mfa::lookahead::{Lookahead, assign_pair_over_window};
+
+/// How each sensor pair's peaks are given to the tracks (`tracker.association`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Association {
+    /// Global nearest neighbour, frame by frame (the default).
+    #[default]
+    Gnn,
+    /// Multi-frame assignment over a sliding window of `tracker.mfa_lists` lists (the tracks
+    /// and the next S - 1 frames): each frame's choice also weighs the frames after it, so the
+    /// tracker runs S - 2 frames behind the newest frame.
+    Mfa,
+}
 
 /// One frame read and waiting for its commit.
 #[derive(Debug, Clone)]

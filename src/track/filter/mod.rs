@@ -13,10 +13,27 @@ pub mod imm;
 pub mod particle;
 pub mod resample;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::BackendError;
 use crate::track::motion::ModelSelection;
 use crate::track::motion::MotionModel;
 use crate::track::{LineAxes, TdoaMeasurement, TrackMode};
+
+/// The filter each track runs (`tracker.filter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterKind {
+    /// A multi-model particle filter per track (CPU or CUDA; the default for every kind of
+    /// array: the one filter the scene families measure as good or better on every family of
+    /// each kind, BENCHMARKS.md "Which filter, measurement and association for which array").
+    #[default]
+    Particle,
+    /// An interacting multiple model estimator over the same motion models: per mode one
+    /// cubature Kalman filter with data association over each pair's peaks (CPU, f64; see
+    /// [`imm`]).
+    Imm,
+}
 
 /// Parameters shared by every track of a bank.
 #[derive(Debug, Clone, PartialEq)]
