@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::dsp::geometry::Pair;
 use crate::track::TdoaMeasurement;
 use crate::track::gate::{Gates, Rates};
+use crate::track::measure::MeasurementModel;
 use crate::track::measure::peaks::{PeaksModel, ReadFrame};
 use crate::track::state::Track;
 use mfa::lookahead::{Lookahead, assign_pair_over_window};

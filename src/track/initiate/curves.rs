@@ -12,7 +12,8 @@ use crate::track::filter::bernoulli::FilterKeys;
 use crate::track::filter::bernoulli::bank::{BankModel, BankSizes, CurveBank, slot};
 use crate::track::filter::bernoulli::existence::Chain;
 use crate::track::filter::bernoulli::filter::{BernoulliFilter, BernoulliParams};
-use crate::track::filter::bernoulli::followers::{CurveTrack, near, track_params};
+use crate::track::filter::bernoulli::followers::{CurveTrack, track_params};
+use crate::track::measure::curves::near;
 use crate::track::measure::curves::{CurveFrame, CurveModel, DIM};
 
 /// What the search is set to (`[tracker.curves]`).

@@ -2,7 +2,8 @@
 //! `confirm`) and ends it (below `delete`); it also ends when it duplicates an older track or
 //! has sat at the search volume's edge for [`EDGE_S`].
 
-use crate::track::filter::bernoulli::followers::{CurveTrack, DUPLICATE_M, near};
+use crate::track::filter::bernoulli::followers::CurveTrack;
+use crate::track::measure::curves::{DUPLICATE_M, near};
 use crate::track::report::{EndReason, TrackEnd, TrackStatus};
 
 /// A track whose mean stays within this of the search volume's faces…

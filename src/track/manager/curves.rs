@@ -11,12 +11,13 @@ use crate::track::filter::bernoulli::FilterKeys;
 use crate::track::filter::bernoulli::bank::CurveBank;
 use crate::track::filter::bernoulli::existence::Chain;
 use crate::track::filter::bernoulli::followers::{
-    self, CurveTrack, Seed, curve_report, near, seeded, track_params,
+    self, CurveTrack, Seed, curve_report, seeded, track_params,
 };
 use crate::track::initiate::curves::{CurvesSearch, SearchSettings};
 use crate::track::logic::existence::{EDGE_M, ExistenceRule};
 use crate::track::measure::curves::reader::CurvesReader;
-use crate::track::measure::curves::{CurveFrame, CurveModel};
+use crate::track::measure::curves::{CurveModel, near};
+use crate::track::measure::{FrameInput, MeasurementModel};
 use crate::track::report::{EndReason, TrackEnd, TrackReport, TrackStatus};
 
 /// `auto`: a coasting peaks track is reported from the curves once it has coasted this long
@@ -84,26 +85,34 @@ impl CurvesStage {
         self.search.set_bank(bank, what);
     }
 
-    /// The frame as the model weighs it (the clutter map, if any, learning it away from the
-    /// tracks).
-    fn read(&mut self, gcc: &GccFrame, pair_ok: &[bool]) -> Option<CurveFrame> {
+    /// Read the frame as the model weighs it (the clutter map, if any, learning it away from
+    /// the tracks); false when the frame holds no curves to read.
+    fn read(&mut self, seq: u64, gcc: &GccFrame, pair_ok: &[bool]) -> bool {
         let held: Vec<[f64; 3]> = (self.tracks.iter())
             .map(|t| [t.mean[0], t.mean[1], t.mean[2]])
             .collect();
-        self.reader.read(gcc, pair_ok, &held)
+        let input = FrameInput {
+            seq,
+            gcc,
+            pair_ok,
+            sigma_s: 0.0,
+            held: &held,
+        };
+        self.reader.read(&input).is_some()
     }
 
     /// `curves`: every track, then the search (on the curves less the tracks' lags); returns
     /// the confirmed tracks' reports.
     pub fn step(&mut self, seq: u64, t: f64, gcc: &GccFrame, pair_ok: &[bool]) -> Vec<TrackReport> {
         self.ended.clear();
-        let Some(frame) = self.read(gcc, pair_ok) else {
+        if !self.read(seq, gcc, pair_ok) {
             return Vec::new();
-        };
-        self.step_tracks(&frame);
+        }
+        self.step_tracks();
         if self.set.searching {
             let model = self.reader.model();
             self.search.remember(model, gcc, pair_ok);
+            let frame = self.reader.frame().clone();
             let found = (self.search).step(model, frame, &self.tracks, &mut self.keys);
             if let Some(f) = found {
                 let id = self.next_id;
@@ -130,10 +139,9 @@ impl CurvesStage {
     }
 
     /// Move every track one frame and end those the existence rule ends.
-    fn step_tracks(&mut self, frame: &CurveFrame) {
-        let (model, joint) = (self.reader.model(), self.set.joint_template);
-        let confirm = self.rule.confirm;
-        followers::step_all(&mut self.tracks, model, frame, joint, confirm, EDGE_M);
+    fn step_tracks(&mut self) {
+        let (joint, confirm) = (self.set.joint_template, self.rule.confirm);
+        followers::step_all(&mut self.tracks, &self.reader, joint, confirm, EDGE_M);
         let tracks = std::mem::take(&mut self.tracks);
         self.tracks = self.rule.keep(tracks, &mut self.ended);
     }
@@ -164,11 +172,11 @@ impl CurvesStage {
         peaks_ended: &[TrackEnd],
     ) -> Vec<TrackReport> {
         self.ended.clear();
-        let Some(frame) = self.read(gcc, pair_ok) else {
+        if !self.read(seq, gcc, pair_ok) {
             self.ended.extend_from_slice(peaks_ended);
             return peaks;
-        };
-        self.step_tracks(&frame);
+        }
+        self.step_tracks();
         self.reseed(&peaks);
         // Curves tracks that ended this frame and whose peaks track lives on are not ends.
         let live: Vec<u64> = peaks.iter().map(|r| r.id).collect();

@@ -29,9 +29,9 @@ use crate::track::gate::predict_gates;
 use crate::track::initiate::multilat::{BirthFix, BirthInputs, BirthSearch, NoBirth, birth_fix};
 use crate::track::initiate::twins::{Twins, restart};
 use crate::track::logic::judge::Judge;
-use crate::track::measure::Measurement;
 use crate::track::measure::noise::{ResidualWindow, tdoa_noise_s};
 use crate::track::measure::peaks::PeaksModel;
+use crate::track::measure::{FrameInput, Measurement, MeasurementModel};
 use crate::track::motion::steps::{StepTo, steps_to};
 use crate::track::report::TrackEnd;
 use crate::track::state::Track;
@@ -249,7 +249,14 @@ impl TrackManager {
         gcc: &GccFrame,
         pair_ok: &[bool],
     ) -> Result<Vec<TrackReport>, BackendError> {
-        let informative = self.peaks.read(seq, gcc, pair_ok, self.sigma_s);
+        let input = FrameInput {
+            seq,
+            gcc,
+            pair_ok,
+            sigma_s: self.sigma_s,
+            held: &[],
+        };
+        let informative = self.peaks.read(&input).unwrap_or(0);
         let frame = self.peaks.take(informative);
         let held = HeldFrame {
             seq,
@@ -389,7 +396,7 @@ impl TrackManager {
                 self.tracks.iter().map(|t| t.assigned.clone()).collect();
             let taken: Vec<&[Option<usize>]> = taken.iter().map(Vec::as_slice).collect();
             for (i, t) in self.tracks.iter_mut().enumerate() {
-                self.peaks.view_for(i, &taken, &mut self.view);
+                self.peaks.view(i, &taken, &mut self.view);
                 let twin = t.twin.as_mut().map(|w| (w.slot, &mut w.est));
                 let est = &mut self.est[i];
                 step_with_twin(bank, &self.view, self.steps[i], est, twin, &mut || {})?;

@@ -9,6 +9,7 @@ use crate::dsp::geometry::Pair;
 use crate::dsp::multilat::Obs;
 use crate::track::LiveSource;
 use crate::track::gate::Gates;
+use crate::track::measure::{FrameInput, MeasurementModel};
 
 /// One frame's measurement, flattened for both backends.
 ///
@@ -134,11 +135,6 @@ impl PeaksModel {
         }
     }
 
-    /// The frame last read.
-    pub fn frame(&self) -> &TdoaMeasurement {
-        &self.meas
-    }
-
     pub fn pairs(&self) -> &[Pair] {
         &self.s.pairs
     }
@@ -190,7 +186,7 @@ impl PeaksModel {
 
     /// Read a frame's peaks into the flattened measurement, with TDOA noise `sigma_s`. Returns
     /// the number of informative pairs.
-    pub fn read(&mut self, seq: u64, gcc: &GccFrame, pair_ok: &[bool], sigma_s: f32) -> usize {
+    fn read_peaks(&mut self, seq: u64, gcc: &GccFrame, pair_ok: &[bool], sigma_s: f32) -> usize {
         let k = self.meas.peaks_per_pair;
         self.meas.frame = seq;
         self.meas.sigma_s = sigma_s;
@@ -317,25 +313,6 @@ impl PeaksModel {
             .collect()
     }
 
-    /// Track `i`'s view of the frame, into `view`: every peak but those assigned to other
-    /// tracks (`assigned[o][pi]`: the peak of pair pi that track o took).
-    pub fn view_for(&self, i: usize, assigned: &[&[Option<usize>]], view: &mut TdoaMeasurement) {
-        let k = self.meas.peaks_per_pair;
-        view.clone_from(&self.meas);
-        for (o, a) in assigned.iter().enumerate() {
-            if o == i {
-                continue;
-            }
-            for (pi, a) in a.iter().enumerate() {
-                if let Some(j) = a {
-                    if assigned[i][pi] != Some(*j) {
-                        view.amp[pi * k + j] = 0.0;
-                    }
-                }
-            }
-        }
-    }
-
     /// Per (pair, peak): in one of `gates` or taken by its track (`assigned`).
     pub fn explained<'a>(
         &self,
@@ -405,6 +382,43 @@ impl PeaksModel {
                 })
             })
             .collect()
+    }
+}
+
+impl MeasurementModel for PeaksModel {
+    type Frame = TdoaMeasurement;
+    /// Per track, the peak of each pair it took.
+    type Others<'a> = [&'a [Option<usize>]];
+
+    fn name(&self) -> &'static str {
+        "peaks"
+    }
+
+    fn read(&mut self, input: &FrameInput) -> Option<usize> {
+        Some(self.read_peaks(input.seq, input.gcc, input.pair_ok, input.sigma_s))
+    }
+
+    fn frame(&self) -> &TdoaMeasurement {
+        &self.meas
+    }
+
+    /// Every peak but those assigned to other tracks (`others[o][pi]`: the peak of pair pi
+    /// that track o took).
+    fn view(&self, i: usize, others: &Self::Others<'_>, out: &mut TdoaMeasurement) {
+        let k = self.meas.peaks_per_pair;
+        out.clone_from(&self.meas);
+        for (o, a) in others.iter().enumerate() {
+            if o == i {
+                continue;
+            }
+            for (pi, a) in a.iter().enumerate() {
+                if let Some(j) = a {
+                    if others[i][pi] != Some(*j) {
+                        out.amp[pi * k + j] = 0.0;
+                    }
+                }
+            }
+        }
     }
 }
 

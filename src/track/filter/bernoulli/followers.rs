@@ -8,17 +8,11 @@ use super::existence::Chain;
 use super::filter::{BernoulliFilter, BernoulliParams};
 use crate::rng::philox::{Stream, normals6, uniform};
 use crate::track::Estimate;
+use crate::track::measure::MeasurementModel;
+use crate::track::measure::curves::reader::{CurvesReader, Held};
 use crate::track::measure::curves::{CurveFrame, CurveModel, DIM};
 use crate::track::motion::models::Kinematics;
 use crate::track::report::{TrackReport, TrackStatus, report};
-
-/// Tracks closer than this (m) are one source: the later is ended as a duplicate.
-pub const DUPLICATE_M: f64 = 2.0;
-
-/// Whether `a` and `b` (their first three components) are closer than `m` metres.
-pub fn near(a: &[f64], b: &[f64], m: f64) -> bool {
-    (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>() < m * m
-}
 
 /// One track on the curves.
 #[derive(Debug, Clone)]
@@ -47,49 +41,31 @@ pub fn track_params(chain: Chain, particles: usize) -> BernoulliParams {
     }
 }
 
-/// Step every track one frame on `frame`, each on its own view of it: with `joint`, the
-/// curves less the templates of the other tracks whose lobes overlap its own, at their last
-/// means (tracks within [`DUPLICATE_M`] are left to the duplicate rule; a track seeded this
-/// frame has no amplitude yet and is not subtracted). A track whose existence reaches
-/// `confirm` is confirmed; one whose mean sits within `edge_m` of the volume's faces counts
-/// a frame at the edge.
+/// Step every track one frame on the frame `reader` read, each on its own view of it
+/// ([`CurvesReader`]'s: with `joint`, less the overlapping tracks' templates at their last
+/// means; a track seeded this frame has no amplitude yet and is not subtracted). A track whose
+/// existence reaches `confirm` is confirmed; one whose mean sits within `edge_m` of the
+/// volume's faces counts a frame at the edge.
 pub fn step_all(
     tracks: &mut [CurveTrack],
-    model: &CurveModel,
-    frame: &CurveFrame,
+    reader: &CurvesReader,
     joint: bool,
     confirm: f64,
     edge_m: f64,
 ) {
-    let others: Vec<(u64, [f64; 3], f64)> = if joint {
-        tracks
-            .iter()
-            .filter_map(|t| {
-                let a = *t.mean.get(6)?;
-                Some((t.id, [t.mean[0], t.mean[1], t.mean[2]], a))
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    for t in tracks.iter_mut() {
-        let overlapping: Vec<([f64; 3], f64)> = others
-            .iter()
-            .filter(|(id, pos, _)| {
-                *id != t.id
-                    && !near(pos, &t.mean, DUPLICATE_M)
-                    && model.overlaps(frame, &t.mean, pos)
-            })
-            .map(|(_, pos, a)| (*pos, *a))
-            .collect();
-        let own;
-        let seen = if overlapping.is_empty() {
-            frame
-        } else {
-            own = model.without(frame, &overlapping);
-            &own
-        };
-        let s = t.filter.step(model, seen);
+    let held: Vec<Held> = tracks
+        .iter()
+        .map(|t| Held {
+            id: t.id,
+            position: [t.mean[0], t.mean[1], t.mean[2]],
+            amplitude: t.mean.get(6).copied().filter(|_| joint),
+        })
+        .collect();
+    let model = reader.model();
+    let mut seen = CurveFrame::default();
+    for (i, t) in tracks.iter_mut().enumerate() {
+        reader.view(i, &held, &mut seen);
+        let s = t.filter.step(model, &seen);
         t.mean = s.mean;
         if s.existence.p >= confirm {
             t.confirmed = true;

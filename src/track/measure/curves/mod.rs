@@ -121,8 +121,17 @@ struct Grid {
     spans: Vec<(u32, u32)>,
 }
 
+/// Tracks on the curves closer than this (m) are one source: the later is ended as a
+/// duplicate, and neither's template is taken off the other's view.
+pub const DUPLICATE_M: f64 = 2.0;
+
+/// Whether `a` and `b` (their first three components) are closer than `m` metres.
+pub fn near(a: &[f64], b: &[f64], m: f64) -> bool {
+    (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>() < m * m
+}
+
 /// One frame as the model weighs it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CurveFrame {
     /// `pairs × (2 curve_half + 1)`, lag −curve_half first.
     pub curves: Vec<f64>,

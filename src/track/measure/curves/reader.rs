@@ -1,10 +1,11 @@
 //! The curves as the tracker reads them each frame: the frame the model weighs (each pair's
 //! curve with its noise level, [`CurveModel::frame`]), less the clutter map's slow mean where
-//! there is one.
+//! there is one; and each track's view of it, the curves less the templates of the other
+//! tracks whose lobes overlap its own (the joint template).
 
 use super::clutter::ClutterMap;
-use super::{CurveFrame, CurveModel};
-use crate::dsp::gcc::GccFrame;
+use super::{CurveFrame, CurveModel, DUPLICATE_M, near};
+use crate::track::measure::{FrameInput, MeasurementModel};
 
 #[derive(Debug)]
 pub struct CurvesReader {
@@ -13,6 +14,17 @@ pub struct CurvesReader {
     levels: Vec<f64>,
     /// The curves' slow mean, taken from each frame (`clutter_map_s`).
     clutter: Option<ClutterMap>,
+    /// The frame last read.
+    last: CurveFrame,
+}
+
+/// A track as the views see it: its position and, where its template is subtracted from the
+/// others' views, its amplitude (None: it is not, e.g. a track seeded this frame).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Held {
+    pub id: u64,
+    pub position: [f64; 3],
+    pub amplitude: Option<f64>,
 }
 
 impl CurvesReader {
@@ -24,30 +36,65 @@ impl CurvesReader {
             model,
             levels: Vec::new(),
             clutter,
+            last: CurveFrame::default(),
         }
     }
 
     pub fn model(&self) -> &CurveModel {
         &self.model
     }
+}
+
+impl MeasurementModel for CurvesReader {
+    type Frame = CurveFrame;
+    /// Every track, in order (track `i` among them).
+    type Others<'a> = [Held];
+
+    fn name(&self) -> &'static str {
+        "curves"
+    }
 
     /// The frame as the model weighs it, with the pairs' health (None when the correlator gave
     /// no curves of the model's size). The clutter map is taken from the curves and learns
-    /// them, but not around the lags of the tracks at `held`.
-    pub fn read(
-        &mut self,
-        gcc: &GccFrame,
-        pair_ok: &[bool],
-        held: &[[f64; 3]],
-    ) -> Option<CurveFrame> {
+    /// them, but not around the lags of the tracks at `input.held`. Returns the usable pairs.
+    fn read(&mut self, input: &FrameInput) -> Option<usize> {
         let want = self.model.pairs() * self.model.curve_len();
-        if gcc.curves.len() != want {
+        if input.gcc.curves.len() != want {
             return None;
         }
-        let mut frame = self.model.frame(&gcc.curves, pair_ok, &mut self.levels);
+        let frame = self
+            .model
+            .frame(&input.gcc.curves, input.pair_ok, &mut self.levels);
+        self.last = frame;
         if let Some(map) = self.clutter.as_mut() {
-            map.apply(&mut frame.curves, &self.model.held_lags(held));
+            let held = self.model.held_lags(input.held);
+            map.apply(&mut self.last.curves, &held);
         }
-        Some(frame)
+        Some(self.last.ok.iter().filter(|&&ok| ok).count())
+    }
+
+    fn frame(&self) -> &CurveFrame {
+        &self.last
+    }
+
+    /// Track `i`'s view: the curves less the templates (amplitude × κ about their delays) of
+    /// the other tracks with an amplitude whose lobes overlap its own in some pair; tracks
+    /// within [`DUPLICATE_M`] of it are left to the duplicate rule.
+    fn view(&self, i: usize, others: &[Held], out: &mut CurveFrame) {
+        let me = others[i];
+        let overlapping: Vec<([f64; 3], f64)> = others
+            .iter()
+            .filter_map(|o| {
+                let a = o.amplitude?;
+                let apart = o.id != me.id && !near(&o.position, &me.position, DUPLICATE_M);
+                let overlap = apart && self.model.overlaps(&self.last, &me.position, &o.position);
+                overlap.then_some((o.position, a))
+            })
+            .collect();
+        if overlapping.is_empty() {
+            out.clone_from(&self.last);
+        } else {
+            *out = self.model.without(&self.last, &overlapping);
+        }
     }
 }
