@@ -7,7 +7,6 @@
 use nalgebra::{Matrix3, Vector3};
 
 use crate::track::measure::likelihood::{LikelihoodConsts, predict_tdoas};
-use crate::track::state::Track;
 use crate::track::{Estimate, FilterParams, TrackStep};
 
 /// One track's gates for a frame: per pair, the predicted TDOA (s) and the spread s (s) a
@@ -31,11 +30,12 @@ impl Gates {
     }
 }
 
-/// Each track's gates for this frame (`steps[i]`, its step): its estimate carried to the
-/// frame ([`carried`]), then its predicted TDOAs with TDOA noise `sigma_s`; with `rates`, also
-/// how its TDOAs move (multi-frame assignment: the most agile model's acceleration and the hop).
-pub fn predict_gates(
-    tracks: &mut [Track],
+/// Each track's gates for this frame (`rows`: its estimate, gates and rates; `steps`, its
+/// step, in the same order): its estimate carried to the frame ([`carried`]), then its
+/// predicted TDOAs with TDOA noise `sigma_s`; with `rates_of` (the hop, s: multi-frame
+/// assignment), also how its TDOAs move, at the most agile model's acceleration.
+pub fn predict_gates<'a>(
+    rows: impl Iterator<Item = (&'a Estimate, &'a mut Gates, &'a mut Rates)>,
     steps: &[TrackStep],
     p: &FilterParams,
     sigma_s: f32,
@@ -47,11 +47,11 @@ pub fn predict_gates(
         .iter()
         .map(|m| f64::from(m.accel_std))
         .fold(0.0, f64::max);
-    for (t, step) in tracks.iter_mut().zip(steps) {
-        let e = carried(&t.est, f64::from(step.dt_s));
-        t.gates = gates(p, &e, step.lag_s, sigma_s);
+    for ((est, g, r), step) in rows.zip(steps) {
+        let e = carried(est, f64::from(step.dt_s));
+        *g = gates(p, &e, step.lag_s, sigma_s);
         if let Some(hop_s) = rates_of {
-            t.rates = rates(p, &e, step.lag_s, accel, hop_s);
+            *r = rates(p, &e, step.lag_s, accel, hop_s);
         }
     }
 }
