@@ -56,19 +56,33 @@ pub struct PairSettings<'a> {
     pub gate_sigmas: f32,
 }
 
-/// Gives each pair's peaks to the tracks, frame by frame or over a window of frames.
+/// Gives each pair's peaks to the tracks, frame by frame or over a window of frames. The
+/// defaults are those of an associator that decides each frame alone and holds none back.
 pub trait Associator: Send {
+    /// Whether it holds frames back (then every frame goes through [`Self::hold`]; else the
+    /// manager commits each frame as it is read).
+    fn holds_frames(&self) -> bool {
+        false
+    }
     /// Take the newest frame read; returns the frame to commit now (this one, or with a
     /// window the one S - 2 frames back; None while the window fills).
-    fn hold(&mut self, f: HeldFrame) -> Option<HeldFrame>;
+    fn hold(&mut self, f: HeldFrame) -> Option<HeldFrame> {
+        Some(f)
+    }
     /// The end of the stream: the next frame still held, until none is left.
-    fn drain_one(&mut self) -> Option<HeldFrame>;
+    fn drain_one(&mut self) -> Option<HeldFrame> {
+        None
+    }
     /// A frame whose commit failed, to be committed again first.
-    fn put_back(&mut self, f: HeldFrame);
+    fn put_back(&mut self, _f: HeldFrame) {}
     /// Frames the commits run behind the newest frame.
-    fn latency_frames(&self) -> usize;
+    fn latency_frames(&self) -> usize {
+        0
+    }
     /// Whether it weighs the tracks' TDOA rates (the gates' [`Rates`]).
-    fn needs_rates(&self) -> bool;
+    fn needs_rates(&self) -> bool {
+        false
+    }
     /// Pair `c.index`'s usable peaks of the committed frame `now` (their TDOAs) to the tracks:
     /// each track's peak index.
     fn assign_pair(
@@ -136,24 +150,6 @@ pub fn associator(mfa_lists: Option<usize>) -> Box<dyn Associator> {
 pub struct Gnn;
 
 impl Associator for Gnn {
-    fn hold(&mut self, f: HeldFrame) -> Option<HeldFrame> {
-        Some(f)
-    }
-
-    fn drain_one(&mut self) -> Option<HeldFrame> {
-        None
-    }
-
-    fn put_back(&mut self, _f: HeldFrame) {}
-
-    fn latency_frames(&self) -> usize {
-        0
-    }
-
-    fn needs_rates(&self) -> bool {
-        false
-    }
-
     fn assign_pair(
         &mut self,
         c: &PairSettings,
@@ -170,6 +166,10 @@ impl Associator for Gnn {
 pub struct Mfa(Lookahead);
 
 impl Associator for Mfa {
+    fn holds_frames(&self) -> bool {
+        true
+    }
+
     fn hold(&mut self, f: HeldFrame) -> Option<HeldFrame> {
         self.0.push(f)
     }

@@ -201,6 +201,11 @@ impl TrackManager {
             held: &[],
         };
         let informative = self.peaks.read(&input).unwrap_or(0);
+        if !self.associator.holds_frames() {
+            // (Committed as read: nothing to keep a copy of.)
+            self.committed = Some((seq, t_centre_s));
+            return self.commit(seq, t_centre_s, informative);
+        }
         let frame = self.peaks.take(informative);
         let held = HeldFrame {
             seq,
