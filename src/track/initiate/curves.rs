@@ -12,7 +12,7 @@ use crate::track::filter::bernoulli::FilterKeys;
 use crate::track::filter::bernoulli::bank::{BankModel, BankSizes, CurveBank, slot};
 use crate::track::filter::bernoulli::existence::Chain;
 use crate::track::filter::bernoulli::filter::{BernoulliFilter, BernoulliParams};
-use crate::track::filter::bernoulli::followers::{CurveTrack, track_params};
+use crate::track::filter::bernoulli::followers::track_params;
 use crate::track::measure::curves::near;
 use crate::track::measure::curves::{CurveFrame, CurveModel, DIM};
 
@@ -125,27 +125,23 @@ impl CurvesSearch {
         }
     }
 
-    /// One frame of the search on `frame`, with the curves and candidates near the `tracks`
-    /// masked. A source found (held at the threshold for `confirm_s`, and a track's place
+    /// One frame of the search on `frame`, with the curves and candidates near the tracks'
+    /// `positions` masked. A source found (held at the threshold for `confirm_s`, and a track's place
     /// free) comes back as a track's filter, and a fresh search starts.
     pub fn step(
         &mut self,
         model: &CurveModel,
         mut frame: CurveFrame,
-        tracks: &[CurveTrack],
+        positions: &[[f64; 3]],
         keys: &mut FilterKeys,
     ) -> Option<Found> {
         frame.candidates = self.recent.iter().flatten().copied().collect();
-        let held: Vec<[f64; 3]> = tracks
-            .iter()
-            .map(|t| [t.mean[0], t.mean[1], t.mean[2]])
-            .collect();
-        let seen = if held.is_empty() {
+        let seen = if positions.is_empty() {
             frame
         } else {
-            let mut m = model.masked(&frame, &held);
+            let mut m = model.masked(&frame, positions);
             m.candidates
-                .retain(|c| held.iter().all(|h| !near(c, h, 3.0)));
+                .retain(|c| positions.iter().all(|h| !near(c, h, 3.0)));
             m
         };
         let (p, mean) = self.weigh(model, &seen, keys);
@@ -156,7 +152,7 @@ impl CurvesSearch {
         }
         self.held += 1;
         let needed = (self.set.confirm_s / self.frame_s).ceil().max(1.0) as usize;
-        if self.held < needed || tracks.len() >= self.set.max_tracks {
+        if self.held < needed || positions.len() >= self.set.max_tracks {
             return None;
         }
         self.held = 0;

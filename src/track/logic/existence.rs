@@ -2,7 +2,7 @@
 //! `confirm`) and ends it (below `delete`); it also ends when it duplicates an older track or
 //! has sat at the search volume's edge for [`EDGE_S`].
 
-use crate::track::filter::bernoulli::followers::CurveTrack;
+use crate::track::filter::bernoulli::followers::Follower;
 use crate::track::measure::curves::{DUPLICATE_M, near};
 use crate::track::report::{EndReason, TrackEnd, TrackStatus};
 
@@ -32,7 +32,7 @@ impl ExistenceRule {
 
     /// A confirmed track's status: confirmed while its existence holds `confirm`, else
     /// coasting.
-    pub fn status(&self, t: &CurveTrack) -> TrackStatus {
+    pub fn status(&self, t: &Follower) -> TrackStatus {
         if t.filter.p_exist() >= self.confirm {
             TrackStatus::Confirmed
         } else {
@@ -40,12 +40,14 @@ impl ExistenceRule {
         }
     }
 
-    /// The tracks that live on, in order; the ends of the others (existence below `delete`,
-    /// within [`DUPLICATE_M`] of a track kept before it, or at the edge too long) into `ended`.
-    pub fn keep(&self, tracks: Vec<CurveTrack>, ended: &mut Vec<TrackEnd>) -> Vec<CurveTrack> {
-        let mut keep: Vec<CurveTrack> = Vec::with_capacity(tracks.len());
-        for t in tracks {
-            let dup = keep.iter().any(|o| near(&o.mean, &t.mean, DUPLICATE_M));
+    /// For each follower (`(id, follower)`, in order): None when it lives on, else its end
+    /// (existence below `delete`, within [`DUPLICATE_M`] of a follower kept before it, or at
+    /// the edge too long).
+    pub fn ends(&self, followers: &[(u64, &Follower)]) -> Vec<Option<TrackEnd>> {
+        let mut kept: Vec<&Follower> = Vec::with_capacity(followers.len());
+        let mut out = Vec::with_capacity(followers.len());
+        for &(id, t) in followers {
+            let dup = kept.iter().any(|o| near(&o.mean, &t.mean, DUPLICATE_M));
             let left = t.edge_frames >= self.edge_frames;
             if t.filter.p_exist() < self.delete || dup || left {
                 let detail = if left {
@@ -53,8 +55,8 @@ impl ExistenceRule {
                 } else {
                     format!("existence {:.3} on the curves", t.filter.p_exist())
                 };
-                ended.push(TrackEnd {
-                    id: t.id,
+                out.push(Some(TrackEnd {
+                    id,
                     reason: if dup {
                         EndReason::Duplicate
                     } else if t.confirmed {
@@ -64,11 +66,12 @@ impl ExistenceRule {
                     },
                     detail,
                     was_confirmed: t.confirmed,
-                });
+                }));
             } else {
-                keep.push(t);
+                kept.push(t);
+                out.push(None);
             }
         }
-        keep
+        out
     }
 }

@@ -1,17 +1,18 @@
 //! The manager's stage on the GCC curves (`tracker.measurement = "curves" | "auto"`): each
-//! frame the curves are read ([`CurvesReader`]), every track on them steps
+//! frame the curves are read ([`CurvesReader`]), every track's follower on them steps
 //! ([`followers::step_all`]) and the existence rule keeps or ends it ([`ExistenceRule`]); then
 //! either the curves search proposes new tracks ([`CurvesSearch`], "curves"), or the peaks
-//! path's tracks are followed on the curves ("auto": a confirmed peaks track gets a curves
-//! track of its id, and a peaks track that has coasted, or ended as lost, is served from the
-//! curves while their existence holds).
+//! path's tracks are followed on the curves ("auto": a confirmed peaks track gets a follower,
+//! and a peaks track that has coasted, or ended as lost, is served by its follower while the
+//! follower's existence holds). The tracks are the manager's one [`Track`] type: those the
+//! peaks path holds (with their followers), and here those the curves alone serve.
 
 use crate::dsp::gcc::GccFrame;
 use crate::track::filter::bernoulli::FilterKeys;
 use crate::track::filter::bernoulli::bank::CurveBank;
 use crate::track::filter::bernoulli::existence::Chain;
 use crate::track::filter::bernoulli::followers::{
-    self, CurveTrack, Seed, curve_report, seeded, track_params,
+    self, Follower, Seed, curve_report, seeded, track_params,
 };
 use crate::track::initiate::curves::{CurvesSearch, SearchSettings};
 use crate::track::logic::existence::{EDGE_M, ExistenceRule};
@@ -19,6 +20,7 @@ use crate::track::measure::curves::reader::CurvesReader;
 use crate::track::measure::curves::{CurveModel, near};
 use crate::track::measure::{FrameInput, MeasurementModel};
 use crate::track::report::{EndReason, TrackEnd, TrackReport, TrackStatus};
+use crate::track::state::{NO_SLOT, Served, Track};
 
 /// `auto`: a coasting peaks track is reported from the curves once it has coasted this long
 /// (s); the particle filter bridges shorter gaps in its peaks as well on its own.
@@ -39,20 +41,44 @@ pub struct CurvesSettings {
     pub joint_template: bool,
 }
 
-/// The tracks on the curves, the search for new ones, and what they need.
+/// The tracks the curves alone serve, the search for new ones, and what the followers need.
 #[derive(Debug)]
 pub struct CurvesStage {
     reader: CurvesReader,
     set: CurvesSettings,
     rule: ExistenceRule,
     search: CurvesSearch,
-    pub tracks: Vec<CurveTrack>,
+    /// The tracks the curves alone serve (the search's; in `auto`, those the peaks lost that
+    /// the curves still hold), in their followers' order.
+    pub alone: Vec<Track>,
     /// Tracks ended by the last frame (in `auto`, merged with the peaks path's).
     pub ended: Vec<TrackEnd>,
     next_id: u64,
+    /// The next follower's place ([`Follower::order`]).
+    next_order: u64,
     /// Random-number keys of the filters (the search's is the first, in every mode).
     keys: FilterKeys,
     frame_s: f64,
+}
+
+/// `auto`: what the peaks path gives the curves stage each frame.
+pub struct Peaks<'a> {
+    /// Its tracks, each with its follower where it has one.
+    pub tracks: &'a mut [Track],
+    /// The tracks it ended this frame that had followers.
+    pub dropped: Vec<Track>,
+    /// Its reports, and the ends of the tracks it ended.
+    pub reports: Vec<TrackReport>,
+    pub ended: &'a [TrackEnd],
+}
+
+/// The positions of the tracks' followers, in their order.
+fn positions<'a>(tracks: impl Iterator<Item = &'a Track>) -> Vec<[f64; 3]> {
+    let mut rows: Vec<(u64, [f64; 3])> = tracks
+        .filter_map(|t| t.curves.as_ref().map(|f| (f.order, f.position())))
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    rows.into_iter().map(|r| r.1).collect()
 }
 
 impl CurvesStage {
@@ -64,9 +90,10 @@ impl CurvesStage {
             rule: ExistenceRule::new(set.search.confirm, set.delete, frame_s),
             search,
             set,
-            tracks: Vec::new(),
+            alone: Vec::new(),
             ended: Vec::new(),
             next_id: 1,
+            next_order: 0,
             keys,
             frame_s,
         }
@@ -86,17 +113,14 @@ impl CurvesStage {
     }
 
     /// Read the frame as the model weighs it (the clutter map, if any, learning it away from
-    /// the tracks); false when the frame holds no curves to read.
-    fn read(&mut self, seq: u64, gcc: &GccFrame, pair_ok: &[bool]) -> bool {
-        let held: Vec<[f64; 3]> = (self.tracks.iter())
-            .map(|t| [t.mean[0], t.mean[1], t.mean[2]])
-            .collect();
+    /// the followers at `held`); false when the frame holds no curves to read.
+    fn read(&mut self, seq: u64, gcc: &GccFrame, pair_ok: &[bool], held: &[[f64; 3]]) -> bool {
         let input = FrameInput {
             seq,
             gcc,
             pair_ok,
             sigma_s: 0.0,
-            held: &held,
+            held,
         };
         self.reader.read(&input).is_some()
     }
@@ -105,104 +129,136 @@ impl CurvesStage {
     /// the confirmed tracks' reports.
     pub fn step(&mut self, seq: u64, t: f64, gcc: &GccFrame, pair_ok: &[bool]) -> Vec<TrackReport> {
         self.ended.clear();
-        if !self.read(seq, gcc, pair_ok) {
+        let mut alone = std::mem::take(&mut self.alone);
+        let held = positions(alone.iter());
+        let read = self.read(seq, gcc, pair_ok, &held);
+        if read {
+            self.step_followers(alone.iter_mut());
+            alone.retain(|t| t.curves.is_some());
+        }
+        self.alone = alone;
+        if !read {
             return Vec::new();
         }
-        self.step_tracks();
         if self.set.searching {
-            let model = self.reader.model();
-            self.search.remember(model, gcc, pair_ok);
-            let frame = self.reader.frame().clone();
-            let found = (self.search).step(model, frame, &self.tracks, &mut self.keys);
-            if let Some(f) = found {
-                let id = self.next_id;
-                self.next_id += 1;
-                let m = &f.mean;
-                log::info!(
-                    "curves: track {id} confirmed at existence {:.3}, ({:.1}, {:.1}, {:.1}) m",
-                    f.p,
-                    m[0],
-                    m[1],
-                    m[2]
-                );
-                self.tracks.push(CurveTrack {
-                    id,
-                    filter: f.filter,
-                    confirmed: true,
-                    mean: f.mean,
-                    edge_frames: 0,
-                    coast_frames: 0,
-                });
-            }
+            self.search_once(seq, gcc, pair_ok);
         }
         self.reports(seq, t)
     }
 
-    /// Move every track one frame and end those the existence rule ends.
-    fn step_tracks(&mut self) {
-        let (joint, confirm) = (self.set.joint_template, self.rule.confirm);
-        followers::step_all(&mut self.tracks, &self.reader, joint, confirm, EDGE_M);
-        let tracks = std::mem::take(&mut self.tracks);
-        self.tracks = self.rule.keep(tracks, &mut self.ended);
+    /// One frame of the curves search; a source it found becomes a track.
+    fn search_once(&mut self, seq: u64, gcc: &GccFrame, pair_ok: &[bool]) {
+        let model = self.reader.model();
+        self.search.remember(model, gcc, pair_ok);
+        let frame = self.reader.frame().clone();
+        let held = positions(self.alone.iter());
+        let Some(f) = (self.search).step(model, frame, &held, &mut self.keys) else {
+            return;
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let m = &f.mean;
+        log::info!(
+            "curves: track {id} confirmed at existence {:.3}, ({:.1}, {:.1}, {:.1}) m",
+            f.p,
+            m[0],
+            m[1],
+            m[2]
+        );
+        let order = self.take_order();
+        let follower = Follower::confirmed(f.filter, f.mean, order);
+        self.alone.push(Track::on_curves(id, seq, follower));
     }
 
-    /// Reports of the confirmed tracks (coasting while their existence is below the
-    /// confirmation threshold).
+    fn take_order(&mut self) -> u64 {
+        self.next_order += 1;
+        self.next_order - 1
+    }
+
+    /// Move every listed track's follower one frame, in their order; a follower the existence
+    /// rule ends is taken from its track, and its end recorded.
+    fn step_followers<'a>(&mut self, tracks: impl Iterator<Item = &'a mut Track>) {
+        let (joint, confirm) = (self.set.joint_template, self.rule.confirm);
+        let mut tracks: Vec<&mut Track> = tracks.filter(|t| t.curves.is_some()).collect();
+        tracks.sort_by_key(|t| t.curves.as_ref().map_or(u64::MAX, |f| f.order));
+        let ends = {
+            let mut rows: Vec<(u64, &mut Follower)> = (tracks.iter_mut())
+                .filter_map(|t| t.curves.as_mut().map(|f| (t.id, f)))
+                .collect();
+            followers::step_all(&mut rows, &self.reader, joint, confirm, EDGE_M);
+            let view: Vec<(u64, &Follower)> = rows.iter().map(|(id, f)| (*id, &**f)).collect();
+            self.rule.ends(&view)
+        };
+        for (t, end) in tracks.into_iter().zip(ends) {
+            if let Some(e) = end {
+                t.curves = None;
+                self.ended.push(e);
+            }
+        }
+    }
+
+    /// Reports of the confirmed tracks the curves alone serve (coasting while their existence
+    /// is below the confirmation threshold).
     pub fn reports(&self, seq: u64, t_centre_s: f64) -> Vec<TrackReport> {
-        (self.tracks.iter())
-            .filter(|t| t.confirmed)
-            .map(|t| curve_report(t, self.rule.status(t), seq, t_centre_s))
+        (self.alone.iter())
+            .filter_map(|t| t.curves.as_ref().map(|f| (t.id, f)))
+            .filter(|(_, f)| f.confirmed)
+            .map(|(id, f)| curve_report(id, f, self.rule.status(f), seq, t_centre_s))
             .collect()
     }
-
-    /// `auto`: the peaks path's tracks (`peaks`, and its ends this frame `peaks_ended`), each
-    /// followed on the curves as well. A confirmed peaks track gets a curves track of the same
-    /// id, seeded from its state (and seeded again when the two part by more than 5 m while the
-    /// peaks still support it). A peaks track that has coasted for `COAST_S` is reported from
-    /// its curves track while that one's existence is at the confirmation threshold, and one
-    /// the peaks path ends lives on as its curves track until the existence falls below the
-    /// deletion threshold. [`Self::ended`] holds the merged ends.
+    /// `auto`: the peaks path's tracks, each followed on the curves as well. A confirmed peaks
+    /// track gets a follower, seeded from its state (and seeded again when the two part by more
+    /// than 5 m while the peaks still support it). A peaks track that has coasted for `COAST_S`
+    /// is reported from its follower while the follower's existence is at the confirmation
+    /// threshold, and one the peaks path ends as lost lives on here, on the curves alone, until
+    /// that existence falls below the deletion threshold. [`Self::ended`] holds the merged ends.
     pub fn follow(
         &mut self,
         seq: u64,
         t: f64,
         gcc: &GccFrame,
         pair_ok: &[bool],
-        peaks: Vec<TrackReport>,
-        peaks_ended: &[TrackEnd],
+        peaks: Peaks,
     ) -> Vec<TrackReport> {
         self.ended.clear();
-        if !self.read(seq, gcc, pair_ok) {
-            self.ended.extend_from_slice(peaks_ended);
-            return peaks;
+        let Peaks {
+            tracks,
+            dropped,
+            reports,
+            ended,
+        } = peaks;
+        let mut alone = std::mem::take(&mut self.alone);
+        // (The dropped tracks' followers are the curves' alone now, until `carry` decides.)
+        alone.extend(dropped.into_iter().map(on_curves_alone));
+        let held = positions(tracks.iter().chain(alone.iter()));
+        if !self.read(seq, gcc, pair_ok, &held) {
+            self.alone = sorted(alone);
+            self.ended.extend_from_slice(ended);
+            return reports;
         }
-        self.step_tracks();
-        self.reseed(&peaks);
-        // Curves tracks that ended this frame and whose peaks track lives on are not ends.
-        let live: Vec<u64> = peaks.iter().map(|r| r.id).collect();
+        self.step_followers(tracks.iter_mut().chain(alone.iter_mut()));
+        alone.retain(|t| t.curves.is_some());
+        self.alone = sorted(alone);
+        self.reseed(tracks, &reports);
+        // Followers that ended this frame and whose peaks track lives on are not ends.
+        let live: Vec<u64> = reports.iter().map(|r| r.id).collect();
         self.ended.retain(|e| !live.contains(&e.id));
-        let mut out = self.serve(peaks);
-        self.give_way(&out, &live);
-        self.carry(peaks_ended);
-        let reported: Vec<u64> = out.iter().map(|r| r.id).collect();
-        for c in self.tracks.iter().filter(|c| c.confirmed) {
-            if !reported.contains(&c.id) {
-                out.push(curve_report(c, self.rule.status(c), seq, t));
-            }
-        }
+        let mut out = self.serve(tracks, reports);
+        self.give_way(&out);
+        self.carry(ended);
+        out.extend(self.reports(seq, t));
         out
     }
 
-    /// Each confirmed peaks report without a curves track (or more than 5 m from it) gets
-    /// one, seeded from the report.
-    fn reseed(&mut self, peaks: &[TrackReport]) {
+    /// Each confirmed peaks report whose track has no follower (or one more than 5 m from it)
+    /// gets one, seeded from the report.
+    fn reseed(&mut self, tracks: &mut [Track], peaks: &[TrackReport]) {
         for r in peaks {
-            let supported = r.status == TrackStatus::Confirmed;
-            let at = self.tracks.iter().position(|t| t.id == r.id);
-            let reseed = match at {
-                None => supported,
-                Some(i) => supported && !near(&self.tracks[i].mean, &r.position, 5.0),
+            let Some(tr) = tracks.iter_mut().find(|t| t.id == r.id) else {
+                continue;
             };
+            let reseed = r.status == TrackStatus::Confirmed
+                && (tr.curves.as_ref()).is_none_or(|f| !near(&f.mean, &r.position, 5.0));
             if !reseed {
                 continue;
             }
@@ -211,6 +267,10 @@ impl CurvesStage {
                 self.set.search.lifetime_s,
                 self.frame_s,
             );
+            let order = match &tr.curves {
+                Some(f) => f.order,
+                None => self.take_order(),
+            };
             let s = Seed {
                 model: self.reader.model(),
                 params: track_params(chain, self.set.search.particles),
@@ -218,54 +278,60 @@ impl CurvesStage {
                 key: self.keys.next_key(),
                 p0: self.rule.confirm,
             };
-            let t = seeded(&s, r);
-            match at {
-                Some(i) => self.tracks[i] = t,
-                None => self.tracks.push(t),
-            }
+            tr.curves = Some(seeded(&s, r, order));
         }
     }
 
-    /// The peaks reports, each a coasting one served from its curves track once that track has
-    /// coasted for `COAST_S` with its existence at the confirmation threshold.
-    fn serve(&mut self, peaks: Vec<TrackReport>) -> Vec<TrackReport> {
+    /// The peaks reports, each a coasting one served from its track's follower once that track
+    /// has coasted for `COAST_S` with its follower's existence at the confirmation threshold.
+    fn serve(&mut self, tracks: &mut [Track], peaks: Vec<TrackReport>) -> Vec<TrackReport> {
         let hold = (COAST_S / self.frame_s).ceil() as usize;
-        for t in &mut self.tracks {
-            let coasting =
-                (peaks.iter()).any(|r| r.id == t.id && r.status == TrackStatus::Coasting);
-            t.coast_frames = if coasting { t.coast_frames + 1 } else { 0 };
+        for f in (self.alone.iter_mut()).filter_map(|t| t.curves.as_mut()) {
+            f.coast_frames = 0;
         }
         let confirm = self.rule.confirm;
         let mut out = Vec::with_capacity(peaks.len());
         for r in peaks {
-            let curve = self.tracks.iter().find(|t| t.id == r.id);
-            match curve {
-                Some(t)
-                    if r.status == TrackStatus::Coasting
-                        && t.coast_frames >= hold
-                        && t.filter.p_exist() >= confirm =>
-                {
-                    out.push(curve_report(t, TrackStatus::Confirmed, r.seq, r.t_frame_s));
-                }
-                _ => out.push(r),
+            let Some(tr) = tracks.iter_mut().find(|t| t.id == r.id) else {
+                out.push(r);
+                continue;
+            };
+            tr.served = Served::Peaks;
+            let Some(f) = tr.curves.as_mut() else {
+                out.push(r);
+                continue;
+            };
+            let coasting = r.status == TrackStatus::Coasting;
+            f.coast_frames = if coasting { f.coast_frames + 1 } else { 0 };
+            if coasting && f.coast_frames >= hold && f.filter.p_exist() >= confirm {
+                tr.served = Served::Curves;
+                out.push(curve_report(
+                    r.id,
+                    f,
+                    TrackStatus::Confirmed,
+                    r.seq,
+                    r.t_frame_s,
+                ));
+            } else {
+                out.push(r);
             }
         }
         out
     }
 
-    /// A curves track carried alone (its id not among the peaks path's `live` tracks) that a
-    /// confirmed peaks track of `out` has found again (a new id on the same source) gives way.
-    fn give_way(&mut self, out: &[TrackReport], live: &[u64]) {
+    /// A track on the curves alone that a confirmed peaks track of `out` has found again (a
+    /// new id on the same source) gives way.
+    fn give_way(&mut self, out: &[TrackReport]) {
         let confirmed: Vec<[f64; 3]> = out
             .iter()
             .filter(|r| r.status == TrackStatus::Confirmed && r.existence.is_none())
             .map(|r| r.position)
             .collect();
         let mut gone = Vec::new();
-        self.tracks.retain(|t| {
-            let orphan = !live.contains(&t.id);
-            let found = confirmed.iter().any(|p| near(&t.mean, p, 3.0));
-            if orphan && found {
+        self.alone.retain(|t| {
+            let found = (t.curves.as_ref())
+                .is_some_and(|f| confirmed.iter().any(|p| near(&f.mean, p, 3.0)));
+            if found {
                 gone.push(TrackEnd {
                     id: t.id,
                     reason: EndReason::Duplicate,
@@ -273,29 +339,45 @@ impl CurvesStage {
                     was_confirmed: true,
                 });
             }
-            !(orphan && found)
+            !found
         });
         self.ended.extend(gone);
     }
 
-    /// Peaks tracks that ended as lost: their curves tracks carry on alone while their
-    /// existence holds and they are away from the volume's edge; the others' ends stand.
+    /// Peaks tracks that ended as lost: they carry on on the curves alone while their
+    /// followers' existence holds and they are away from the volume's edge; the others' ends
+    /// stand.
     fn carry(&mut self, peaks_ended: &[TrackEnd]) {
         for e in peaks_ended {
             // A track the peaks path ended as a duplicate, or that left the volume, is not
             // carried (the edge rule ends those on the curves too).
             let carried = e.reason == EndReason::Lost
-                && self.tracks.iter().any(|t| {
+                && self.alone.iter().any(|t| {
                     t.id == e.id
-                        && t.filter.p_exist() >= self.rule.confirm
-                        && !self.reader.model().at_edge(&t.mean, EDGE_M)
+                        && t.curves.as_ref().is_some_and(|f| {
+                            f.filter.p_exist() >= self.rule.confirm
+                                && !self.reader.model().at_edge(&f.mean, EDGE_M)
+                        })
                 });
             if !carried {
-                self.tracks.retain(|t| t.id != e.id);
+                self.alone.retain(|t| t.id != e.id);
                 self.ended.push(e.clone());
             }
         }
     }
+}
+
+/// A track the peaks path dropped, on the curves alone: its filter slot given back.
+fn on_curves_alone(mut t: Track) -> Track {
+    t.slot = NO_SLOT;
+    t.served = Served::Curves;
+    t
+}
+
+/// Tracks in their followers' order.
+fn sorted(mut tracks: Vec<Track>) -> Vec<Track> {
+    tracks.sort_by_key(|t| t.curves.as_ref().map_or(u64::MAX, |f| f.order));
+    tracks
 }
 
 #[cfg(test)]

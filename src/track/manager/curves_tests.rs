@@ -32,7 +32,70 @@ fn read_frame(
     g: &GccFrame,
     ok: &[bool],
 ) -> Option<crate::track::measure::curves::CurveFrame> {
-    t.read(0, g, ok).then(|| t.reader.frame().clone())
+    t.read(0, g, ok, &[]).then(|| t.reader.frame().clone())
+}
+
+/// The peaks path as `follow` sees it: a track of each report's id (made at its first report),
+/// and a track its ends end dropped, with its follower.
+#[derive(Default)]
+struct PeaksPath {
+    tracks: Vec<Track>,
+}
+
+impl PeaksPath {
+    fn follow(
+        &mut self,
+        c: &mut CurvesStage,
+        (seq, time): (u64, f64),
+        f: &GccFrame,
+        ok: &[bool],
+        reports: Vec<TrackReport>,
+        ended: &[TrackEnd],
+    ) -> Vec<TrackReport> {
+        for r in &reports {
+            if !self.tracks.iter().any(|t| t.id == r.id) {
+                self.tracks.push(peaks_track(r.id));
+            }
+        }
+        let mut dropped = Vec::new();
+        for e in ended {
+            if let Some(i) = self.tracks.iter().position(|t| t.id == e.id) {
+                let t = self.tracks.remove(i);
+                if t.curves.is_some() {
+                    dropped.push(t);
+                }
+            }
+        }
+        let peaks = Peaks {
+            tracks: &mut self.tracks,
+            dropped,
+            reports,
+            ended,
+        };
+        c.follow(seq, time, f, ok, peaks)
+    }
+
+    /// Track `id`'s follower, on the peaks path or on the curves alone.
+    fn follower<'a>(&'a self, c: &'a CurvesStage, id: u64) -> Option<&'a Follower> {
+        (self.tracks.iter().chain(c.alone.iter()))
+            .find(|t| t.id == id)
+            .and_then(|t| t.curves.as_ref())
+    }
+
+    /// The followers on the peaks path and on the curves alone.
+    fn followers(&self, c: &CurvesStage) -> usize {
+        (self.tracks.iter().chain(c.alone.iter()))
+            .filter(|t| t.curves.is_some())
+            .count()
+    }
+}
+
+/// A peaks-path track of id `id` (no follower yet).
+fn peaks_track(id: u64) -> Track {
+    Track {
+        slot: 0,
+        ..Track::bare(id, 0)
+    }
 }
 
 fn frame_s(cfg: &Config) -> f64 {
@@ -238,6 +301,7 @@ fn follow_carries_a_faded_track_and_ends_it_when_the_source_stops() {
     let s = [-20.0, 35.0, -12.0];
     let fs = frame_s(&cfg);
     let mut t = CurvesStage::new(model(&cfg), settings(false), fs);
+    let mut path = PeaksPath::default();
     let mut g = curves(&cfg, &frames(&cfg, Some(s), 0.6, 30, 9));
     g.extend(curves(&cfg, &frames(&cfg, None, 0.0, 60, 10)));
     let ok = vec![true; t.model().pairs()];
@@ -245,7 +309,7 @@ fn follow_carries_a_faded_track_and_ends_it_when_the_source_stops() {
     for (k, f) in g.iter().enumerate() {
         let (seq, time) = (k as u64, k as f64 * fs);
         let (peaks, peaks_ended) = peaks_script(k, 20, s, seq, time);
-        let out = t.follow(seq, time, f, &ok, peaks, &peaks_ended);
+        let out = path.follow(&mut t, (seq, time), f, &ok, peaks, &peaks_ended);
         // The peaks coast from frame 10; the curves report once that has lasted COAST_S.
         let from = 10 + (COAST_S / fs).ceil() as usize - 1;
         if (from..30).contains(&k) {
@@ -316,12 +380,13 @@ fn the_clutter_map_fades_a_steady_source_but_not_a_tracked_one() {
     let faded = energy_at(&mapped, &last.unwrap(), s);
     assert!(faded < 0.1 * raw_e, "{faded} against {raw_e}");
     let mut held = CurvesStage::new(model(&cfg), set, fs);
+    let mut path = PeaksPath::default();
     for (k, f) in g.iter().enumerate() {
         let (seq, time) = (k as u64, k as f64 * fs);
         let r = vec![peaks_report(3, s, TrackStatus::Confirmed, seq, time)];
-        held.follow(seq, time, f, &ok, r, &[]);
+        path.follow(&mut held, (seq, time), f, &ok, r, &[]);
     }
-    assert_eq!(held.tracks.len(), 1);
+    assert_eq!(path.followers(&held), 1);
     let kept = read_frame(&mut held, &g[n - 1], &ok).unwrap();
     let kept_e = energy_at(&held, &kept, s);
     assert!(kept_e > 0.8 * raw_e, "{kept_e} against {raw_e}");
@@ -356,6 +421,7 @@ fn overlapping_sources_keep_their_own_tracks() {
     let (loud, quiet) = ([20.0, -25.0, -15.0], [22.0, -23.0, -16.0]);
     let fs = frame_s(&cfg);
     let mut t = CurvesStage::new(model(&cfg), settings(false), fs);
+    let mut path = PeaksPath::default();
     let g = two_source_frames(&cfg, (loud, 1.5), (quiet, 0.7), 40);
     let ok = vec![true; t.model().pairs()];
     let mut probe = read_frame(&mut t, &g[0], &ok).unwrap();
@@ -380,15 +446,11 @@ fn overlapping_sources_keep_their_own_tracks() {
             peaks_report(1, loud, status, seq, time),
             peaks_report(2, quiet, status, seq, time),
         ];
-        t.follow(seq, time, f, &ok, peaks, &[]);
+        path.follow(&mut t, (seq, time), f, &ok, peaks, &[]);
         if k >= 10 {
             for (i, (id, s)) in [(1u64, loud), (2, quiet)].iter().enumerate() {
-                let tr = t
-                    .tracks
-                    .iter()
-                    .find(|x| x.id == *id)
-                    .expect("both tracks live");
-                worst[i] = worst[i].max(dist(&[tr.mean[0], tr.mean[1], tr.mean[2]], s));
+                let tr = path.follower(&t, *id).expect("both tracks live");
+                worst[i] = worst[i].max(dist(&tr.position(), s));
             }
         }
     }
@@ -431,6 +493,7 @@ fn carried_roc(amp: f32) {
             -5.0 - 30.0 * r.uniform_f64(),
         ];
         let mut t = CurvesStage::new(model(&cfg), settings(false), fs);
+        let mut path = PeaksPath::default();
         let mut g = curves(&cfg, &frames(&cfg, Some(s), amp, 60, 500 + run));
         g.extend(curves(&cfg, &frames(&cfg, None, 0.0, 80, 900 + run)));
         let ok = vec![true; t.model().pairs()];
@@ -438,12 +501,8 @@ fn carried_roc(amp: f32) {
         for (k, f) in g.iter().enumerate() {
             let (seq, time) = (k as u64, k as f64 * fs);
             let (peaks, ended) = peaks_script(k, 60, s, seq, time);
-            t.follow(seq, time, f, &ok, peaks, &ended);
-            let e = t
-                .tracks
-                .iter()
-                .find(|x| x.id == 7)
-                .map_or(0.0, |x| x.filter.p_exist());
+            path.follow(&mut t, (seq, time), f, &ok, peaks, &ended);
+            let e = path.follower(&t, 7).map_or(0.0, |x| x.filter.p_exist());
             for (i, th) in thresholds.iter().enumerate() {
                 if (10..60).contains(&k) && e >= *th {
                     above[i] += 1;

@@ -4,7 +4,7 @@
 use super::TrackManager;
 use crate::error::BackendError;
 use crate::track::TrackMode;
-use crate::track::gate::{Gates, Rates, gates};
+use crate::track::gate::gates;
 use crate::track::initiate::births::Screen;
 use crate::track::initiate::multilat::{BirthFix, NoBirth};
 use crate::track::initiate::twins::{Volume, free_slot};
@@ -44,7 +44,7 @@ impl TrackManager {
         for (i, reason, why) in dead.into_iter().rev() {
             let t = self.tracks.remove(i);
             log::info!("track {} deleted at {:.2} s ({why})", t.id, t_centre_s);
-            self.end(&t, reason, why);
+            self.end(t, reason, why);
         }
         reports
     }
@@ -136,7 +136,11 @@ impl TrackManager {
     }
 
     /// Count and record the end of track `t`.
-    fn end(&mut self, t: &Track, reason: EndReason, detail: String) {
+    /// End track `t` (removed from the tracks): its end recorded, and a track with a follower
+    /// on the curves handed to the curves stage, which may carry it on ([`CurvesStage::follow`]).
+    ///
+    /// [`CurvesStage::follow`]: super::curves::CurvesStage::follow
+    fn end(&mut self, t: Track, reason: EndReason, detail: String) {
         self.counts.deletions += 1;
         self.ended.push(TrackEnd {
             id: t.id,
@@ -144,6 +148,9 @@ impl TrackManager {
             detail,
             was_confirmed: t.confirmed(),
         });
+        if t.curves.is_some() {
+            self.dropped.push(t);
+        }
     }
 
     /// Track `i`'s report with `status` and `support`, its mirror and heading added.
@@ -183,8 +190,9 @@ impl TrackManager {
             "track {} gives way at {t_centre_s:.2} s (every slot taken)",
             t.id
         );
-        self.end(&t, EndReason::Replaced, "every slot was taken".into());
-        Some(t.slot)
+        let slot = t.slot;
+        self.end(t, EndReason::Replaced, "every slot was taken".into());
+        Some(slot)
     }
 
     /// Start a track when the birth search's run agrees on a new source; else note why not.
@@ -233,18 +241,15 @@ impl TrackManager {
             b.fixes
         );
         self.tracks.push(Track {
-            id,
             slot,
-            born_seq: seq,
             t_state_s: b.t_state_s,
             est: b.est,
-            gates: Gates::default(),
-            rates: Rates::default(),
             assigned: vec![None; self.s.pairs().len()],
             logic: LogicState::born(b.t_state_s),
             heading_deg: self.heading_deg,
             twin,
             side_decided: false,
+            ..Track::bare(id, seq)
         });
         let i = self.tracks.len() - 1;
         Ok(Some(self.report_of(

@@ -41,7 +41,7 @@ pub use crate::track::initiate::twins::ENDFIRE_DEG;
 pub use crate::track::report::{TrackReport, TrackStatus};
 pub use settings::{ManagerCounts, ManagerSettings};
 
-use curves::CurvesStage;
+use curves::{CurvesStage, Peaks};
 
 pub struct TrackManager {
     bank: Box<dyn FilterBank>,
@@ -64,8 +64,10 @@ pub struct TrackManager {
     est: Vec<Estimate>,
     view: TdoaMeasurement,
     pub counts: ManagerCounts,
-    /// The tracks the peaks path deleted in the last frame.
+    /// The tracks the peaks path deleted in the last frame, and those of them with a follower
+    /// on the curves (for the curves stage, which may carry them on).
     ended: Vec<TrackEnd>,
+    dropped: Vec<Track>,
     /// What the tracks are weighed with, and the stage on the curves where they are.
     measurement: Measurement,
     curves: Option<CurvesStage>,
@@ -98,6 +100,7 @@ impl TrackManager {
             view: TdoaMeasurement::default(),
             counts: ManagerCounts::default(),
             ended: Vec::new(),
+            dropped: Vec::new(),
             measurement: Measurement::Peaks,
             curves: None,
             no_track_now: None,
@@ -179,10 +182,16 @@ impl TrackManager {
             return Ok(c.step(seq, t_centre_s, gcc, pair_ok));
         }
         let reports = self.step_peaks(seq, t_centre_s, gcc, pair_ok)?;
-        Ok(match self.curves.as_mut() {
-            Some(c) => c.follow(seq, t_centre_s, gcc, pair_ok, reports, &self.ended),
-            None => reports,
-        })
+        let Some(c) = self.curves.as_mut() else {
+            return Ok(reports);
+        };
+        let peaks = Peaks {
+            tracks: &mut self.tracks,
+            dropped: std::mem::take(&mut self.dropped),
+            reports,
+            ended: &self.ended,
+        };
+        Ok(c.follow(seq, t_centre_s, gcc, pair_ok, peaks))
     }
 
     /// [`Self::step`] on the peaks.

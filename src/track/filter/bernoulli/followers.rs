@@ -1,7 +1,7 @@
-//! Tracks on the curves: each a Bernoulli filter over position, velocity and coherence, stepped
-//! on its own view of the frame (the curves less the templates of the other tracks whose lobes
-//! overlap its own: the joint template), seeded from a peaks track's state or handed over by
-//! the curves search.
+//! A track's filter on the curves: a Bernoulli filter over position, velocity and coherence
+//! (its existence with it), stepped on the track's own view of the frame (the curves less the
+//! templates of the other tracks whose lobes overlap its own: the joint template), seeded from
+//! a peaks track's state or handed over by the curves search.
 
 use super::DrawKey;
 use super::existence::Chain;
@@ -14,10 +14,9 @@ use crate::track::measure::curves::{CurveFrame, CurveModel, DIM};
 use crate::track::motion::models::Kinematics;
 use crate::track::report::{TrackReport, TrackStatus, report};
 
-/// One track on the curves.
+/// A track's filter on the curves, and what its logic keeps of it.
 #[derive(Debug, Clone)]
-pub struct CurveTrack {
-    pub id: u64,
+pub struct Follower {
     pub filter: BernoulliFilter,
     /// Its existence has passed the confirmation threshold.
     pub confirmed: bool,
@@ -27,6 +26,28 @@ pub struct CurveTrack {
     pub edge_frames: usize,
     /// `auto`: consecutive frames its peaks track has coasted.
     pub coast_frames: usize,
+    /// Its place among the followers: they are stepped, and their existence ruled, oldest
+    /// first (a follower seeded again keeps its place).
+    pub order: u64,
+}
+
+impl Follower {
+    /// A confirmed follower of `filter` (the search's hand-over) at `mean`, in place `order`.
+    pub fn confirmed(filter: BernoulliFilter, mean: Vec<f64>, order: u64) -> Self {
+        Self {
+            filter,
+            confirmed: true,
+            mean,
+            edge_frames: 0,
+            coast_frames: 0,
+            order,
+        }
+    }
+
+    /// Its mean position.
+    pub fn position(&self) -> [f64; 3] {
+        [self.mean[0], self.mean[1], self.mean[2]]
+    }
 }
 
 /// A track's filter: no births (a new source is the search's), the chain's lifetime.
@@ -41,13 +62,13 @@ pub fn track_params(chain: Chain, particles: usize) -> BernoulliParams {
     }
 }
 
-/// Step every track one frame on the frame `reader` read, each on its own view of it
-/// ([`CurvesReader`]'s: with `joint`, less the overlapping tracks' templates at their last
-/// means; a track seeded this frame has no amplitude yet and is not subtracted). A track whose
-/// existence reaches `confirm` is confirmed; one whose mean sits within `edge_m` of the
-/// volume's faces counts a frame at the edge.
+/// Step every track's follower (`(id, follower)`, in order) one frame on the frame `reader`
+/// read, each on its own view of it ([`CurvesReader`]'s: with `joint`, less the overlapping
+/// tracks' templates at their last means; a track seeded this frame has no amplitude yet and
+/// is not subtracted). A follower whose existence reaches `confirm` is confirmed; one whose
+/// mean sits within `edge_m` of the volume's faces counts a frame at the edge.
 pub fn step_all(
-    tracks: &mut [CurveTrack],
+    tracks: &mut [(u64, &mut Follower)],
     reader: &CurvesReader,
     joint: bool,
     confirm: f64,
@@ -55,15 +76,15 @@ pub fn step_all(
 ) {
     let held: Vec<Held> = tracks
         .iter()
-        .map(|t| Held {
-            id: t.id,
-            position: [t.mean[0], t.mean[1], t.mean[2]],
+        .map(|(id, t)| Held {
+            id: *id,
+            position: t.position(),
             amplitude: t.mean.get(6).copied().filter(|_| joint),
         })
         .collect();
     let model = reader.model();
     let mut seen = CurveFrame::default();
-    for (i, t) in tracks.iter_mut().enumerate() {
+    for (i, (_, t)) in tracks.iter_mut().enumerate() {
         reader.view(i, &held, &mut seen);
         let s = t.filter.step(model, &seen);
         t.mean = s.mean;
@@ -89,9 +110,9 @@ pub struct Seed<'a> {
     pub p0: f64,
 }
 
-/// A curves track of report `r`'s id, its particles drawn from the report's Gaussian (spreads
-/// at least 0.5 m and 0.3 m/s) and coherences from the prior.
-pub fn seeded(s: &Seed, r: &TrackReport) -> CurveTrack {
+/// A follower of report `r`'s track in place `order`, its particles drawn from the report's
+/// Gaussian (spreads at least 0.5 m and 0.3 m/s) and coherences from the prior.
+pub fn seeded(s: &Seed, r: &TrackReport, order: u64) -> Follower {
     let n = s.params.n_cont;
     let g = &r.state;
     let mut cov = nalgebra::Matrix6::from_fn(|i, j| g.cov[i][j]);
@@ -120,19 +141,18 @@ pub fn seeded(s: &Seed, r: &TrackReport) -> CurveTrack {
         x.push(lo + f64::from(u) * (hi - lo));
     }
     let filter = BernoulliFilter::seeded(s.params, DIM, s.seed, s.key, s.p0, x);
-    CurveTrack {
-        id: r.id,
-        filter,
-        confirmed: true,
-        mean: g.mean.to_vec(),
-        edge_frames: 0,
-        coast_frames: 0,
-    }
+    Follower::confirmed(filter, g.mean.to_vec(), order)
 }
 
-/// A track's report: the particles' mean and covariance of position and velocity, its
-/// coherence and existence.
-pub fn curve_report(t: &CurveTrack, status: TrackStatus, seq: u64, t_centre_s: f64) -> TrackReport {
+/// Track `id`'s report from its follower `t`: the particles' mean and covariance of position
+/// and velocity, their coherence and existence.
+pub fn curve_report(
+    id: u64,
+    t: &Follower,
+    status: TrackStatus,
+    seq: u64,
+    t_centre_s: f64,
+) -> TrackReport {
     let x = t.filter.particles();
     let n = (x.len() / DIM).max(1) as f64;
     let mut mean = [0.0; 6];
@@ -162,9 +182,7 @@ pub fn curve_report(t: &CurveTrack, status: TrackStatus, seq: u64, t_centre_s: f
         temper: 1.0,
     };
     let kin = Kinematics::ThreeD;
-    let mut r = report(
-        t.id, t_centre_s, &e, status, seq, t_centre_s, None, kin, None,
-    );
+    let mut r = report(id, t_centre_s, &e, status, seq, t_centre_s, None, kin, None);
     r.coherence = Some(coherence as f32);
     r.existence = Some(t.filter.p_exist() as f32);
     r
