@@ -395,6 +395,11 @@ pub struct StatusMessage {
     pub tracks: usize,
     /// Of `tracks`, those confirmed.
     pub confirmed_tracks: usize,
+    /// `tracker.measurement` "curves" or "auto": of `tracks`, those the GCC curves serve (a
+    /// track the curves search found, or one whose peaks coasted or were lost while the curves
+    /// still hold it); the others are served by their TDOA peaks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curves_tracks: Option<usize>,
     /// Why the last frame had no confirmed track (absent when it had one): `no_peaks` (no
     /// pair's peak stood out of the noise), `too_few_pairs` (too few pairs had a peak no track
     /// explains), `no_fix` (the peaks fit no point), `fixes_disagree` (consecutive fixes did

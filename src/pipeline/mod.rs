@@ -691,6 +691,7 @@ impl Pipeline {
             backend_switches: self.counters.backend_switches,
             tracks: self.tracker.active_tracks(),
             confirmed_tracks: self.tracker.confirmed_tracks(),
+            curves_tracks: self.tracker.curves_tracks(),
             no_track: self.tracker.no_track_now,
             no_track_frames: self.tracker.counts.no_track.clone(),
             tdoa_noise_samples: (f64::from(self.tracker.sigma_s())

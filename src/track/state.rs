@@ -34,8 +34,6 @@ pub struct Track {
     pub side_decided: bool,
     /// Its follower on the curves (`tracker.measurement` "curves" or "auto"), where it has one.
     pub curves: Option<Follower>,
-    /// The model whose view made its last report.
-    pub served: Served,
 }
 
 /// The slot of a track that holds none in the filter bank (one on the curves alone).
@@ -70,7 +68,6 @@ impl Track {
             twin: None,
             side_decided: true,
             curves: None,
-            served: Served::Peaks,
         }
     }
 
@@ -78,8 +75,15 @@ impl Track {
     pub fn on_curves(id: u64, born_seq: u64, f: Follower) -> Self {
         Self {
             curves: Some(f),
-            served: Served::Curves,
             ..Self::bare(id, born_seq)
+        }
+    }
+
+    /// The model whose view made its last report.
+    pub fn served(&self) -> Served {
+        match &self.curves {
+            Some(f) if self.slot == NO_SLOT || f.reporting => Served::Curves,
+            _ => Served::Peaks,
         }
     }
 

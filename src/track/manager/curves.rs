@@ -20,7 +20,7 @@ use crate::track::measure::curves::reader::CurvesReader;
 use crate::track::measure::curves::{CurveModel, near};
 use crate::track::measure::{FrameInput, MeasurementModel};
 use crate::track::report::{EndReason, TrackEnd, TrackReport, TrackStatus};
-use crate::track::state::{NO_SLOT, Served, Track};
+use crate::track::state::{NO_SLOT, Track};
 
 /// `auto`: a coasting peaks track is reported from the curves once it has coasted this long
 /// (s); the particle filter bridges shorter gaps in its peaks as well on its own.
@@ -296,15 +296,14 @@ impl CurvesStage {
                 out.push(r);
                 continue;
             };
-            tr.served = Served::Peaks;
             let Some(f) = tr.curves.as_mut() else {
                 out.push(r);
                 continue;
             };
             let coasting = r.status == TrackStatus::Coasting;
             f.coast_frames = if coasting { f.coast_frames + 1 } else { 0 };
-            if coasting && f.coast_frames >= hold && f.filter.p_exist() >= confirm {
-                tr.served = Served::Curves;
+            f.reporting = coasting && f.coast_frames >= hold && f.filter.p_exist() >= confirm;
+            if f.reporting {
                 out.push(curve_report(
                     r.id,
                     f,
@@ -370,7 +369,6 @@ impl CurvesStage {
 /// A track the peaks path dropped, on the curves alone: its filter slot given back.
 fn on_curves_alone(mut t: Track) -> Track {
     t.slot = NO_SLOT;
-    t.served = Served::Curves;
     t
 }
 

@@ -34,7 +34,7 @@ use crate::track::measure::peaks::PeaksModel;
 use crate::track::measure::{FrameInput, Measurement, MeasurementModel};
 use crate::track::motion::steps::{StepTo, steps_to};
 use crate::track::report::TrackEnd;
-use crate::track::state::Track;
+use crate::track::state::{Served, Track};
 use crate::track::{Estimate, FilterBank, FilterParams, TdoaMeasurement, TrackStep};
 
 pub use crate::track::initiate::twins::ENDFIRE_DEG;
@@ -138,12 +138,24 @@ impl TrackManager {
         &self.params
     }
 
+    /// Every track: the peaks path's and those the curves alone serve.
+    fn all_tracks(&self) -> impl Iterator<Item = &Track> {
+        let alone = self.curves.as_ref().map_or(&[][..], |c| &c.alone[..]);
+        self.tracks.iter().chain(alone)
+    }
+
     pub fn active_tracks(&self) -> usize {
-        self.tracks.len()
+        self.all_tracks().count()
     }
 
     pub fn confirmed_tracks(&self) -> usize {
-        self.tracks.iter().filter(|t| t.confirmed()).count()
+        self.all_tracks().filter(|t| t.confirmed()).count()
+    }
+
+    /// With a stage on the curves: the tracks whose last report the curves made.
+    pub fn curves_tracks(&self) -> Option<usize> {
+        self.curves.as_ref()?;
+        Some((self.all_tracks()).filter(|t| t.served() == Served::Curves).count())
     }
 
     /// The TDOA noise currently assumed, seconds.

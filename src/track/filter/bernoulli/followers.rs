@@ -24,8 +24,10 @@ pub struct Follower {
     pub mean: Vec<f64>,
     /// Consecutive frames its mean has spent at the search volume's edge.
     pub edge_frames: usize,
-    /// `auto`: consecutive frames its peaks track has coasted.
+    /// `auto`: consecutive frames its peaks track has coasted, and whether the track's last
+    /// report came from the follower (the peaks coasting long enough).
     pub coast_frames: usize,
+    pub reporting: bool,
     /// Its place among the followers: they are stepped, and their existence ruled, oldest
     /// first (a follower seeded again keeps its place).
     pub order: u64,
@@ -40,6 +42,7 @@ impl Follower {
             mean,
             edge_frames: 0,
             coast_frames: 0,
+            reporting: false,
             order,
         }
     }
