@@ -40,10 +40,6 @@ pub struct Twin {
     /// has since turned by [`MIRROR_HEADING_DEG`].
     pub birth_heading_deg: Option<f64>,
     pub turned: bool,
-    /// A 3-D birth's second solution ([`super::alternates`]) rather than a line array's
-    /// mirror: its evidence counts from the start, and the more likely of the two is the
-    /// track's.
-    pub alternate: bool,
 }
 
 /// What one frame's evidence says of a track and its twin.
@@ -65,16 +61,6 @@ impl Twin {
             log_odds: 0.0,
             birth_heading_deg: heading_deg,
             turned: false,
-            alternate: false,
-        }
-    }
-
-    /// A 3-D birth's second solution in `slot`, with its estimate.
-    pub fn alternate(slot: u32, est: Estimate) -> Self {
-        Self {
-            turned: true,
-            alternate: true,
-            ..Self::new(slot, est, None)
         }
     }
 

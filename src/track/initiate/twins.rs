@@ -1,14 +1,12 @@
-//! The twins of tracks, as the tracker keeps them (the twin itself is [`super::mirror`]): a
-//! turning line array's mirror across its axis, or a 3-D birth's second solution
-//! ([`super::alternates`]), started beside the new track; each frame's evidence weighed
-//! between the two; a line array's twin started again when a decided track passes end-fire;
-//! and the other point every report carries while it is open.
+//! The mirror twins of a turning line array's tracks, as the tracker keeps them (the twin
+//! itself is [`super::mirror`]): a twin started beside each new track, each frame's evidence
+//! weighed between the two, a twin started again when a decided track passes end-fire, and
+//! the mirror point every report of a line array in a known plane carries.
 
-use nalgebra::{Matrix3, Vector3};
+use nalgebra::Vector3;
 
 use crate::dsp::geometry::ArrayGeometry;
 use crate::error::BackendError;
-use crate::track::initiate::alternates::alternate_init;
 use crate::track::initiate::mirror::{MirrorVerdict, Twin, mirrored_init};
 use crate::track::motion::models::Kinematics;
 use crate::track::report::{TrackReport, TrackStatus, mirror_across, report};
@@ -26,8 +24,6 @@ pub struct Twins {
     line: Option<LineAxes>,
     /// A turning array (`array.heading_input`).
     turning: bool,
-    /// 3-D mode: births whose delays fit a second point get a twin there.
-    alternates: bool,
     /// Twins decided (the track's side, the twin's), and births that found no slot for one.
     pub kept: u64,
     pub taken: u64,
@@ -45,11 +41,10 @@ pub fn free_slot(tracks: &[Track], slots: usize, besides: Option<u32>) -> Option
 }
 
 impl Twins {
-    pub fn new(line: Option<LineAxes>, turning: bool, alternates: bool) -> Self {
+    pub fn new(line: Option<LineAxes>, turning: bool) -> Self {
         Self {
             line,
             turning,
-            alternates,
             kept: 0,
             taken: 0,
             without_slot: 0,
@@ -86,28 +81,6 @@ impl Twins {
         Ok(Some(Twin::new(slot, e, heading_deg)))
     }
 
-    /// 3-D mode: a twin for the track started by `init` with estimate `est` at the second
-    /// point its delays fit (`at`, with its fix covariance `cov`), in `slot` (None, and
-    /// counted, when there is no slot).
-    pub fn start_alternate(
-        &mut self,
-        bank: &mut dyn FilterBank,
-        (init, est): (&TrackInit, &Estimate),
-        (at, cov): (Vector3<f64>, Matrix3<f64>),
-        slot: Option<u32>,
-    ) -> Result<Option<Twin>, BackendError> {
-        if !self.alternates {
-            return Ok(None);
-        }
-        let Some(slot) = slot else {
-            self.without_slot += 1;
-            return Ok(None);
-        };
-        let (m, e) = alternate_init(init, est, at, &cov, slot);
-        bank.init_track(&m)?;
-        Ok(Some(Twin::alternate(slot, e)))
-    }
-
     /// Weigh each twin's evidence against its track's this frame (`est[i]`, `steps[i]`: the
     /// track's new estimate and step); where the margin is reached, the winner keeps the track
     /// (and its ID) and the loser's slot is freed.
@@ -123,24 +96,11 @@ impl Twins {
             let evidence = est[i].log_evidence;
             let dt = f64::from(steps[i].dt_s);
             let Some(w) = t.twin.as_mut() else { continue };
-            let what = if w.alternate {
-                "the other point its delays fit"
-            } else {
-                "its mirror across the array's axis"
-            };
             match w.weigh(evidence, heading_deg, dt) {
-                MirrorVerdict::Undecided if w.alternate && w.log_odds > 0.0 => {
-                    // The more likely of a birth's two solutions is the track's.
-                    std::mem::swap(&mut est[i], &mut w.est);
-                    std::mem::swap(&mut t.slot, &mut w.slot);
-                    steps[i].slot = t.slot;
-                    w.log_odds = -w.log_odds;
-                    continue;
-                }
                 MirrorVerdict::Undecided => continue,
                 MirrorVerdict::TrackWins => {
                     log::info!(
-                        "track {}: {what} is ruled out at {t_centre_s:.2} s ({:.1} nats less likely)",
+                        "track {}: its side of the array is decided at {t_centre_s:.2} s (the mirror is {:.1} nats less likely)",
                         t.id,
                         -w.log_odds
                     );
@@ -148,7 +108,7 @@ impl Twins {
                 }
                 MirrorVerdict::TwinWins => {
                     log::info!(
-                        "track {}: {what} is decided at {t_centre_s:.2} s ({:.1} nats more likely); the track moves there",
+                        "track {}: its mirror across the array's axis is decided at {t_centre_s:.2} s ({:.1} nats more likely); the track moves there",
                         t.id,
                         w.log_odds
                     );
@@ -221,10 +181,6 @@ impl Twins {
         volume: &Volume,
     ) {
         r.heading_deg = heading_deg.filter(|_| self.turning);
-        if let Some(w) = t.twin.as_ref().filter(|w| w.alternate) {
-            other_point(r, &w.est, w.prob());
-            return;
-        }
         if !self.turning {
             r.mirror = mirror_of(self.line, volume, r);
             return;
@@ -249,24 +205,6 @@ impl Twins {
             None => {}
         }
     }
-}
-
-/// Report `r`, while its track's twin at the other point its delays fit (estimate `other`,
-/// probability `p`) is open: that point beside it, and its position covariance widened to the
-/// second moment of both about the reported point (p_r Σ_r + p (Σ_o + d dᵀ)), so that its 95 %
-/// region covers the source at either.
-fn other_point(r: &mut TrackReport, other: &Estimate, p: f32) {
-    let p = f64::from(p);
-    let o = [other.mean[0], other.mean[1], other.mean[2]];
-    let d: [f64; 3] = std::array::from_fn(|k| o[k] - r.position[k]);
-    for a in 0..3 {
-        for b in 0..3 {
-            let own = r.pos_cov[a][b];
-            r.pos_cov[a][b] = (1.0 - p) * own + p * (other.cov[a][b] + d[a] * d[b]);
-        }
-    }
-    r.mirror = Some(o);
-    r.mirror_prob = Some(p as f32);
 }
 
 /// How to start (or restart) a slot's particles again from estimate `e` (mean, covariance and

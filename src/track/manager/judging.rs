@@ -5,7 +5,6 @@ use super::TrackManager;
 use crate::error::BackendError;
 use crate::track::TrackMode;
 use crate::track::gate::gates;
-use crate::track::initiate::alternates::alternate;
 use crate::track::initiate::births::Screen;
 use crate::track::initiate::multilat::{BirthFix, NoBirth};
 use crate::track::initiate::twins::{Volume, free_slot};
@@ -229,15 +228,7 @@ impl TrackManager {
         self.bank.init_track(&b.init)?;
         let twin_slot = free_slot(&self.tracks, self.params.slots, Some(b.init.slot));
         let (bank, heading) = (self.bank.as_mut(), self.heading_deg);
-        let mut twin = (self.twins).start(bank, &b.init, &b.est, twin_slot, heading)?;
-        if twin.is_none() && self.params.mode == TrackMode::ThreeD {
-            let sigma = f64::from(self.sigma_s);
-            let (geo, pairs, bounds) = (&self.s.geometry, self.s.pairs(), self.s.bounds);
-            if let Some(other) = alternate(geo, pairs, fix.position, sigma, bounds) {
-                let prior = (&b.init, &b.est);
-                twin = (self.twins).start_alternate(bank, prior, other, twin_slot)?;
-            }
-        }
+        let twin = (self.twins).start(bank, &b.init, &b.est, twin_slot, heading)?;
         let id = self.next_id;
         self.next_id += 1;
         self.counts.births += 1;

@@ -23,7 +23,6 @@ mod settings;
 
 use crate::dsp::gcc::GccFrame;
 use crate::error::BackendError;
-use crate::track::TrackMode;
 use crate::track::associate::{Associator, HeldFrame, assign_frame, associator};
 use crate::track::filter::step_with_twin;
 use crate::track::gate::predict_gates;
@@ -91,7 +90,7 @@ impl TrackManager {
             peaks: PeaksModel::new(s.peaks.clone(), params.tdoa_std_s),
             associator: associator(s.mfa_lists),
             births_search: BirthSearch::new(s.init_frames),
-            twins: Twins::new(params.line, s.turning, params.mode == TrackMode::ThreeD),
+            twins: Twins::new(params.line, s.turning),
             tracks: Vec::new(),
             next_id: 1,
             residuals: ResidualWindow::default(),
@@ -156,11 +155,7 @@ impl TrackManager {
     /// With a stage on the curves: the tracks whose last report the curves made.
     pub fn curves_tracks(&self) -> Option<usize> {
         self.curves.as_ref()?;
-        Some(
-            (self.all_tracks())
-                .filter(|t| t.served() == Served::Curves)
-                .count(),
-        )
+        Some((self.all_tracks()).filter(|t| t.served() == Served::Curves).count())
     }
 
     /// The TDOA noise currently assumed, seconds.
