@@ -155,7 +155,11 @@ impl TrackManager {
     /// With a stage on the curves: the tracks whose last report the curves made.
     pub fn curves_tracks(&self) -> Option<usize> {
         self.curves.as_ref()?;
-        Some((self.all_tracks()).filter(|t| t.served() == Served::Curves).count())
+        Some(
+            (self.all_tracks())
+                .filter(|t| t.served() == Served::Curves)
+                .count(),
+        )
     }
 
     /// The TDOA noise currently assumed, seconds.
