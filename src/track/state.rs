@@ -82,22 +82,22 @@ impl Track {
     /// The model whose view made its last report.
     pub fn served(&self) -> Served {
         match &self.curves {
-            Some(f) if self.slot == NO_SLOT || f.reporting => Served::Curves,
+            Some(f) if self.holds_no_slot() || f.reporting => Served::Curves,
             _ => Served::Peaks,
         }
-    }
-
-    /// Its existence probability on the curves, where a follower gives one.
-    pub fn existence(&self) -> Option<f64> {
-        self.curves.as_ref().map(|f| f.filter.p_exist())
     }
 
     /// Confirmed: by its M-of-N logic on the peaks, or by its existence on the curves alone.
     pub fn confirmed(&self) -> bool {
         match &self.curves {
-            Some(f) if self.slot == NO_SLOT => f.confirmed,
+            Some(f) if self.holds_no_slot() => f.confirmed,
             _ => self.logic.history.confirmed,
         }
+    }
+
+    /// On the curves alone: the filter bank holds no slot for it.
+    fn holds_no_slot(&self) -> bool {
+        self.slot == NO_SLOT
     }
 
     /// Its estimate's position (a direction, scaled by 1 + the inverse range, in the angular

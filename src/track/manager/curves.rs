@@ -72,13 +72,18 @@ pub struct Peaks<'a> {
     pub ended: &'a [TrackEnd],
 }
 
+/// A track's place among the followers ([`Follower::order`]; last without one).
+fn follower_order(t: &Track) -> u64 {
+    t.curves.as_ref().map_or(u64::MAX, |f| f.order)
+}
+
 /// The positions of the tracks' followers, in their order.
 fn positions<'a>(tracks: impl Iterator<Item = &'a Track>) -> Vec<[f64; 3]> {
-    let mut rows: Vec<(u64, [f64; 3])> = tracks
-        .filter_map(|t| t.curves.as_ref().map(|f| (f.order, f.position())))
-        .collect();
-    rows.sort_by_key(|r| r.0);
-    rows.into_iter().map(|r| r.1).collect()
+    let mut rows: Vec<&Track> = tracks.filter(|t| t.curves.is_some()).collect();
+    rows.sort_by_key(|t| follower_order(t));
+    (rows.iter())
+        .filter_map(|t| t.curves.as_ref().map(Follower::position))
+        .collect()
 }
 
 impl CurvesStage {
@@ -180,7 +185,7 @@ impl CurvesStage {
     fn step_followers<'a>(&mut self, tracks: impl Iterator<Item = &'a mut Track>) {
         let (joint, confirm) = (self.set.joint_template, self.rule.confirm);
         let mut tracks: Vec<&mut Track> = tracks.filter(|t| t.curves.is_some()).collect();
-        tracks.sort_by_key(|t| t.curves.as_ref().map_or(u64::MAX, |f| f.order));
+        tracks.sort_by_key(|t| follower_order(t));
         let ends = {
             let mut rows: Vec<(u64, &mut Follower)> = (tracks.iter_mut())
                 .filter_map(|t| t.curves.as_mut().map(|f| (t.id, f)))
@@ -206,6 +211,7 @@ impl CurvesStage {
             .map(|(id, f)| curve_report(id, f, self.rule.status(f), seq, t_centre_s))
             .collect()
     }
+
     /// `auto`: the peaks path's tracks, each followed on the curves as well. A confirmed peaks
     /// track gets a follower, seeded from its state (and seeded again when the two part by more
     /// than 5 m while the peaks still support it). A peaks track that has coasted for `COAST_S`
@@ -374,7 +380,7 @@ fn on_curves_alone(mut t: Track) -> Track {
 
 /// Tracks in their followers' order.
 fn sorted(mut tracks: Vec<Track>) -> Vec<Track> {
-    tracks.sort_by_key(|t| t.curves.as_ref().map_or(u64::MAX, |f| f.order));
+    tracks.sort_by_key(follower_order);
     tracks
 }
 
